@@ -1,0 +1,3 @@
+module github.com/tockwheel/tock
+
+go 1.25
