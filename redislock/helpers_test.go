@@ -24,7 +24,8 @@ func newLocker(t testing.TB, s *redistest.Server, opts ...Option) *Locker {
 	return New(newClient(t, s), opts...)
 }
 
-// commandCalls returns how many times Redis ran cmd (lower case, e.g. "evalsha") since its start.
+// commandCalls returns how many times clients sent Redis cmd (lower case, e.g. "evalsha") since
+// it started: the calls it ran plus those it rejected (as for a missing permission) or that failed.
 func commandCalls(t testing.TB, rdb *redis.Client, cmd string) int64 {
 	t.Helper()
 	info, err := rdb.Info(context.Background(), "commandstats").Result()
@@ -32,15 +33,22 @@ func commandCalls(t testing.TB, rdb *redis.Client, cmd string) int64 {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(info, "\n") {
-		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls=")
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
 		if !ok {
 			continue
 		}
-		n, err := strconv.ParseInt(rest[:strings.IndexByte(rest, ',')], 10, 64)
-		if err != nil {
-			t.Fatalf("commandstats line %q: %v", line, err)
+		var total int64
+		for _, field := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			if k == "calls" || k == "rejected_calls" || k == "failed_calls" {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatalf("commandstats line %q: %v", line, err)
+				}
+				total += n
+			}
 		}
-		return n
+		return total
 	}
 	return 0
 }

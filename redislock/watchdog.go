@@ -37,8 +37,9 @@ type entryKey struct {
 
 // watchdog renews the leases of a Locker's watchdog locks. One periodic timer on the wheel starts a
 // renewal round every timeout/3; the round runs on a goroutine of its own, which exists only while
-// the round's Redis calls are in flight, so a slow Redis never holds up the wheel's callbacks. A
-// round that fails is retried every timeout/12. A second timer fires at the earliest deadline of
+// the round's Redis calls are in flight, so a slow Redis never holds up the wheel's callbacks. After
+// a round that fails, the periodic timer is reset to run again in timeout/12, so a failing round is
+// retried every timeout/12 until one succeeds. A second timer fires at the earliest deadline of
 // all entries and declares lost the ones whose lease has run out by then, so Lost is closed on time
 // even while a round hangs on an unreachable Redis.
 type watchdog struct {
@@ -49,13 +50,11 @@ type watchdog struct {
 
 	mu struct {
 		sync.Mutex
-		entries      map[entryKey]*entry
-		ticker       tock.Timer // the periodic round; pending exactly while entries is non-empty
-		expiry       tock.Timer // pending while expiryAt is not zero
-		expiryAt     time.Time
-		expiryGen    uint64 // identifies the current expiry timer, so a stale one that fires does nothing
-		retry        tock.Timer
-		retryPending bool
+		entries   map[entryKey]*entry
+		ticker    tock.Timer // the periodic round; pending exactly while entries is non-empty
+		expiry    tock.Timer // pending while expiryAt is not zero
+		expiryAt  time.Time
+		expiryGen uint64 // identifies the current expiry timer, so a stale one that fires does nothing
 	}
 }
 
@@ -150,8 +149,6 @@ func (d *watchdog) dropLocked(e *entry) {
 	d.mu.expiry.Stop()
 	d.mu.expiryAt = time.Time{}
 	d.mu.expiryGen++
-	d.mu.retry.Stop()
-	d.mu.retryPending = false
 }
 
 // armExpiryLocked makes sure the expiry timer fires no later than at.
@@ -245,24 +242,15 @@ func (d *watchdog) round() {
 		}
 	}
 	d.running.Store(false)
-	if failure != nil && len(d.mu.entries) > 0 && !d.mu.retryPending {
-		t, err := d.l.wheel.AfterFunc(d.retryDelay, d.retryFired)
-		if err == nil {
-			d.mu.retry, d.mu.retryPending = t, true
-		}
+	if failure != nil && len(d.mu.entries) > 0 {
+		// Bring the next round forward; rounds go on every period from there.
+		d.mu.ticker.Reset(d.retryDelay)
 	}
 	d.mu.Unlock()
 	if failure != nil {
 		d.l.logger.Warn("redislock: renewal failed; retrying until the leases end",
 			slog.Int("locks", len(es)), slog.Any("error", failure))
 	}
-}
-
-func (d *watchdog) retryFired() {
-	d.mu.Lock()
-	d.mu.retryPending = false
-	d.mu.Unlock()
-	d.kick()
 }
 
 // batch groups entries into script calls: only keys of one group (one cluster slot) may share a
