@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
@@ -165,5 +166,23 @@ func TestMissingBinary(t *testing.T) {
 				t.Fatalf("in CI: skipped=%q fatal=%q; want a failure", rec.skipped, rec.fatal)
 			}
 		})
+	}
+}
+
+func TestStartCluster(t *testing.T) {
+	s := StartCluster(t)
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{s.Addr}})
+	t.Cleanup(func() { rdb.Close() })
+	ctx := context.Background()
+	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	slot, err := rdb.ClusterKeySlot(ctx, "foo").Result()
+	if err != nil || slot != 12182 {
+		t.Fatalf("CLUSTER KEYSLOT foo = %d, %v; want 12182", slot, err)
+	}
+	// Cluster rules are enforced: keys of one command must share a slot.
+	if err := rdb.Do(ctx, "MSET", "a", "1", "b", "2").Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Fatalf("MSET across slots: err = %v, want CROSSSLOT", err)
 	}
 }
