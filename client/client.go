@@ -16,7 +16,7 @@ import (
 
 // A Client talks to one tockd server. It is safe for concurrent use.
 type Client struct {
-	base    *url.URL
+	base    string // scheme://host[/prefix], no trailing slash
 	token   string
 	http    *http.Client
 	retries int
@@ -57,8 +57,8 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("client: server URL %q must look like http://host:port", baseURL)
 	}
-	u.Path = strings.TrimSuffix(u.Path, "/")
-	c := &Client{base: u, http: http.DefaultClient, retries: 3, backoff: 100 * time.Millisecond}
+	u.RawQuery, u.Fragment = "", ""
+	c := &Client{base: strings.TrimSuffix(u.String(), "/"), http: http.DefaultClient, retries: 3, backoff: 100 * time.Millisecond}
 	for _, o := range opts {
 		o(c)
 	}
@@ -229,7 +229,7 @@ func (c *Client) Ready(ctx context.Context) error {
 	return c.do(ctx, http.MethodGet, "/readyz", nil, nil, true)
 }
 
-// do sends one request, retrying it when idempotent, and decodes a 2xx
+// do sends one request to path (escaped, with any query), retrying it when idempotent, and decodes a 2xx
 // JSON answer into out when out is not nil.
 func (c *Client) do(ctx context.Context, method, path string, in, out any, idempotent bool) error {
 	var body []byte
@@ -269,17 +269,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any, idemp
 
 // once sends one request and reports whether a failure may be retried.
 func (c *Client) once(ctx context.Context, method, path string, body []byte, out any) (retry bool, err error) {
-	u := *c.base
-	u.Path += path
-	u.RawPath = ""
-	if strings.Contains(path, "%") {
-		u.RawPath = c.base.EscapedPath() + path
-	}
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, u.String(), r)
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
 	if err != nil {
 		return false, fmt.Errorf("client: %w", err)
 	}
@@ -319,4 +313,34 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		return false, fmt.Errorf("client: %s %s: decoding response: %w", method, path, err)
 	}
 	return false, nil
+}
+
+// Stats is the server's report from GET /v1/stats: the store's counts, the
+// server's totals since it started and delivery lateness, in seconds, over
+// the last minute.
+type Stats struct {
+	Time          time.Time `json:"time"`
+	UptimeSeconds float64   `json:"uptime_seconds"`
+	Pending       int64     `json:"pending"`
+	Due           int64     `json:"due"`
+	Leased        int64     `json:"leased"`
+	Puts          uint64    `json:"puts"`
+	Deliveries    uint64    `json:"deliveries"`
+	Acks          uint64    `json:"acks"`
+	Nacks         uint64    `json:"nacks"`
+	Cancels       uint64    `json:"cancels"`
+	Lateness      struct {
+		Count uint64  `json:"count"`
+		P50   float64 `json:"p50"`
+		P90   float64 `json:"p90"`
+		P99   float64 `json:"p99"`
+		Max   float64 `json:"max"`
+	} `json:"lateness"`
+}
+
+// Stats returns the server's counts.
+func (c *Client) Stats(ctx context.Context) (Stats, error) {
+	var st Stats
+	err := c.do(ctx, http.MethodGet, "/v1/stats?history=0&forecast=0", nil, &st, true)
+	return st, err
 }
