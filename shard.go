@@ -1,0 +1,157 @@
+package tock
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// A shard is an independent part of a wheel: its own lock, nodes, hierarchy and driver goroutine.
+// Scheduling goroutines pick the shard of the processor they run on, so goroutines on different
+// processors rarely share a lock or a cache line.
+type shard struct {
+	w *Wheel
+
+	// wake tells a sleeping driver that a timer due before its wake-up arrived. It has room for one
+	// signal so that the sender never blocks.
+	wake chan struct{}
+
+	mu sync.Mutex
+	slab
+	cur      int64 // the next tick to process; every pending node's at is >= cur
+	levels   int
+	occupied [maxLevels]uint64
+	heads    [maxLevels][slotCount]uint32
+	pending  int                  // timers that are scheduled and have not ended
+	periodic map[uint32]*periodic // the periodic timers, by node
+	running  bool                 // a driver goroutine is running
+	wakeAt   int64                // the tick the driver sleeps until; meaningful while running
+	stopped  bool
+	batch    []func() // callbacks that fired in the current advance
+
+	_ [64]byte // keep shards in separate cache lines
+}
+
+func newShard(w *Wheel, levels int) *shard {
+	return &shard{w: w, wake: make(chan struct{}, 1), levels: levels}
+}
+
+// scheduleLocked adds a timer due at tick at and makes sure the driver will wake up for it. p is
+// nil for a one-shot timer.
+func (s *shard) scheduleLocked(at int64, f func(), p *periodic) (Timer, error) {
+	i, ok := s.alloc()
+	if !ok {
+		return Timer{}, ErrTooManyPending
+	}
+	n := s.node(i)
+	n.f, n.at, n.state = f, at, 0
+	if p != nil {
+		n.state = flagPeriodic
+		p.s, p.i = s, i
+		if s.periodic == nil {
+			s.periodic = make(map[uint32]*periodic)
+		}
+		s.periodic[i] = p
+	}
+	s.linkLocked(i, n)
+	s.pending++
+	s.wakeForLocked(n.at)
+	return Timer{s: s, i: i, gen: n.gen}, nil
+}
+
+// wakeForLocked makes sure the driver runs at or before tick at: it starts a driver if none runs
+// and wakes a sleeping one whose wake-up is later.
+func (s *shard) wakeForLocked(at int64) {
+	switch {
+	case !s.running:
+		s.running = true
+		s.wakeAt = at
+		go s.drive()
+	case at < s.wakeAt:
+		s.wakeAt = at
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// fireLocked ends node i's wait: its callback joins the batch. A one-shot node is freed at once, so
+// from here on Stop reports false; a periodic node stays allocated until its callback has re-armed
+// it.
+func (s *shard) fireLocked(i uint32, n *node) {
+	s.batch = append(s.batch, n.f)
+	if n.state&flagPeriodic != 0 {
+		n.setStatus(stateFiring)
+		return
+	}
+	s.endLocked()
+	s.release(i, n)
+}
+
+// endLocked counts one timer as ended.
+func (s *shard) endLocked() {
+	s.pending--
+	s.w.unreserve()
+}
+
+// drive is the shard's driver goroutine. It processes due ticks, hands their callbacks to the
+// executor, and sleeps until the next tick with work. It exits when the shard is empty, so an idle
+// wheel holds no goroutines, and when the wheel stops.
+func (s *shard) drive() {
+	var sleep *time.Timer
+	for {
+		now := s.w.now()
+		s.mu.Lock()
+		if s.stopped {
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+		s.advanceLocked(now / s.w.tick)
+		next, ok := s.nextLocked()
+		if ok {
+			s.wakeAt = next
+		} else {
+			s.running = false
+			s.wakeAt = math.MaxInt64
+		}
+		batch := s.batch
+		s.batch = nil
+		s.mu.Unlock()
+
+		if len(batch) > 0 {
+			if s.w.exec.execute(batch) {
+				s.mu.Lock()
+				if s.batch == nil {
+					s.batch = batch[:0]
+				}
+				s.mu.Unlock()
+			}
+		}
+		if !ok {
+			return
+		}
+
+		d := time.Duration(next*s.w.tick - s.w.now())
+		if d <= 0 {
+			continue
+		}
+		if sleep == nil {
+			sleep = time.NewTimer(d)
+		} else {
+			sleep.Reset(d)
+		}
+		select {
+		case <-sleep.C:
+		case <-s.wake:
+			sleep.Stop()
+		case <-s.w.done:
+			sleep.Stop()
+			s.mu.Lock()
+			s.running = false
+			s.mu.Unlock()
+			return
+		}
+	}
+}
