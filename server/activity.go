@@ -134,7 +134,8 @@ type Lateness struct {
 }
 
 // history returns the n seconds before now (the current second is still
-// filling up) and the lateness over the last window seconds of them.
+// filling up) and the lateness over the last window of them and the
+// current second.
 func (a *activity) history(now time.Time, n, window int) (History, Lateness) {
 	n = min(n, historySeconds-1)
 	end := now.Unix() // exclusive
@@ -163,6 +164,12 @@ func (a *activity) history(now time.Time, n, window int) (History, Lateness) {
 			for b, c := range r.late {
 				total[b] += c
 			}
+		}
+	}
+	// The summary includes the current second: a delivery counts at once.
+	if r := &a.seconds[end%historySeconds]; r.unix == end {
+		for b, c := range r.late {
+			total[b] += c
 		}
 	}
 	var l Lateness

@@ -21,12 +21,14 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
 	if err := decodeJSON(http.MaxBytesReader(w, r.Body, s.limits.bodyLimit()), &req, false); err != nil {
 		return err
 	}
-	now := time.Now()
+	now := s.now()
 	m, err := req.toMessage(now, s.limits.MaxPayload)
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	id, err := s.store.Put(r.Context(), Message{ID: m.ID, Topic: topic, Payload: m.Payload, DeliverAt: m.DeliverAt})
+	s.metrics.wrote("put", start)
 	if err != nil {
 		return err
 	}
@@ -55,7 +57,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) error {
 	case len(req.Messages) > s.limits.MaxBatch:
 		return tooLarge("a batch holds at most %d messages, not %d", s.limits.MaxBatch, len(req.Messages))
 	}
-	now := time.Now()
+	now := s.now()
 	ms := make([]Message, len(req.Messages))
 	due := make([]time.Time, len(req.Messages))
 	ids := make(map[string]int)
@@ -75,7 +77,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) error {
 		ms[i] = Message{ID: m.ID, Topic: topic, Payload: m.Payload, DeliverAt: m.DeliverAt}
 		due[i] = m.DeliverAt
 	}
+	start := time.Now()
 	out, err := s.store.PutBatch(r.Context(), ms)
+	s.metrics.wrote("batch", start)
 	if err != nil {
 		return err
 	}
@@ -93,7 +97,9 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) error {
 	if err := checkID("id", id); err != nil {
 		return err
 	}
+	start := time.Now()
 	ok, err := s.store.Cancel(r.Context(), id)
+	s.metrics.wrote("cancel", start)
 	if err != nil {
 		return err
 	}
@@ -102,7 +108,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.cancels.Add(1)
 	s.metrics.cancels.Inc()
-	s.activity.cancelled(time.Now())
+	s.activity.cancelled(s.now())
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -154,7 +160,7 @@ func (s *Server) handleReceive(w http.ResponseWriter, r *http.Request) error {
 		}
 		err = nil // the wait ended: an empty answer
 	}
-	now := time.Now()
+	now := s.now()
 	out := make([]deliveryJSON, len(ds))
 	late := make([]time.Duration, 0, len(ds))
 	for i, d := range ds {
@@ -207,12 +213,15 @@ func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	if err := s.store.Ack(r.Context(), req.Receipts...); err != nil {
+	start := time.Now()
+	err := s.store.Ack(r.Context(), req.Receipts...)
+	s.metrics.wrote("ack", start)
+	if err != nil {
 		return err
 	}
 	s.acks.Add(uint64(len(req.Receipts)))
 	s.metrics.acks.Add(float64(len(req.Receipts)))
-	s.activity.acked(time.Now(), len(req.Receipts))
+	s.activity.acked(s.now(), len(req.Receipts))
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -233,12 +242,15 @@ func (s *Server) handleNack(w http.ResponseWriter, r *http.Request) error {
 		}
 		delay = d
 	}
-	if err := s.store.Nack(r.Context(), req.Receipt, delay); err != nil {
+	start := time.Now()
+	err := s.store.Nack(r.Context(), req.Receipt, delay)
+	s.metrics.wrote("nack", start)
+	if err != nil {
 		return err
 	}
 	s.nacks.Add(1)
 	s.metrics.nacks.Inc()
-	s.activity.nacked(time.Now())
+	s.activity.nacked(s.now())
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -292,7 +304,7 @@ func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, s.stats(time.Now(), hist, ahead))
+	writeJSON(w, http.StatusOK, s.stats(s.now(), hist, ahead))
 	return nil
 }
 

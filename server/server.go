@@ -21,6 +21,7 @@ type Server struct {
 	tokenSum []byte // sha256 of the token; nil: no auth
 	log      *slog.Logger
 	started  time.Time
+	now      func() time.Time // time.Now; tests move it to look at the stats later
 
 	mux      *http.ServeMux
 	metrics  *metrics
@@ -56,6 +57,9 @@ func WithLimits(l Limits) Option { return func(s *Server) { s.limits = l.withDef
 // slog.Default().
 func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
 
+// withClock makes the server read the time from now, for tests.
+func withClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+
 // New returns a Server of store. The Server does not own store: closing
 // the store, after the HTTP server in front has shut down, is the caller's.
 func New(store Store, opts ...Option) *Server {
@@ -64,6 +68,7 @@ func New(store Store, opts ...Option) *Server {
 		limits:  Limits{}.withDefaults(),
 		log:     slog.Default(),
 		started: time.Now(),
+		now:     time.Now,
 		mux:     http.NewServeMux(),
 		drained: make(chan struct{}),
 	}

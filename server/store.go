@@ -64,9 +64,14 @@ type StoreStats struct {
 	Due int64
 	// Leased counts messages delivered and neither acked nor expired.
 	Leased int64
+	// LatenessP50, LatenessP99 and LatenessMax summarize recent lateness
+	// inside the store: how long after their due time messages became
+	// available to Receive.
+	LatenessP50, LatenessP99, LatenessMax time.Duration
 	// Syncs counts the store's fsyncs, SyncTime is their total duration
-	// and SyncBuckets, when not nil, maps an upper bound in seconds to the
-	// cumulative count of syncs that took at most that long.
+	// and SyncBuckets maps an upper bound in seconds to the cumulative
+	// count of syncs that took at most that long. A store that does not
+	// time its syncs leaves Syncs zero and no fsync metric is exported.
 	Syncs       uint64
 	SyncTime    time.Duration
 	SyncBuckets map[float64]uint64
