@@ -242,6 +242,10 @@ func receiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		fs.Usage()
 		return exitUsage
 	}
+	if *maxN < 1 || *wait < 0 || *vis <= 0 {
+		fmt.Fprintln(stderr, "tock receive: --max and --visibility must be positive, --wait not negative")
+		return exitUsage
+	}
 	c, err := conn.client()
 	if err != nil {
 		fmt.Fprintln(stderr, "tock receive:", err)
