@@ -558,3 +558,5 @@ func TestCascadeAtCurBeforeLevelZero(t *testing.T) {
 		}
 	})
 }
+
+func nop() {}
