@@ -5,6 +5,9 @@ go 1.25.0
 replace github.com/tockwheel/tock => ../
 
 require (
+	github.com/bsm/redislock v0.9.4
+	github.com/go-redsync/redsync/v4 v4.17.0
+	github.com/redis/go-redis/v9 v9.22.0
 	github.com/tockwheel/tock v0.0.0-00010101000000-000000000000
 	github.com/zeromicro/go-zero v1.10.3
 )
@@ -17,6 +20,7 @@ require (
 	github.com/spaolacci/murmur3 v1.1.0 // indirect
 	go.opentelemetry.io/otel v1.40.0 // indirect
 	go.opentelemetry.io/otel/trace v1.40.0 // indirect
+	go.uber.org/atomic v1.11.0 // indirect
 	go.uber.org/automaxprocs v1.6.0 // indirect
-	golang.org/x/sys v0.41.0 // indirect
+	golang.org/x/sys v0.43.0 // indirect
 )

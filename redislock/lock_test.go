@@ -113,6 +113,7 @@ func TestMutualExclusionUnderContention(t *testing.T) {
 func TestLockWokenByRelease(t *testing.T) {
 	s := redistest.Start(t)
 	a, b := newLocker(t, s), newLocker(t, s)
+	b.sub.linger = 0 // check that the subscription is dropped when the waiter leaves
 	waiting := make(chan struct{}, 1)
 	b.testHookWait = func() {
 		select {
@@ -161,6 +162,7 @@ func TestLockWokenByRelease(t *testing.T) {
 func TestLockContextEnds(t *testing.T) {
 	s := redistest.Start(t)
 	a, b := newLocker(t, s), newLocker(t, s)
+	b.sub.linger = 0 // check that the subscription is dropped when the waiter leaves
 	if _, err := a.Lock(context.Background(), "job"); err != nil {
 		t.Fatal(err)
 	}

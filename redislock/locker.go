@@ -24,8 +24,8 @@ const (
 // A Locker acquires locks in one Redis deployment and keeps the leases of the locks it holds alive
 // with a single watchdog on a timing wheel. Create one with New and share it: a Locker is safe for
 // concurrent use by any number of goroutines, and each Locker costs one periodic timer while it holds
-// watchdog locks, one pub/sub connection while some goroutine waits in Lock, and no goroutine when
-// idle.
+// watchdog locks, one pub/sub connection while goroutines wait in Lock (kept for a few seconds
+// after the last wait), and no goroutine when idle.
 type Locker struct {
 	rdb     redis.UniversalClient
 	wheel   *tock.Wheel
@@ -67,7 +67,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Locker {
 		l.group = func(string) string { return "" }
 	}
 	l.dog.init(l)
-	l.sub.rdb = rdb
+	l.sub.rdb, l.sub.wheel, l.sub.linger = rdb, l.wheel, subscriptionLinger
 	return l
 }
 
