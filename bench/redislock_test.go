@@ -95,55 +95,60 @@ func commandsSince(b *testing.B, rdb *redis.Client, before map[string]float64) f
 // lockImpl is one library's acquire-and-release of lockName.
 type lockImpl struct {
 	name string
-	// setup returns the function that acquires the lock, waiting if need be, and releases it.
-	setup func(b *testing.B, rdb *redis.Client) func(ctx context.Context) error
+	// setup returns the function that acquires the lock, waiting if need be, holds it for hold and
+	// releases it.
+	setup func(b *testing.B, rdb *redis.Client) func(ctx context.Context, hold time.Duration) error
 }
 
 var lockImpls = []lockImpl{
-	{"tock", func(b *testing.B, rdb *redis.Client) func(context.Context) error {
+	{"tock", func(b *testing.B, rdb *redis.Client) func(context.Context, time.Duration) error {
 		w := tock.New()
 		b.Cleanup(func() { w.Stop() })
 		l := redislock.New(rdb, redislock.WithWheel(w))
-		return func(ctx context.Context) error {
+		return func(ctx context.Context, hold time.Duration) error {
 			lk, err := l.Lock(ctx, lockName)
 			if err != nil {
 				return err
 			}
+			sleep(hold)
 			return lk.Unlock(ctx)
 		}
 	}},
-	{"tock-lease", func(b *testing.B, rdb *redis.Client) func(context.Context) error {
+	{"tock-lease", func(b *testing.B, rdb *redis.Client) func(context.Context, time.Duration) error {
 		w := tock.New()
 		b.Cleanup(func() { w.Stop() })
 		l := redislock.New(rdb, redislock.WithWheel(w))
-		return func(ctx context.Context) error {
+		return func(ctx context.Context, hold time.Duration) error {
 			lk, err := l.Lock(ctx, lockName, redislock.WithLease(30*time.Second))
 			if err != nil {
 				return err
 			}
+			sleep(hold)
 			return lk.Unlock(ctx)
 		}
 	}},
-	{"redsync", func(b *testing.B, rdb *redis.Client) func(context.Context) error {
+	{"redsync", func(b *testing.B, rdb *redis.Client) func(context.Context, time.Duration) error {
 		rs := redsync.New(redsyncgoredis.NewPool(rdb))
-		return func(ctx context.Context) error {
+		return func(ctx context.Context, hold time.Duration) error {
 			m := rs.NewMutex(lockName, redsync.WithExpiry(30*time.Second),
 				redsync.WithTries(1<<30), redsync.WithRetryDelay(time.Millisecond))
 			if err := m.LockContext(ctx); err != nil {
 				return err
 			}
+			sleep(hold)
 			_, err := m.UnlockContext(ctx)
 			return err
 		}
 	}},
-	{"bsm", func(b *testing.B, rdb *redis.Client) func(context.Context) error {
+	{"bsm", func(b *testing.B, rdb *redis.Client) func(context.Context, time.Duration) error {
 		c := bsm.New(rdb)
 		opt := &bsm.Options{RetryStrategy: bsm.LinearBackoff(time.Millisecond)}
-		return func(ctx context.Context) error {
+		return func(ctx context.Context, hold time.Duration) error {
 			lk, err := c.Obtain(ctx, lockName, 30*time.Second, opt)
 			if err != nil {
 				return err
 			}
+			sleep(hold)
 			return lk.Release(ctx)
 		}
 	}},
@@ -162,7 +167,7 @@ func BenchmarkLockUncontended(b *testing.B) {
 			sent.n.Store(0)
 			b.ResetTimer()
 			for b.Loop() {
-				if err := op(ctx); err != nil {
+				if err := op(ctx, 0); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -174,35 +179,46 @@ func BenchmarkLockUncontended(b *testing.B) {
 }
 
 // BenchmarkLockContended has four goroutines per processor, each with a Locker and client of its
-// own as separate processes would have, take turns on one lock: an op is one acquisition and
-// release, including the wait for the others.
+// own as separate processes would have, take turns on one lock, holding it for a while (hold=0: not
+// at all; hold=2ms: as a short critical section would): an op is one acquisition, the hold and the
+// release, including the wait for the others. Pollers pay for a held lock with a command per retry;
+// tock's waiters sleep until a release.
 func BenchmarkLockContended(b *testing.B) {
 	s := redistest.Start(b)
 	admin := newRedisClient(b, s)
-	for _, impl := range lockImpls {
-		b.Run(impl.name, func(b *testing.B) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			defer cancel()
-			var mu sync.Mutex // guards setup, which the parallel goroutines call at once
-			var sent sentCommands
-			before := serverStats(b, admin)
-			b.SetParallelism(4)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				mu.Lock()
-				op := impl.setup(b, countedClient(b, s, &sent))
-				mu.Unlock()
-				for pb.Next() {
-					if err := op(ctx); err != nil {
-						b.Error(err)
-						return
+	for _, hold := range []time.Duration{0, 2 * time.Millisecond} {
+		for _, impl := range lockImpls {
+			b.Run(fmt.Sprintf("hold=%v/%s", hold, impl.name), func(b *testing.B) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				defer cancel()
+				var mu sync.Mutex // guards setup, which the parallel goroutines call at once
+				var sent sentCommands
+				before := serverStats(b, admin)
+				b.SetParallelism(4)
+				b.ResetTimer()
+				b.RunParallel(func(pb *testing.PB) {
+					mu.Lock()
+					op := impl.setup(b, countedClient(b, s, &sent))
+					mu.Unlock()
+					for pb.Next() {
+						if err := op(ctx, hold); err != nil {
+							b.Error(err)
+							return
+						}
 					}
-				}
+				})
+				b.StopTimer()
+				b.ReportMetric(float64(sent.n.Load())/float64(b.N), "sent-cmds/op")
+				b.ReportMetric(commandsSince(b, admin, before)/float64(b.N), "server-cmds/op")
 			})
-			b.StopTimer()
-			b.ReportMetric(float64(sent.n.Load())/float64(b.N), "sent-cmds/op")
-			b.ReportMetric(commandsSince(b, admin, before)/float64(b.N), "server-cmds/op")
-		})
+		}
+	}
+}
+
+// sleep holds a lock for d; time.Sleep(0) would still yield.
+func sleep(d time.Duration) {
+	if d > 0 {
+		time.Sleep(d)
 	}
 }
 

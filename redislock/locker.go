@@ -99,13 +99,18 @@ func (l *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*Lo
 	if err != nil {
 		return nil, err
 	}
-	lk, _, err := l.acquire(ctx, name, c)
-	if err != nil || lk != nil {
-		return lk, err
+	channel := channelName(name)
+	if !l.sub.subscribed(channel) {
+		// Try before subscribing: most locks are free.
+		lk, _, err := l.acquire(ctx, name, c)
+		if err != nil || lk != nil {
+			return lk, err
+		}
 	}
-	// Held elsewhere. Subscribe before trying again, so that a release between the try and the
-	// wait cannot go unnoticed.
-	w, err := l.sub.join(ctx, channelName(name))
+	// Register as a waiter before the try that decides whether to wait, so that a release between
+	// that try and the wait cannot go unnoticed. A lock whose channel this Locker is still
+	// subscribed to was contended moments ago: it is likely held, so join at once.
+	w, err := l.sub.join(ctx, channel)
 	if err != nil {
 		return nil, fmt.Errorf("redislock: lock %q: wait: %w", name, err)
 	}

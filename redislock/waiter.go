@@ -60,6 +60,14 @@ func (w *waiter) notify() {
 	}
 }
 
+// subscribed reports whether channel is subscribed and confirmed, so that join returns at once.
+func (s *subscriber) subscribed(channel string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.mu.topics[channel]
+	return t != nil && t.confirmed
+}
+
 // join registers a waiter on channel and returns once the subscription is confirmed or ctx ends.
 func (s *subscriber) join(ctx context.Context, channel string) (*waiter, error) {
 	s.mu.Lock()
