@@ -179,7 +179,8 @@ func BenchmarkLockUncontended(b *testing.B) {
 }
 
 // BenchmarkLockContended has four goroutines per processor, each with a Locker and client of its
-// own as separate processes would have, take turns on one lock, holding it for a while (hold=0: not
+// own as separate processes would have (lockers=each) or sharing one (lockers=one), take turns on
+// one lock, holding it for a while (hold=0: not
 // at all; hold=2ms: as a short critical section would): an op is one acquisition, the hold and the
 // release, including the wait for the others. Pollers pay for a held lock with a command per retry;
 // tock's waiters sleep until a release.
@@ -187,32 +188,51 @@ func BenchmarkLockContended(b *testing.B) {
 	s := redistest.Start(b)
 	admin := newRedisClient(b, s)
 	for _, hold := range []time.Duration{0, 2 * time.Millisecond} {
-		for _, impl := range lockImpls {
-			b.Run(fmt.Sprintf("hold=%v/%s", hold, impl.name), func(b *testing.B) {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				defer cancel()
-				var mu sync.Mutex // guards setup, which the parallel goroutines call at once
-				var sent sentCommands
-				before := serverStats(b, admin)
-				b.SetParallelism(4)
-				b.ResetTimer()
-				b.RunParallel(func(pb *testing.PB) {
-					mu.Lock()
-					op := impl.setup(b, countedClient(b, s, &sent))
-					mu.Unlock()
-					for pb.Next() {
-						if err := op(ctx, hold); err != nil {
-							b.Error(err)
-							return
-						}
-					}
-				})
-				b.StopTimer()
-				b.ReportMetric(float64(sent.n.Load())/float64(b.N), "sent-cmds/op")
-				b.ReportMetric(commandsSince(b, admin, before)/float64(b.N), "server-cmds/op")
-			})
+		for _, shared := range []bool{false, true} {
+			for _, impl := range lockImpls {
+				contended(b, s, admin, impl, hold, shared)
+			}
 		}
 	}
+}
+
+// contended runs one case of BenchmarkLockContended. With shared, the goroutines share one Locker
+// and client, as the goroutines of one process would.
+func contended(b *testing.B, s *redistest.Server, admin *redis.Client, impl lockImpl, hold time.Duration, shared bool) {
+	lockers := "lockers=each"
+	if shared {
+		lockers = "lockers=one"
+	}
+	b.Run(fmt.Sprintf("hold=%v/%s/%s", hold, lockers, impl.name), func(b *testing.B) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var mu sync.Mutex // guards setup, which the parallel goroutines call at once
+		var sent sentCommands
+		var sharedOp func(context.Context, time.Duration) error
+		if shared {
+			sharedOp = impl.setup(b, countedClient(b, s, &sent))
+		}
+		before := serverStats(b, admin)
+		b.SetParallelism(4)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			op := sharedOp
+			if op == nil {
+				mu.Lock()
+				op = impl.setup(b, countedClient(b, s, &sent))
+				mu.Unlock()
+			}
+			for pb.Next() {
+				if err := op(ctx, hold); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+		b.StopTimer()
+		b.ReportMetric(float64(sent.n.Load())/float64(b.N), "sent-cmds/op")
+		b.ReportMetric(commandsSince(b, admin, before)/float64(b.N), "server-cmds/op")
+	})
 }
 
 // sleep holds a lock for d; time.Sleep(0) would still yield.
