@@ -92,8 +92,9 @@ func (l *Locker) TryLock(ctx context.Context, name string, opts ...LockOption) (
 // Lock acquires the named lock, waiting while another owner holds it until it is released or its
 // lease runs out, or until ctx ends, when it returns an error wrapping ctx.Err(). A waiter is woken
 // by the release's pub/sub message and, should that be lost, by a timer on the wheel set to the
-// holder's remaining time to live; it does not poll. Waiters are not served in any particular order.
-// A Redis error while waiting is returned at once.
+// holder's remaining time to live; it does not poll. Each release wakes the goroutine of this
+// Locker that has waited longest (see the package doc for the order across Lockers). A Redis error
+// while waiting is returned at once.
 func (l *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	c, err := l.config(name, opts)
 	if err != nil {
