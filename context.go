@@ -109,15 +109,21 @@ type deadlineCtx struct {
 	timer    Timer         // the wheel timer; published by flagArmed
 	done     chan struct{} // written under mu; published by flagDoneMade
 	extra    *ctxExtra     // written under mu; published by flagExtra; never replaced once made
-	mu       sync.Mutex
-	state    atomic.Uint32
+
+	// stopParent ends the context.AfterFunc registration with a parent of a kind other than
+	// wheel contexts. It is written once, before the constructor arms the timer and returns, and
+	// read only by cancels of c's own (fire as the timer or the cancel function), which come
+	// after. It lives here rather than in extra because the struct has room for it in its size
+	// class, and a request context under http.Request.Context is the common case.
+	stopParent func() bool
+	mu         sync.Mutex
+	state      atomic.Uint32
 }
 
 // ctxExtra holds what only some deadline contexts need. Its fields are guarded by the owner's mu,
 // except rtimer, which is published by flagArmed.
 type ctxExtra struct {
 	children      map[canceler]struct{} // wheel contexts and AfterFunc registrations to cancel with this one; nil once done
-	stopParent    func() bool           // ends the context.AfterFunc registration with a parent of another kind
 	rtimer        *time.Timer           // the fallback timer when the wheel refused ours
 	deadlineCause error                 // from WithDeadlineCause: the cause when the deadline is exceeded
 	cause         error                 // why the context was canceled, when that is not just Err()
@@ -130,13 +136,13 @@ const (
 	errDeadline = 2 // Err is context.DeadlineExceeded
 	errMask     = 3
 
-	flagDoneMade     = 1 << 2 // done is set
-	flagExtra        = 1 << 3 // extra is set: cancel must take mu
-	flagArmed        = 1 << 4 // the timer (or extra.rtimer) is set: fire must stop it to tell a cancel from the deadline
-	flagNoTimer      = 1 << 5 // the context never has a timer: every call of fire is a cancel
-	flagRuntimeTimer = 1 << 6 // the timer is extra.rtimer, a runtime timer, not a wheel timer
-	flagWheelChild   = 1 << 7 // registered in the children of a wheel-context ancestor
-	flagStopParent   = 1 << 8 // registered with context.AfterFunc on parent; extra.stopParent ends it
+	flagDoneMade      = 1 << 2 // done is set
+	flagExtra         = 1 << 3 // extra is set: cancel must take mu
+	flagArmed         = 1 << 4 // the timer (or extra.rtimer) is set: fire must stop it to tell a cancel from the deadline
+	flagNoTimer       = 1 << 5 // the context never has a timer: every call of fire is a cancel
+	flagRuntimeTimer  = 1 << 6 // the timer is extra.rtimer, a runtime timer, not a wheel timer
+	flagWheelChild    = 1 << 7 // registered in the children of a wheel-context ancestor
+	flagForeignParent = 1 << 8 // registered with context.AfterFunc(parent, fire); stopParent ends it
 )
 
 // A canceler is something a deadlineCtx cancels or calls when it is done: a child wheel context or
@@ -199,26 +205,26 @@ func (w *Wheel) withDeadline(parent context.Context, d time.Time, dur time.Durat
 		panic("tock: cannot create context from nil parent")
 	}
 	c := &deadlineCtx{parent: parent, deadline: d}
+	f := c.fire // the one method value, for every role of fire
 	if cur, ok := parent.Deadline(); ok && cur.Before(d) {
 		// The parent's deadline comes first: that is the deadline, and parent enforces it.
 		c.deadline = cur
 		c.state.Store(flagNoTimer)
-		c.propagate(parent)
-		return c, c.fire
+		c.propagate(parent, f)
+		return c, f
 	}
 	if cause != nil {
 		c.extra = &ctxExtra{deadlineCause: cause}
 		c.state.Store(flagExtra)
 	}
-	if c.propagate(parent) {
-		return c, c.fire // parent was already done, and so is c
+	if c.propagate(parent, f) {
+		return c, f // parent was already done, and so is c
 	}
 	if dur <= 0 {
 		c.state.Or(flagNoTimer)
 		c.cancel(errDeadline, nil, true)
-		return c, c.fire
+		return c, f
 	}
-	f := c.fire
 	var old uint32
 	if t, err := w.afterFuncAt(at, f); err == nil {
 		c.timer = t
@@ -248,13 +254,19 @@ func (w *Wheel) afterFuncAt(at int64, f func()) (Timer, error) {
 	return w.schedule(w.tickAt(at), f, nil)
 }
 
-// fire is both the timer's callback and the CancelFunc. Before the constructor returns only the
+// fire is the timer's callback, the CancelFunc, and the function context.AfterFunc calls when a
+// parent of another kind is done: one allocation for three roles. If such a parent is done, fire
+// cancels c with the parent's error whoever called, as the context package would have done
+// already for a child of its own. Before the constructor returns only the
 // timer can call it; after that, a call is a cancel if it stops the timer, and otherwise the timer
 // has fired (the wheel promises that exactly one of "Stop returned true" and "the callback ran"
 // happens), so the deadline has passed and DeadlineExceeded is the right error whoever called.
 func (c *deadlineCtx) fire() {
 	s := c.state.Load()
 	if s&errMask != 0 {
+		return
+	}
+	if s&flagForeignParent != 0 && c.parentErr() {
 		return
 	}
 	e := uint32(errDeadline)
@@ -280,9 +292,14 @@ func (c *deadlineCtx) parentDone(e uint32, cause error) {
 	c.cancel(e, cause, false)
 }
 
-// foreignParentDone cancels c because its parent, a context of another kind, is done.
-func (c *deadlineCtx) foreignParentDone() {
-	c.cancel(errBits(c.parent.Err()), context.Cause(c.parent), false)
+// parentErr cancels c with parent's error and cause if parent is done.
+func (c *deadlineCtx) parentErr() bool {
+	err := c.parent.Err()
+	if err == nil {
+		return false
+	}
+	c.cancel(errBits(err), context.Cause(c.parent), false)
+	return true
 }
 
 // cancel makes c done with the error bits e and cause (nil meaning the error itself), unless it is
@@ -315,7 +332,7 @@ func (c *deadlineCtx) cancel(e uint32, cause error, self bool) {
 	if s&flagDoneMade != 0 {
 		close(c.done)
 	}
-	c.detach(s, self, nil)
+	c.detach(s, self)
 }
 
 func (c *deadlineCtx) cancelLocked(e uint32, cause error, self bool) {
@@ -341,18 +358,17 @@ func (c *deadlineCtx) cancelLocked(e uint32, cause error, self bool) {
 	}
 	children := ex.children
 	ex.children = nil
-	stopParent := ex.stopParent
 	c.mu.Unlock()
 
 	for k := range children {
 		k.parentDone(e, cause)
 	}
-	c.detach(s, self, stopParent)
+	c.detach(s, self)
 }
 
 // detach ends what ties c, now canceled, to the world, given the state s it was canceled from: its
 // place in its parent when it canceled itself, its timer when its parent canceled it.
-func (c *deadlineCtx) detach(s uint32, self bool, stopParent func() bool) {
+func (c *deadlineCtx) detach(s uint32, self bool) {
 	if !self {
 		if s&flagArmed != 0 {
 			c.stopTimer()
@@ -364,8 +380,8 @@ func (c *deadlineCtx) detach(s uint32, self bool, stopParent func() bool) {
 			p.removeChild(c)
 		}
 	}
-	if s&flagStopParent != 0 && stopParent != nil {
-		stopParent()
+	if s&flagForeignParent != 0 && c.stopParent != nil {
+		c.stopParent()
 	}
 }
 
@@ -380,9 +396,10 @@ func (c *deadlineCtx) stopTimer() {
 
 // propagate arranges for c to be canceled when parent is done, and reports whether parent is done
 // already (c is then canceled). It uses the cheapest means parent allows: nothing for a parent that
-// is never done, a place among the children of a wheel-context parent, and context.AfterFunc for
-// any other parent.
-func (c *deadlineCtx) propagate(parent context.Context) bool {
+// is never done, a place among the children of a wheel-context parent, and context.AfterFunc with
+// c's fire method value for any other parent (for a standard parent, that is a place among its
+// children too).
+func (c *deadlineCtx) propagate(parent context.Context, fire func()) bool {
 	if p, ok := parent.(*deadlineCtx); ok {
 		return c.joinParent(p)
 	}
@@ -392,8 +409,7 @@ func (c *deadlineCtx) propagate(parent context.Context) bool {
 	}
 	select {
 	case <-done:
-		c.foreignParentDone()
-		return true
+		return c.parentErr()
 	default:
 	}
 	// A wheel context beneath value wrappers; its done channel must be parent's, or some other
@@ -401,11 +417,10 @@ func (c *deadlineCtx) propagate(parent context.Context) bool {
 	if p, ok := parent.Value(&deadlineCtxKey).(*deadlineCtx); ok && p.Done() == done {
 		return c.joinParent(p)
 	}
-	stop := context.AfterFunc(parent, c.foreignParentDone)
-	c.mu.Lock()
-	c.extraLocked().stopParent = stop
-	c.mu.Unlock()
-	c.state.Or(flagStopParent)
+	// fire is the callback: with flagForeignParent set first, it looks at parent before anything
+	// else, and adopts parent's error.
+	c.state.Or(flagForeignParent)
+	c.stopParent = context.AfterFunc(parent, fire)
 	return false
 }
 

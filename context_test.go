@@ -262,6 +262,26 @@ func TestStdParentCause(t *testing.T) {
 	})
 }
 
+// A cancel that comes after a standard parent was canceled, but perhaps before context.AfterFunc's
+// goroutine reached the child, reports the parent's error, as a standard child would.
+func TestCancelAfterStdParentDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := New()
+		defer w.Stop()
+		errBoom := errors.New("boom")
+		parent, pcancel := context.WithCancelCause(context.Background())
+		ctx, cancel := w.WithTimeout(parent, time.Hour)
+		pcancel(errBoom)
+		cancel()
+		checkDone(t, ctx, context.Canceled, errBoom)
+		synctest.Wait()
+		checkDone(t, ctx, context.Canceled, errBoom)
+		if w.Pending() != 0 {
+			t.Fatalf("Pending() = %d, want 0", w.Pending())
+		}
+	})
+}
+
 func TestStdParentAlreadyDone(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := New()
@@ -707,4 +727,52 @@ func BenchmarkContextWithTimeout(b *testing.B) {
 		_, cancel := context.WithTimeout(ctx, time.Second)
 		cancel()
 	}
+}
+
+// Below a cancelable standard parent (as r.Context() in an HTTP handler is), a wheel context
+// registers with context.AfterFunc, as the standard one joins its parent's children.
+func BenchmarkWithTimeoutStdParent(b *testing.B) {
+	w := New()
+	defer w.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, cancel := w.WithTimeout(ctx, time.Second)
+		cancel()
+	}
+}
+
+func BenchmarkContextWithTimeoutStdParent(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, cancel := context.WithTimeout(ctx, time.Second)
+		cancel()
+	}
+}
+
+func BenchmarkWithTimeoutParallel(b *testing.B) {
+	w := New()
+	defer w.Stop()
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_, cancel := w.WithTimeout(ctx, time.Second)
+			cancel()
+		}
+	})
+}
+
+func BenchmarkContextWithTimeoutParallel(b *testing.B) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_, cancel := context.WithTimeout(ctx, time.Second)
+			cancel()
+		}
+	})
 }
