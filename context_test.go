@@ -90,6 +90,48 @@ func TestWithTimeoutExpires(t *testing.T) {
 	})
 }
 
+// Wheel contexts behave the same whichever executor runs the wheel's callbacks.
+func TestWithTimeoutExecutors(t *testing.T) {
+	for name, opt := range map[string]Option{
+		"pool":      WithPoolExecutor(2),
+		"inline":    WithInlineExecutor(),
+		"goroutine": WithGoroutineExecutor(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := New(opt)
+				defer w.Stop()
+				start := time.Now()
+				parent, pcancel := w.WithTimeout(context.Background(), time.Hour)
+				defer pcancel()
+				var ctxs []context.Context
+				for i := range 100 {
+					ctx, cancel := w.WithTimeout(parent, time.Duration(i+1)*time.Millisecond)
+					defer cancel()
+					ctxs = append(ctxs, ctx)
+					if i%2 == 1 {
+						cancel()
+					}
+				}
+				for i, ctx := range ctxs {
+					<-ctx.Done()
+					if i%2 == 1 {
+						checkDone(t, ctx, context.Canceled, context.Canceled)
+						continue
+					}
+					if d := time.Since(start); d < time.Duration(i+1)*time.Millisecond {
+						t.Fatalf("context %d done after %v, before its deadline", i, d)
+					}
+					checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
+				}
+				if n := children(parent); n != 0 {
+					t.Fatalf("parent keeps %d children, want 0", n)
+				}
+			})
+		})
+	}
+}
+
 func TestWithTimeoutCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := New()

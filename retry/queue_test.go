@@ -601,3 +601,38 @@ func TestQueueConcurrent(t *testing.T) {
 		}
 	})
 }
+
+// The queue behaves the same whichever executor runs the wheel's callbacks.
+func TestQueueExecutors(t *testing.T) {
+	for name, opt := range map[string]tock.Option{
+		"pool":      tock.WithPoolExecutor(2),
+		"inline":    tock.WithInlineExecutor(),
+		"goroutine": tock.WithGoroutineExecutor(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := tock.New(opt)
+				defer w.Stop()
+				q := retry.New(w, retry.WithBackoff(retry.Constant(time.Second)), retry.WithWorkers(3))
+				defer q.Close()
+				start := time.Now()
+				times := make([]record[time.Duration], 20)
+				for i := range times {
+					if err := q.Add(fmt.Sprint(i), failing(2, &times[i], start)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				time.Sleep(time.Minute)
+				want := []time.Duration{time.Second, 2 * time.Second, 3 * time.Second}
+				for i := range times {
+					if got := times[i].get(); !slices.Equal(got, want) {
+						t.Fatalf("key %d: attempts at %v, want %v", i, got, want)
+					}
+				}
+				if q.Pending() != 0 || w.Pending() != 0 {
+					t.Fatalf("queue Pending() = %d, wheel Pending() = %d; want 0, 0", q.Pending(), w.Pending())
+				}
+			})
+		})
+	}
+}
