@@ -12,7 +12,7 @@ import (
 //   - an error wrapping ErrGaveUp and op's last error when attempts or time run out
 //     (WithMaxAttempts, WithMaxElapsed) or the wheel refuses to time the wait;
 //   - an error wrapping context.Cause(ctx) and op's last error when ctx is done, which Do notices
-//     after each attempt and while it waits;
+//     before the first attempt (op is then not called), after each attempt and while it waits;
 //   - an error wrapping ErrInvalidOption if op is nil or an option is invalid.
 //
 // The first attempt runs at once, on the calling goroutine, as do the rest; a panic in op is not
@@ -25,6 +25,9 @@ func Do(ctx context.Context, op func(context.Context) error, opts ...Option) err
 	}
 	if op == nil {
 		return fmt.Errorf("%w: nil operation", ErrInvalidOption)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("retry: %w before the first attempt", context.Cause(ctx))
 	}
 	w := cfg.wheelFor(nil)
 	start := time.Now()

@@ -97,6 +97,13 @@ func TestDoContextDone(t *testing.T) {
 			t.Fatalf("wheel Pending() = %d, want 0: the wait's timer is stopped", w.Pending())
 		}
 
+		// Done before the first attempt: op is not called.
+		called := false
+		err = retry.Do(ctx, func(context.Context) error { called = true; return nil }, retry.WithWheel(w))
+		if !errors.Is(err, context.Canceled) || called {
+			t.Fatalf("Do on a done context = %v (op called: %v), want context.Canceled without a call", err, called)
+		}
+
 		// Done during an attempt: no further wait.
 		ctx, cancel2 := context.WithTimeout(t.Context(), time.Second)
 		defer cancel2()
