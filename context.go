@@ -90,8 +90,8 @@ func (w *Wheel) until(d time.Time) (time.Duration, int64) {
 }
 
 // A deadlineCtx is the context of WithDeadline. Creating one costs one allocation of the struct
-// plus one for its fire method value, which serves both as the wheel callback and as the
-// CancelFunc: fire tells the two apart by stopping the timer (see fire). Everything that only some
+// plus one for its fire method value, which serves as the wheel callback, as the CancelFunc and
+// as the context.AfterFunc callback on a foreign parent: fire tells the roles apart (see fire). Everything that only some
 // contexts need (children, a foreign parent's registration, a custom cause) lives in extra, made on
 // first need.
 //
