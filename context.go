@@ -225,10 +225,9 @@ func (w *Wheel) withDeadline(parent context.Context, d time.Time, dur time.Durat
 		c.cancel(errDeadline, nil, true)
 		return c, f
 	}
-	var old uint32
 	if t, err := w.afterFuncAt(at, f); err == nil {
 		c.timer = t
-		old = c.state.Or(flagArmed)
+		c.state.Or(flagArmed)
 	} else {
 		// The wheel cannot take the timer; a runtime timer keeps the deadline. fire may run before
 		// flagArmed is set, which it reads as the timer firing: right, since no one else has f.
@@ -236,10 +235,11 @@ func (w *Wheel) withDeadline(parent context.Context, d time.Time, dur time.Durat
 		c.mu.Lock()
 		c.extraLocked().rtimer = rt
 		c.mu.Unlock()
-		old = c.state.Or(flagArmed | flagRuntimeTimer)
+		c.state.Or(flagArmed | flagRuntimeTimer)
 	}
-	if old&errMask != 0 {
-		// parent canceled c while the timer was being armed, and cancel saw no timer to stop.
+	if c.state.Load()&errMask != 0 {
+		// parent canceled c while the timer was being armed. If cancel came before flagArmed it
+		// did not stop the timer; if after, it did, and stopping again does no harm.
 		c.stopTimer()
 	}
 	return c, f
