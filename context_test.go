@@ -785,6 +785,20 @@ func BenchmarkWithTimeoutStdParent(b *testing.B) {
 	}
 }
 
+// Below a wheel context, a wheel context joins its parent's children, as the standard one does
+// below a standard parent.
+func BenchmarkWithTimeoutWheelParent(b *testing.B) {
+	w := New()
+	defer w.Stop()
+	ctx, cancel := w.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, cancel := w.WithTimeout(ctx, time.Second)
+		cancel()
+	}
+}
+
 func BenchmarkContextWithTimeoutStdParent(b *testing.B) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
