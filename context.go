@@ -110,11 +110,9 @@ type deadlineCtx struct {
 	done     chan struct{} // written under mu; published by flagDoneMade
 	extra    *ctxExtra     // written under mu; published by flagExtra; never replaced once made
 
-	// stopParent ends the context.AfterFunc registration with a parent of a kind other than
-	// wheel contexts. It is written once, before the constructor arms the timer and returns, and
-	// read only by cancels of c's own (fire as the timer or the cancel function), which come
-	// after. It lives here rather than in extra because the struct has room for it in its size
-	// class, and a request context under http.Request.Context is the common case.
+	// stopParent ends the context.AfterFunc registration with a foreign parent (see register).
+	// Guarded by mu. It lives here rather than in extra because the struct has room for it in its
+	// size class, and a request context under http.Request.Context is the common case.
 	stopParent func() bool
 	mu         sync.Mutex
 	state      atomic.Uint32
@@ -142,7 +140,8 @@ const (
 	flagNoTimer       = 1 << 5 // the context never has a timer: every call of fire is a cancel
 	flagRuntimeTimer  = 1 << 6 // the timer is extra.rtimer, a runtime timer, not a wheel timer
 	flagWheelChild    = 1 << 7 // registered in the children of a wheel-context ancestor
-	flagForeignParent = 1 << 8 // registered with context.AfterFunc(parent, fire); stopParent ends it
+	flagForeignParent = 1 << 8 // parent is of another kind and may be done: see register
+	flagRegistered    = 1 << 9 // registered with context.AfterFunc(parent, fire); stopParent ends it
 )
 
 // A canceler is something a deadlineCtx cancels or calls when it is done: a child wheel context or
@@ -205,19 +204,19 @@ func (w *Wheel) withDeadline(parent context.Context, d time.Time, dur time.Durat
 		panic("tock: cannot create context from nil parent")
 	}
 	c := &deadlineCtx{parent: parent, deadline: d}
-	f := c.fire // the one method value, for every role of fire
+	f := c.fire
 	if cur, ok := parent.Deadline(); ok && cur.Before(d) {
 		// The parent's deadline comes first: that is the deadline, and parent enforces it.
 		c.deadline = cur
 		c.state.Store(flagNoTimer)
-		c.propagate(parent, f)
+		c.propagate(parent)
 		return c, f
 	}
 	if cause != nil {
 		c.extra = &ctxExtra{deadlineCause: cause}
 		c.state.Store(flagExtra)
 	}
-	if c.propagate(parent, f) {
+	if c.propagate(parent) {
 		return c, f // parent was already done, and so is c
 	}
 	if dur <= 0 {
@@ -380,8 +379,14 @@ func (c *deadlineCtx) detach(s uint32, self bool) {
 			p.removeChild(c)
 		}
 	}
-	if s&flagForeignParent != 0 && c.stopParent != nil {
-		c.stopParent()
+	if c.state.Load()&flagRegistered != 0 {
+		// Registration may be under way; then it finds c done and stops itself.
+		c.mu.Lock()
+		stop := c.stopParent
+		c.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
 	}
 }
 
@@ -396,10 +401,9 @@ func (c *deadlineCtx) stopTimer() {
 
 // propagate arranges for c to be canceled when parent is done, and reports whether parent is done
 // already (c is then canceled). It uses the cheapest means parent allows: nothing for a parent that
-// is never done, a place among the children of a wheel-context parent, and context.AfterFunc with
-// c's fire method value for any other parent (for a standard parent, that is a place among its
-// children too).
-func (c *deadlineCtx) propagate(parent context.Context, fire func()) bool {
+// is never done, a place among the children of a wheel-context parent, and for any other parent,
+// a foreign one, nothing yet (see register).
+func (c *deadlineCtx) propagate(parent context.Context) bool {
 	if p, ok := parent.(*deadlineCtx); ok {
 		return c.joinParent(p)
 	}
@@ -417,11 +421,41 @@ func (c *deadlineCtx) propagate(parent context.Context, fire func()) bool {
 	if p, ok := parent.Value(&deadlineCtxKey).(*deadlineCtx); ok && p.Done() == done {
 		return c.joinParent(p)
 	}
-	// fire is the callback: with flagForeignParent set first, it looks at parent before anything
-	// else, and adopts parent's error.
 	c.state.Or(flagForeignParent)
-	c.stopParent = context.AfterFunc(parent, fire)
 	return false
+}
+
+// register makes sure that a foreign parent's end reaches c, once something needs it to: the done
+// channel, a child, or an AfterFunc registration. Until then c answers for parent by asking it:
+// fire and Err look at parent.Err first and adopt its error. So a context under, say, an HTTP
+// request's context that is canceled without anyone waiting on Done costs no registration.
+//
+// If parent is done, register cancels c at once, as the context package would have done already
+// for a child of its own. Otherwise it registers fire with context.AfterFunc, which puts it among
+// the children of a standard parent (and starts a goroutine for a parent it does not know). One
+// caller registers; a concurrent one may return before that is complete, which only delays a
+// cancel that was racing with it anyway.
+func (c *deadlineCtx) register() {
+	for {
+		s := c.state.Load()
+		if s&flagForeignParent == 0 || s&(flagRegistered|errMask) != 0 {
+			return
+		}
+		if c.parentErr() {
+			return
+		}
+		if c.state.CompareAndSwap(s, s|flagRegistered) {
+			break
+		}
+	}
+	stop := context.AfterFunc(c.parent, c.fire)
+	c.mu.Lock()
+	c.stopParent = stop
+	done := c.state.Load()&errMask != 0
+	c.mu.Unlock()
+	if done {
+		stop() // c was canceled meanwhile, and its cancel found no stopParent
+	}
 }
 
 // joinParent adds c to the children of p, or cancels c if p is done already, which it reports.
@@ -437,6 +471,7 @@ func (c *deadlineCtx) joinParent(p *deadlineCtx) bool {
 // addChild adds k to the children of c unless c is done, in which case it returns c's error bits
 // and cause.
 func (c *deadlineCtx) addChild(k canceler) (e uint32, cause error) {
+	c.register()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	ex := c.extraLocked()
@@ -494,6 +529,7 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 	if c.state.Load()&flagDoneMade != 0 {
 		return c.done
 	}
+	c.register()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state.Load()&flagDoneMade == 0 {
@@ -518,7 +554,10 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 func (c *deadlineCtx) Err() error {
 	s := c.state.Load()
 	if s&errMask == 0 {
-		return nil
+		if s&flagForeignParent == 0 || !c.parentErr() {
+			return nil
+		}
+		s = c.state.Load()
 	}
 	if s&flagDoneMade != 0 {
 		<-c.done // cancel may be between setting the error and closing done

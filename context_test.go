@@ -529,6 +529,44 @@ func TestCustomParent(t *testing.T) {
 	})
 }
 
+// Under a foreign parent, a context registers with it only when something needs the parent's end
+// to reach it: here Done, with a parent whose registration is a goroutine that can be counted.
+func TestForeignParentRegistersLazily(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := New()
+		defer w.Stop()
+		parent := &customCtx{Context: context.Background(), done: make(chan struct{})}
+		base := runtime.NumGoroutine()
+		ctx, cancel := w.WithTimeout(parent, time.Minute)
+		if n := runtime.NumGoroutine(); n != base+1 { // the wheel's driver
+			t.Fatalf("%d goroutines after WithTimeout, want %d: no registration yet", n, base+1)
+		}
+		checkNotDone(t, ctx)
+		_ = ctx.Done()
+		if n := runtime.NumGoroutine(); n != base+2 {
+			t.Fatalf("%d goroutines after Done, want %d: registered", n, base+2)
+		}
+		cancel()
+		synctest.Wait()
+		if n := runtime.NumGoroutine(); n != base {
+			t.Fatalf("%d goroutines after cancel, want %d", n, base)
+		}
+
+		// Unregistered, a context still reports its parent's end through Err and Cause.
+		parent = &customCtx{Context: context.Background(), done: make(chan struct{})}
+		ctx, cancel = w.WithTimeout(parent, time.Minute)
+		defer cancel()
+		close(parent.done)
+		if err := ctx.Err(); err != context.Canceled {
+			t.Fatalf("Err() = %v after the parent was done, want context.Canceled", err)
+		}
+		checkDone(t, ctx, context.Canceled, context.Canceled)
+		if w.Pending() != 0 {
+			t.Fatalf("Pending() = %d, want 0: adopting the parent's end stops the timer", w.Pending())
+		}
+	})
+}
+
 func TestWithTimeoutCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := New()
@@ -771,8 +809,9 @@ func BenchmarkContextWithTimeout(b *testing.B) {
 	}
 }
 
-// Below a cancelable standard parent (as r.Context() in an HTTP handler is), a wheel context
-// registers with context.AfterFunc, as the standard one joins its parent's children.
+// Below a cancelable standard parent (as r.Context() in an HTTP handler is), the standard context
+// joins its parent's children; a wheel context registers with context.AfterFunc only once its done
+// channel or a child needs it, which this loop does not.
 func BenchmarkWithTimeoutStdParent(b *testing.B) {
 	w := New()
 	defer w.Stop()
@@ -781,6 +820,32 @@ func BenchmarkWithTimeoutStdParent(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_, cancel := w.WithTimeout(ctx, time.Second)
+		cancel()
+	}
+}
+
+// The same, with the done channel asked for, as a context passed to I/O usually is: now the wheel
+// context registers with its parent.
+func BenchmarkWithTimeoutStdParentDone(b *testing.B) {
+	w := New()
+	defer w.Stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.ReportAllocs()
+	for b.Loop() {
+		c, cancel := w.WithTimeout(ctx, time.Second)
+		_ = c.Done()
+		cancel()
+	}
+}
+
+func BenchmarkContextWithTimeoutStdParentDone(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b.ReportAllocs()
+	for b.Loop() {
+		c, cancel := context.WithTimeout(ctx, time.Second)
+		_ = c.Done()
 		cancel()
 	}
 }
@@ -829,6 +894,47 @@ func BenchmarkContextWithTimeoutParallel(b *testing.B) {
 		for pb.Next() {
 			_, cancel := context.WithTimeout(ctx, time.Second)
 			cancel()
+		}
+	})
+}
+
+// TestConcurrentForeignParent races registration with a standard parent (through Done, Err and
+// a standard child) against cancel, the parent's cancel and the deadline; run it with -race.
+func TestConcurrentForeignParent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := New()
+		defer w.Stop()
+		errBoom := errors.New("boom")
+		for i := range 200 {
+			parent, pcancel := context.WithCancelCause(context.Background())
+			ctx, cancel := w.WithTimeout(parent, time.Duration(i%4)*time.Millisecond)
+			var wg sync.WaitGroup
+			wg.Go(cancel)
+			wg.Go(func() { pcancel(errBoom) })
+			wg.Go(func() { <-ctx.Done() })
+			wg.Go(func() {
+				if ctx.Err() != nil && !isDone(ctx) {
+					t.Error("Err() non-nil while Done is open")
+				}
+			})
+			wg.Go(func() {
+				child, ccancel := context.WithCancel(ctx)
+				<-child.Done()
+				ccancel()
+			})
+			wg.Wait()
+			err, cause := ctx.Err(), context.Cause(ctx)
+			switch {
+			case err == context.Canceled && (cause == context.Canceled || cause == errBoom):
+			case err == context.DeadlineExceeded && cause == context.DeadlineExceeded:
+			default:
+				t.Fatalf("context %d: Err() = %v, Cause() = %v", i, err, cause)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		if w.Pending() != 0 {
+			t.Fatalf("Pending() = %d, want 0", w.Pending())
 		}
 	})
 }
