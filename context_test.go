@@ -50,6 +50,21 @@ func checkNotDone(t *testing.T, ctx context.Context) {
 	}
 }
 
+// watchers counts the goroutines with which the context package watches parents it does not know.
+func watchers() int {
+	buf := make([]byte, 1<<20)
+	n := 0
+	for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
+		for line := range strings.SplitSeq(g, "\n") {
+			if strings.HasPrefix(line, "context.(*cancelCtx).propagateCancel.func") {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
 // children returns the number of children and AfterFunc registrations of a wheel context.
 func children(ctx context.Context) int {
 	c := ctx.(*deadlineCtx)
@@ -124,6 +139,7 @@ func TestWithTimeoutExecutors(t *testing.T) {
 					}
 					checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
 				}
+				synctest.Wait() // a child leaves its parent just after closing its done channel
 				if n := children(parent); n != 0 {
 					t.Fatalf("parent keeps %d children, want 0", n)
 				}
@@ -519,12 +535,12 @@ func TestCustomParent(t *testing.T) {
 
 		// Canceling the child ends the goroutine that watched the parent.
 		parent = &customCtx{Context: context.Background(), done: make(chan struct{})}
-		n := runtime.NumGoroutine()
-		_, cancel = w.WithTimeout(parent, time.Minute)
+		ctx, cancel = w.WithTimeout(parent, time.Minute)
+		_ = ctx.Done()
 		cancel()
 		synctest.Wait()
-		if m := runtime.NumGoroutine(); m > n {
-			t.Fatalf("%d goroutines after cancel, want at most %d", m, n)
+		if n := watchers(); n != 0 {
+			t.Fatalf("%d goroutines watch a parent after cancel, want 0", n)
 		}
 	})
 }
@@ -536,20 +552,21 @@ func TestForeignParentRegistersLazily(t *testing.T) {
 		w := New()
 		defer w.Stop()
 		parent := &customCtx{Context: context.Background(), done: make(chan struct{})}
-		base := runtime.NumGoroutine()
 		ctx, cancel := w.WithTimeout(parent, time.Minute)
-		if n := runtime.NumGoroutine(); n != base+1 { // the wheel's driver
-			t.Fatalf("%d goroutines after WithTimeout, want %d: no registration yet", n, base+1)
+		synctest.Wait()
+		if n := watchers(); n != 0 {
+			t.Fatalf("%d goroutines watch the parent after WithTimeout, want 0: no registration yet", n)
 		}
 		checkNotDone(t, ctx)
 		_ = ctx.Done()
-		if n := runtime.NumGoroutine(); n != base+2 {
-			t.Fatalf("%d goroutines after Done, want %d: registered", n, base+2)
+		synctest.Wait()
+		if n := watchers(); n != 1 {
+			t.Fatalf("%d goroutines watch the parent after Done, want 1: registered", n)
 		}
 		cancel()
 		synctest.Wait()
-		if n := runtime.NumGoroutine(); n != base {
-			t.Fatalf("%d goroutines after cancel, want %d", n, base)
+		if n := watchers(); n != 0 {
+			t.Fatalf("%d goroutines watch the parent after cancel, want 0", n)
 		}
 
 		// Unregistered, a context still reports its parent's end through Err and Cause.

@@ -150,7 +150,8 @@ func WithWheel(w *tock.Wheel) Option {
 
 // WithOnFailure sets a function called after each failed attempt that will be retried, with the
 // key (empty for Do), the number of attempts made so far, the attempt's error and the delay before
-// the next attempt. A Queue calls it on its worker goroutines, concurrently for different keys; it
+// the next attempt. A Queue calls it on its worker goroutines, concurrently for different keys but
+// in order for one key: the next attempt is scheduled when it returns (so it should be quick). It
 // may call the queue's methods.
 func WithOnFailure(f func(key string, attempt int, err error, next time.Duration)) Option {
 	return func(c *config) { c.onFailure = f }

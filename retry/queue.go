@@ -138,10 +138,10 @@ func (q *Queue) Cancel(key string) bool {
 	e.state = removed
 	t, cancel := e.timer, e.cancel
 	q.mu.Unlock()
-	switch prev {
-	case waiting:
+	switch {
+	case prev == waiting:
 		t.Stop()
-	case running:
+	case prev == running && cancel != nil: // nil while its failure hook runs
 		cancel()
 	}
 	return true
@@ -272,21 +272,14 @@ func (q *Queue) run(ctx context.Context, op func(context.Context) error) (err er
 	return op(ctx)
 }
 
-// finish handles the outcome of e's attempt: done on success, else the next attempt is scheduled
-// or the key given up, and the hooks told.
+// finish handles the outcome of e's attempt: done on success, else the key is given up, or the
+// failure hook is called and then the next attempt scheduled. Calling the hook before scheduling
+// keeps the hooks of one key in order; the lock is not held while a hook runs, so the key may be
+// canceled or the queue closed meanwhile, which is looked at again afterwards.
 func (q *Queue) finish(e *entry, err error) {
 	q.mu.Lock()
 	e.cancel = nil
-	if e.state != running {
-		q.mu.Unlock()
-		return // canceled while running
-	}
-	if q.closed {
-		e.state = removed
-		delete(q.entries, e.key)
-		if err != nil {
-			q.leftover = append(q.leftover, e.key)
-		}
+	if q.dropLocked(e, err) {
 		q.mu.Unlock()
 		return
 	}
@@ -296,31 +289,51 @@ func (q *Queue) finish(e *entry, err error) {
 		q.mu.Unlock()
 		return
 	}
-	delay, giveUp := q.cfg.next(e.attempts, e.attempts+1, err, time.Since(e.first))
+	attempts := e.attempts
+	delay, giveUp := q.cfg.next(attempts, attempts+1, err, time.Since(e.first))
+	if giveUp == nil && q.cfg.onFailure != nil {
+		q.mu.Unlock()
+		q.cfg.onFailure(e.key, attempts, err, delay)
+		q.mu.Lock()
+		if q.dropLocked(e, err) {
+			q.mu.Unlock()
+			return
+		}
+	}
 	if giveUp == nil {
 		t, serr := q.w.AfterFunc(delay, e.fire)
-		if serr != nil {
-			giveUp = fmt.Errorf("%w after %d attempts (the wheel refused the next: %w): %w", ErrGaveUp, e.attempts, serr, err)
-		} else {
+		if serr == nil {
 			e.timer = t
 			e.state = waiting
+			q.mu.Unlock()
+			return
 		}
+		giveUp = fmt.Errorf("%w after %d attempts (the wheel refused the next: %w): %w", ErrGaveUp, attempts, serr, err)
 	}
-	if giveUp != nil {
+	e.state = removed
+	delete(q.entries, e.key)
+	q.mu.Unlock()
+	if q.cfg.onGiveUp != nil {
+		q.cfg.onGiveUp(e.key, attempts, giveUp)
+	}
+}
+
+// dropLocked reports whether e, whose attempt ended with err, is out of the queue's hands: canceled
+// while running, or the queue closed (e then leaves, and joins the keys Close returns if err is
+// not nil).
+func (q *Queue) dropLocked(e *entry, err error) bool {
+	if e.state != running {
+		return true
+	}
+	if q.closed {
 		e.state = removed
 		delete(q.entries, e.key)
-	}
-	q.mu.Unlock()
-
-	if giveUp != nil {
-		if q.cfg.onGiveUp != nil {
-			q.cfg.onGiveUp(e.key, e.attempts, giveUp)
+		if err != nil {
+			q.leftover = append(q.leftover, e.key)
 		}
-		return
+		return true
 	}
-	if q.cfg.onFailure != nil {
-		q.cfg.onFailure(e.key, e.attempts, err, delay)
-	}
+	return false
 }
 
 // next decides what follows a failed attempt: how long to wait before the next one, or, if retries
