@@ -152,7 +152,7 @@ func WithWheel(w *tock.Wheel) Option {
 // key (empty for Do), the number of attempts made so far, the attempt's error and the delay before
 // the next attempt. A Queue calls it on its worker goroutines, concurrently for different keys but
 // in order for one key: the next attempt is scheduled when it returns (so it should be quick). It
-// may call the queue's methods.
+// may call the queue's methods other than Close, which waits for it.
 func WithOnFailure(f func(key string, attempt int, err error, next time.Duration)) Option {
 	return func(c *config) { c.onFailure = f }
 }
@@ -162,7 +162,7 @@ func WithOnFailure(f func(key string, attempt int, err error, next time.Duration
 // time ran out or the wheel refused the next attempt (err wraps ErrGaveUp and the last error), or
 // the operation panicked (err wraps ErrPanicked). The key has left the queue when it is called, so
 // it may Add the key again. A Queue calls it on its worker goroutines; Do calls it with an empty
-// key before returning the same error.
+// key before returning the same error. Like WithOnFailure's function, it must not call Close.
 func WithOnGiveUp(f func(key string, attempts int, err error)) Option {
 	return func(c *config) { c.onGiveUp = f }
 }

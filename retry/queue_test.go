@@ -466,6 +466,29 @@ func TestQueueHookReAdds(t *testing.T) {
 	})
 }
 
+// A failure hook that cancels its own key ends the retries: the attempt it reports on has no
+// context left to cancel, and no next attempt is scheduled.
+func TestQueueHookCancelsOwnKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := tock.New()
+		defer w.Stop()
+		var q *retry.Queue
+		var canceled atomic.Bool
+		q = retry.New(w, retry.WithBackoff(retry.Constant(time.Second)),
+			retry.WithOnFailure(func(key string, _ int, _ error, _ time.Duration) { canceled.Store(q.Cancel(key)) }))
+		defer q.Close()
+		var attempts atomic.Int32
+		q.Add("k", func(context.Context) error { attempts.Add(1); return errFlaky })
+		time.Sleep(time.Minute)
+		if !canceled.Load() || attempts.Load() != 1 {
+			t.Fatalf("Cancel from the hook = %v, attempts %d; want true, 1", canceled.Load(), attempts.Load())
+		}
+		if q.Pending() != 0 || w.Pending() != 0 {
+			t.Fatalf("queue Pending() = %d, wheel Pending() = %d; want 0, 0", q.Pending(), w.Pending())
+		}
+	})
+}
+
 func TestQueueWheelRefuses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		full := tock.New(tock.WithMaxPending(1))
