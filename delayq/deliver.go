@@ -1,0 +1,363 @@
+package delayq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/delayq/internal/wal"
+)
+
+// An entry is a message in memory: loaded from the disk wheel, or put straight into the near
+// window. Its fields are guarded by Queue.mu.
+type entry struct {
+	pos    wal.Pos // its current Put record; receipts name it
+	origin wal.Pos // its first Put record (equal to pos unless rolled)
+
+	id, topic string
+	payload   []byte
+	deliverAt int64  // Unix nanoseconds
+	attempt   uint32 // failed deliveries so far
+
+	// topicChanged: topic is a dead-letter topic, not the one in the record at pos.
+	topicChanged bool
+
+	st    entryState
+	timer tock.Timer // deliverAt (waiting) or lease end (leased); zero when none
+	gen   uint64     // bumped whenever the timer is re-armed, so a stale callback does nothing
+	lease uint64     // number of the current or last lease; receipts carry it
+
+	prev, next *entry // the topic's ready list, while ready
+}
+
+// entryState is where an entry is in delivery.
+type entryState uint8
+
+const (
+	// waiting: deliverAt is in the future; timer makes it ready.
+	waiting entryState = iota
+	// ready: due, in its topic's ready list, waiting for Receive.
+	ready
+	// leased: handed to a consumer by Receive; timer ends the lease.
+	leased
+)
+
+// A topicQueue holds a topic's ready entries, oldest first, and wakes Receive calls.
+type topicQueue struct {
+	head, tail *entry
+	n          int
+	// signal is closed (and replaced) when entries become ready; nil when nobody waits.
+	signal chan struct{}
+}
+
+// insertLocked adds a loaded message to the indexes. The caller arms it.
+func (q *Queue) insertLocked(e *entry) {
+	q.state.byPos[e.pos] = e
+	q.state.byID[e.id] = e
+}
+
+// removeLocked forgets e: acked, cancelled or found done. It releases its record's pin.
+func (q *Queue) removeLocked(e *entry) {
+	s := &q.state
+	e.gen++
+	if e.timer != (tock.Timer{}) {
+		e.timer.Stop()
+		e.timer = tock.Timer{}
+	}
+	switch e.st {
+	case ready:
+		q.unlinkReadyLocked(e)
+	case leased:
+		s.leased--
+	}
+	delete(s.byPos, e.pos)
+	if s.byID[e.id] == e {
+		delete(s.byID, e.id)
+	}
+	q.unpinLocked(e.pos)
+}
+
+func (q *Queue) unpinLocked(p wal.Pos) {
+	s := &q.state
+	seg := p.Segment()
+	if s.pins[seg]--; s.pins[seg] <= 0 {
+		delete(s.pins, seg)
+	}
+}
+
+// armLocked makes a waiting e ready at its deliverAt: now if that has passed, else by a timer on
+// the in-memory wheel, which never fires early.
+func (q *Queue) armLocked(e *entry) {
+	e.st = waiting
+	e.gen++
+	delay := time.Duration(e.deliverAt - time.Now().UnixNano())
+	if delay <= 0 {
+		q.readyLocked(e)
+		return
+	}
+	gen := e.gen
+	t, err := q.wheel.AtFunc(time.Unix(0, e.deliverAt), func() { q.fire(e, gen) })
+	if err != nil {
+		// The wheel is stopped: the queue is closing and the message is delivered after Open.
+		return
+	}
+	e.timer = t
+}
+
+// fire is the timer callback of e: the message came due, or its lease ran out.
+func (q *Queue) fire(e *entry, gen uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if e.gen != gen || q.usableLocked() != nil {
+		return
+	}
+	e.timer = tock.Timer{}
+	switch e.st {
+	case waiting:
+		q.readyLocked(e)
+	case leased:
+		q.state.leased--
+		q.stats.expired++
+		if _, err := q.retryLocked(e, 0, true); err != nil {
+			q.failLocked(err)
+		}
+	}
+}
+
+// readyLocked moves e to its topic's ready list and wakes a Receive waiting on the topic.
+func (q *Queue) readyLocked(e *entry) {
+	e.st = ready
+	tq := q.topicLocked(e.topic)
+	e.prev, e.next = tq.tail, nil
+	if tq.tail != nil {
+		tq.tail.next = e
+	} else {
+		tq.head = e
+	}
+	tq.tail = e
+	tq.n++
+	q.state.ready++
+	if e.attempt == 0 {
+		q.stats.lateness.add(time.Duration(time.Now().UnixNano() - e.deliverAt))
+	}
+	if tq.signal != nil {
+		close(tq.signal)
+		tq.signal = nil
+	}
+}
+
+func (q *Queue) unlinkReadyLocked(e *entry) {
+	tq := q.state.topics[e.topic]
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		tq.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		tq.tail = e.prev
+	}
+	e.prev, e.next = nil, nil
+	tq.n--
+	q.state.ready--
+}
+
+func (q *Queue) topicLocked(topic string) *topicQueue {
+	tq := q.state.topics[topic]
+	if tq == nil {
+		tq = &topicQueue{}
+		q.state.topics[topic] = tq
+	}
+	return tq
+}
+
+// Receive leases up to max due messages of topic, oldest due first, blocking until at least one
+// is due, ctx ends (it returns ctx.Err()) or the queue closes (ErrClosed). Each message stays
+// leased for the visibility timeout: Ack it within that time, or it is due again after a backoff
+// and its delivery counts as failed. Messages are delivered at least once: a crash, an expired
+// lease or a lost ack means a message can be delivered again. max and visibility must be positive.
+func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility time.Duration) ([]Delivery, error) {
+	if max < 1 || visibility <= 0 {
+		return nil, fmt.Errorf("%w: Receive max %d, visibility %v", ErrInvalid, max, visibility)
+	}
+	for {
+		q.mu.Lock()
+		if err := q.usableLocked(); err != nil {
+			q.mu.Unlock()
+			return nil, err
+		}
+		tq := q.topicLocked(topic)
+		if tq.n > 0 {
+			ds := make([]Delivery, 0, min(max, tq.n))
+			for tq.head != nil && len(ds) < max {
+				e := tq.head
+				q.unlinkReadyLocked(e)
+				ds = append(ds, q.leaseLocked(e, visibility))
+			}
+			q.mu.Unlock()
+			return ds, nil
+		}
+		if tq.signal == nil {
+			tq.signal = make(chan struct{})
+		}
+		sig := tq.signal
+		q.mu.Unlock()
+		select {
+		case <-sig:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-q.closed:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// leaseLocked hands a ready e to a consumer until visibility from now.
+func (q *Queue) leaseLocked(e *entry, visibility time.Duration) Delivery {
+	e.st = leased
+	e.lease++
+	e.gen++
+	gen := e.gen
+	if t, err := q.wheel.AfterFunc(visibility, func() { q.fire(e, gen) }); err == nil {
+		e.timer = t
+	}
+	q.state.leased++
+	q.stats.delivered++
+	return Delivery{
+		Message: Message{ID: e.id, Topic: e.topic, Payload: e.payload, DeliverAt: time.Unix(0, e.deliverAt)},
+		Receipt: makeReceipt(e.pos, e.lease),
+		Attempt: int(e.attempt) + 1,
+	}
+}
+
+// leasedLocked returns the entry a receipt names if it is leased under that receipt. A message
+// whose lease ran out but which was not leased again still counts, so a slow consumer's ack is not
+// wasted.
+func (q *Queue) leasedLocked(receipt string) (*entry, error) {
+	pos, lease, ok := parseReceipt(receipt)
+	if !ok {
+		return nil, fmt.Errorf("%w: malformed receipt %q", ErrUnknownReceipt, receipt)
+	}
+	e := q.state.byPos[pos]
+	if e == nil || e.lease != lease || lease == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownReceipt, receipt)
+	}
+	return e, nil
+}
+
+// Ack ends the leases the receipts name: their messages are done and never delivered again. It
+// acks every receipt it can and returns an error matching ErrUnknownReceipt for the others. When
+// it returns, the acks are durable (unless NoSync). An ack of a message whose visibility timeout
+// ran out is accepted as long as no other Receive has leased it since.
+func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	if err := q.usableLocked(); err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	var errs []error
+	var end wal.Pos
+	for _, r := range receipts {
+		e, err := q.leasedLocked(r)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		_, end, err = q.log.Append(&wal.Record{Kind: wal.KindAck, Target: e.pos})
+		if err != nil {
+			q.failLocked(err)
+			q.mu.Unlock()
+			return err
+		}
+		q.removeLocked(e)
+		q.stats.acked++
+	}
+	q.mu.Unlock()
+	if end != 0 {
+		if err := q.waitDurable(end); err != nil {
+			return err
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Nack ends a lease early: the delivery counts as failed and the message is due again after delay
+// (at once if delay <= 0), or moves to the dead-letter topic if it has failed the maximum number
+// of times. It returns an error matching ErrUnknownReceipt if the receipt names no current lease.
+func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	if err := q.usableLocked(); err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	e, err := q.leasedLocked(receipt)
+	if err == nil && e.st != leased {
+		err = fmt.Errorf("%w: lease already over: %s", ErrUnknownReceipt, receipt)
+	}
+	if err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	e.timer.Stop()
+	e.timer = tock.Timer{}
+	q.state.leased--
+	q.stats.nacked++
+	end, err := q.retryLocked(e, max(delay, 0), false)
+	if err != nil {
+		q.failLocked(err)
+	}
+	q.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return q.waitDurable(end)
+}
+
+// retryLocked records a failed delivery of e, which is no longer leased: it is due again after
+// delay (or the backoff, when useBackoff), or moves to its dead-letter topic. The Update record is
+// appended; the caller decides whether to wait for it.
+func (q *Queue) retryLocked(e *entry, delay time.Duration, useBackoff bool) (wal.Pos, error) {
+	e.attempt++
+	now := time.Now().UnixNano()
+	rec := wal.Record{Kind: wal.KindUpdate, Target: e.pos}
+	dead := q.cfg.maxAttempts > 0 && int(e.attempt) >= q.cfg.maxAttempts
+	switch {
+	case dead && !q.isDeadLetterTopic(e.topic):
+		e.topic = q.cfg.deadLetterTopic(e.topic)
+		e.topicChanged = true
+		e.attempt = 0
+		e.deliverAt = now
+		rec.Topic = e.topic
+		q.stats.deadLettered++
+	case dead:
+		e.deliverAt = now + int64(q.cfg.backoffMax)
+	case useBackoff:
+		e.deliverAt = now + int64(q.cfg.backoff(e.attempt))
+	default:
+		e.deliverAt = now + int64(delay)
+	}
+	rec.DeliverAt, rec.Attempt = e.deliverAt, e.attempt
+	_, end, err := q.log.Append(&rec)
+	if err != nil {
+		return 0, err
+	}
+	q.armLocked(e)
+	return end, nil
+}
+
+func (q *Queue) isDeadLetterTopic(topic string) bool {
+	if q.cfg.deadLetter != "" {
+		return topic == q.cfg.deadLetter
+	}
+	return strings.HasSuffix(topic, DefaultDeadLetterSuffix)
+}

@@ -1,0 +1,198 @@
+package delayq
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tockwheel/tock/delayq/internal/wal"
+)
+
+// The disk wheel is state.heads: one list head per slot of the horizon. A list is threaded
+// backwards through the log (each record holds the position of the list's previous record), so the
+// wheel costs 16 bytes per slot however many messages wait in it. The loader moves each slot's
+// list into memory a preload ahead of the slot's start; from then on the slot's messages wait on
+// the in-memory wheel, which fires them with millisecond precision.
+//
+// Loading slot a, as one step under mu:
+//  1. read the list (most of it before taking mu, so Puts are not held up while it is read);
+//  2. detach it (the head is cleared and loaded becomes a) and append an Advance record;
+//  3. drop cancelled Puts and duplicate rolled copies; roll Puts due beyond a (they were put
+//     more than a horizon ahead) by appending a copy threaded into a later list;
+//  4. insert the rest into memory.
+//
+// Recovery replays an Advance record by doing steps 1 to 4 again from the same list, except that
+// the rolled copies are already in the log right after the Advance record; copies lost to a crash
+// are appended at the end of recovery, and duplicates are dropped when their list is loaded.
+
+// runLoader loads each slot a preload ahead of its start, until Close.
+func (q *Queue) runLoader() {
+	defer q.bg.Done()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		q.mu.Lock()
+		next := q.state.loaded + 1
+		at := q.state.slotStart(next) - int64(q.cfg.preload)
+		q.mu.Unlock()
+		if wait := time.Duration(at - time.Now().UnixNano()); wait > 0 {
+			t.Reset(wait)
+			select {
+			case <-t.C:
+			case <-q.closed:
+				return
+			}
+			continue
+		}
+		if err := q.load(next); err != nil {
+			q.mu.Lock()
+			q.failLocked(err)
+			q.mu.Unlock()
+			return
+		}
+		select {
+		case <-q.closed:
+			return
+		default:
+		}
+	}
+}
+
+// A listRecord is a record read from a slot list, with its position.
+type listRecord struct {
+	pos wal.Pos
+	rec wal.Record
+}
+
+// readList reads the list from head backwards, stopping before stop (the head of a part already
+// read) or at its end. On error it also returns the records read before it.
+func (q *Queue) readList(r *wal.Reader, head, stop wal.Pos) ([]listRecord, error) {
+	var out []listRecord
+	for p := head; p != 0 && p != stop; {
+		rec, err := r.ReadAt(p)
+		if err != nil {
+			return out, fmt.Errorf("delayq: reading slot list at %v: %w", p, err)
+		}
+		if rec.Kind != wal.KindPut && rec.Kind != wal.KindCancel || !rec.Threaded {
+			return out, fmt.Errorf("%w: %v record at %v in a slot list", ErrCorrupt, rec.Kind, p)
+		}
+		if rec.Prev >= p {
+			return out, fmt.Errorf("%w: slot list goes forward at %v", ErrCorrupt, p)
+		}
+		out = append(out, listRecord{p, rec})
+		p = rec.Prev
+	}
+	return out, nil
+}
+
+// load moves slot a (which must be loaded+1) from the disk wheel into memory.
+func (q *Queue) load(a int64) error {
+	r := q.log.NewReader()
+	// Read what the list holds now without mu; then catch up on what was added meanwhile.
+	var parts [][]listRecord // oldest part first; each part newest record first
+	var seen wal.Pos
+	for try := 0; ; try++ {
+		q.mu.Lock()
+		if q.state.loaded != a-1 {
+			q.mu.Unlock()
+			return fmt.Errorf("delayq: internal error: loading slot %d after %d", a, q.state.loaded)
+		}
+		h := *q.state.head(a)
+		if h.head == seen || try == 3 {
+			break // keep mu
+		}
+		logEnd := q.log.End()
+		q.mu.Unlock()
+		if err := q.log.WaitWritten(logEnd); err != nil {
+			return err
+		}
+		part, err := q.readList(r, h.head, seen)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, part)
+		seen = h.head
+	}
+	defer q.mu.Unlock()
+	if h := q.state.head(a).head; h != seen {
+		// Records added since the last read. The flusher does not need mu, so waiting here is safe.
+		if err := q.log.WaitWritten(q.log.End()); err != nil {
+			return err
+		}
+		part, err := q.readList(r, h, seen)
+		if err != nil {
+			return err
+		}
+		parts = append(parts, part)
+	}
+	var recs []listRecord
+	for _, p := range slices.Backward(parts) {
+		recs = append(recs, p...)
+	}
+	if err := q.advanceLocked(a, true); err != nil {
+		return err
+	}
+	rolls, err := q.applyListLocked(a, recs, true)
+	if err != nil {
+		return err
+	}
+	for _, e := range rolls {
+		if _, _, err := q.putLocked(e.id, e.topic, e.payload, e.deliverAt, e.attempt, e.origin); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// advanceLocked detaches slot a's list and marks a loaded; when write is set and the list was not
+// empty, it appends the Advance record that replays this.
+func (q *Queue) advanceLocked(a int64, write bool) error {
+	s := &q.state
+	h := s.head(a)
+	nonEmpty := h.head != 0
+	*h = listHead{}
+	s.loaded = a
+	if write && nonEmpty {
+		if _, _, err := q.log.Append(&wal.Record{Kind: wal.KindAdvance, Slot: a}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyListLocked takes the records of slot a's list, newest first, out of the disk wheel: it
+// drops cancelled Puts and duplicate copies, inserts the messages due in slot a (arming them when
+// arm is set), and returns the messages due later, which must be rolled.
+func (q *Queue) applyListLocked(a int64, recs []listRecord, arm bool) (rolls []*entry, err error) {
+	s := &q.state
+	cancelled := make(map[string]bool)
+	origins := make(map[wal.Pos]bool, len(recs))
+	for _, lr := range recs {
+		rec := &lr.rec
+		q.unpinLocked(lr.pos)
+		if rec.Kind == wal.KindCancel {
+			cancelled[rec.ID] = true
+			continue
+		}
+		s.diskPending--
+		origin := originOf(rec.Origin, lr.pos)
+		if cancelled[rec.ID] || origins[origin] {
+			continue
+		}
+		origins[origin] = true
+		if s.userIDs[rec.ID] == s.slotOf(rec.DeliverAt) {
+			delete(s.userIDs, rec.ID)
+		}
+		e := &entry{pos: lr.pos, origin: origin, id: rec.ID, topic: rec.Topic, payload: rec.Payload, deliverAt: rec.DeliverAt, attempt: rec.Attempt}
+		if s.slotOf(rec.DeliverAt) > a {
+			rolls = append(rolls, e)
+			continue
+		}
+		s.pins[lr.pos.Segment()]++
+		q.insertLocked(e)
+		if arm {
+			q.armLocked(e)
+		}
+	}
+	return rolls, nil
+}

@@ -1,0 +1,44 @@
+// Package delayq is a durable delayed-message queue embedded in a Go program: producers Put
+// messages to be delivered at a time of their choosing, any distance ahead; consumers Receive them
+// when they are due, and Ack them when done. Messages survive a crash of the process (and, unless
+// NoSync, of the machine) from the moment Put returns.
+//
+// # Basics
+//
+//	q, err := delayq.Open("/var/lib/app/queue")
+//	id, err := q.Put(ctx, delayq.Message{Topic: "email", Payload: body, DeliverAt: time.Now().Add(time.Hour)})
+//	ds, err := q.Receive(ctx, "email", 32, 30*time.Second) // blocks until something is due
+//	for _, d := range ds {
+//		send(d.Payload)
+//		q.Ack(ctx, d.Receipt)
+//	}
+//
+// Storage is a log of append-only segment files of checksummed records. Concurrent Puts share one
+// write and one fdatasync (group commit), so many producers together reach close to the disk's
+// sequential rate. Waiting messages are kept on disk in a coarse wheel of slots (one second each by
+// default) whose lists are threaded backwards through the log: memory does not grow with the
+// number of pending messages. A little before a slot comes due it is read into the in-memory tock
+// wheel, which delivers each message within about a millisecond of its DeliverAt and never before.
+// Messages due beyond the wheel's horizon (a day by default) are written again when their slot
+// comes round, so there is no maximum delay.
+//
+// Delivery is at least once. Receive leases messages for a visibility timeout; a message not acked
+// in time is due again after a backoff, and after a maximum number of failed deliveries it moves to
+// a dead-letter topic. Acks are durable: an acked message is never delivered again. Cancel removes
+// a pending message by ID.
+//
+// A checkpoint of the wheel is written every few seconds, after the log it describes is durable.
+// Open truncates a torn tail, reads the checkpoint and replays only the log written since. Segments
+// whose messages are all acked, cancelled or rolled forward are deleted after a checkpoint, so disk
+// use follows live data.
+//
+// # Caveats
+//
+// Ordering is by due time, to the millisecond; messages due at the same moment have no promised
+// order. A message may be delivered more than once: after a crash, an expired lease, or a lost ack.
+// A message put with a chosen ID costs about 50 bytes of memory while it waits on disk; generated
+// IDs cost nothing. Due messages that no consumer receives stay in memory, with their payloads,
+// until received. A delivery interrupted by a crash does not count as an attempt. The directory
+// belongs to one Queue at a time (an flock enforces it on Unix). Nothing is replicated: losing the
+// disk loses the queue.
+package delayq

@@ -1,0 +1,93 @@
+package delayq
+
+import (
+	"slices"
+	"time"
+)
+
+// Stats is a snapshot of a queue's state and counters, for metrics. Counters count since Open;
+// rates are their differences between two snapshots divided by the time between them.
+type Stats struct {
+	// Pending counts messages not yet due: in the disk wheel (including cancelled ones whose slot
+	// has not been loaded yet) and waiting in memory.
+	Pending int64
+	// Due counts messages due and waiting for Receive.
+	Due int
+	// Leased counts messages delivered and not yet acked, nacked or expired.
+	Leased int
+
+	Puts         uint64 // messages put
+	Delivered    uint64 // deliveries by Receive, redeliveries included
+	Acked        uint64 // deliveries acked
+	Nacked       uint64 // deliveries nacked
+	Expired      uint64 // leases that ran out
+	DeadLettered uint64 // messages moved to a dead-letter topic
+	Cancelled    uint64 // successful Cancel calls
+
+	// Lateness summarises, over the last 4096 messages that came due for the first time, how long
+	// after their DeliverAt they became available to Receive. It does not include time spent
+	// waiting for a consumer.
+	Lateness Lateness
+
+	// Segments and DiskBytes describe the log files.
+	Segments  int
+	DiskBytes int64
+}
+
+// Lateness is a summary of recent delivery lateness.
+type Lateness struct {
+	P50, P99, Max time.Duration
+}
+
+// counters are the Stats counters, guarded by Queue.mu.
+type counters struct {
+	puts, delivered, acked, nacked, expired, deadLettered, cancelled uint64
+	lateness                                                         latenessRing
+}
+
+// latenessRing keeps the last samples of lateness.
+type latenessRing struct {
+	samples [4096]time.Duration
+	n       int // samples taken, capped by len(samples) when read
+}
+
+func (r *latenessRing) add(d time.Duration) {
+	r.samples[r.n%len(r.samples)] = d
+	r.n++
+}
+
+func (r *latenessRing) summary() Lateness {
+	n := min(r.n, len(r.samples))
+	if n == 0 {
+		return Lateness{}
+	}
+	s := slices.Clone(r.samples[:n])
+	slices.Sort(s)
+	return Lateness{P50: s[n/2], P99: s[(n*99)/100], Max: s[n-1]}
+}
+
+// Stats returns a snapshot of q's state and counters. It works after Close too.
+func (q *Queue) Stats() Stats {
+	segs, sizes := q.log.Segments()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	s := &q.state
+	st := Stats{
+		Pending:      s.diskPending + int64(len(s.byPos)-s.ready-s.leased),
+		Due:          s.ready,
+		Leased:       s.leased,
+		Puts:         q.stats.puts,
+		Delivered:    q.stats.delivered,
+		Acked:        q.stats.acked,
+		Nacked:       q.stats.nacked,
+		Expired:      q.stats.expired,
+		DeadLettered: q.stats.deadLettered,
+		Cancelled:    q.stats.cancelled,
+		Lateness:     q.stats.lateness.summary(),
+		Segments:     len(segs),
+	}
+	for _, n := range sizes {
+		st.DiskBytes += n
+	}
+	return st
+}
