@@ -1,6 +1,6 @@
 module github.com/tockwheel/tock/bench
 
-go 1.25
+go 1.25.0
 
 replace github.com/tockwheel/tock => ../
 
