@@ -56,7 +56,9 @@ func (w *Wheel) deadlineAfter(timeout time.Duration) (time.Time, int64) {
 // when parent is done first, Err returns what parent's Err returns (mapped to one of those two)
 // and context.Cause returns parent's cause; values are those of parent. Contexts derived from it
 // with the context package, and other wheel contexts, are canceled with it without a goroutine
-// each.
+// each. Under a parent of another kind, such as a standard context, the context joins the parent
+// (with context.AfterFunc) only when its Done channel or a derived context needs that; until then
+// Err and cancel consult the parent.
 //
 // The deadline is honoured as the wheel honours a timer: Done is closed no earlier than d and
 // normally within a tick after it (see WithTick). If the wheel has been stopped, is full (see
@@ -90,10 +92,9 @@ func (w *Wheel) until(d time.Time) (time.Duration, int64) {
 }
 
 // A deadlineCtx is the context of WithDeadline. Creating one costs one allocation of the struct
-// plus one for its fire method value, which serves as the wheel callback, as the CancelFunc and
-// as the context.AfterFunc callback on a foreign parent: fire tells the roles apart (see fire). Everything that only some
-// contexts need (children, a foreign parent's registration, a custom cause) lives in extra, made on
-// first need.
+// plus one for its fire method value, which serves as the wheel callback and as the CancelFunc:
+// fire tells the roles apart (see fire). Everything that only some contexts need (children, a
+// custom cause, a fallback timer) lives in extra, made on first need.
 //
 // The state word decides every race. Its error bits go from zero to non-zero once, by a
 // compare-and-swap in cancel; flags are set once and never cleared. A context without extra is
@@ -254,12 +255,12 @@ func (w *Wheel) afterFuncAt(at int64, f func()) (Timer, error) {
 }
 
 // fire is the timer's callback, the CancelFunc, and the function context.AfterFunc calls when a
-// parent of another kind is done: one allocation for three roles. If such a parent is done, fire
-// cancels c with the parent's error whoever called, as the context package would have done
-// already for a child of its own. Before the constructor returns only the
-// timer can call it; after that, a call is a cancel if it stops the timer, and otherwise the timer
-// has fired (the wheel promises that exactly one of "Stop returned true" and "the callback ran"
-// happens), so the deadline has passed and DeadlineExceeded is the right error whoever called.
+// parent of another kind is done. If such a parent is done, fire cancels c with the parent's error
+// whoever called, as the context package would have done already for a child of its own.
+// Otherwise, before the constructor returns only the timer can call it; after that, a call is a
+// cancel if it stops the timer, and otherwise the timer has fired (the wheel promises that exactly
+// one of "Stop returned true" and "the callback ran" happens), so the deadline has passed and
+// DeadlineExceeded is the right error whoever called.
 func (c *deadlineCtx) fire() {
 	s := c.state.Load()
 	if s&errMask != 0 {
