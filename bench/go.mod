@@ -6,6 +6,7 @@ replace github.com/tockwheel/tock => ../
 
 require (
 	github.com/bsm/redislock v0.9.4
+	github.com/cenkalti/backoff/v5 v5.0.3
 	github.com/go-redsync/redsync/v4 v4.17.0
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/tockwheel/tock v0.0.0-00010101000000-000000000000
