@@ -28,13 +28,19 @@ func levelsFor(maxTick int64) int {
 	return (bits.Len64(uint64(maxTick)) + slotBits - 1) / slotBits
 }
 
+// listLocked returns the slot list, level*slotCount+slot, in which a timer due at tick at belongs.
+func (s *shard) listLocked(at int64) uint32 {
+	lvl := (bits.Len64(uint64(at^s.cur)) - 1) / slotBits
+	return uint32(lvl*slotCount + int(at>>(uint(lvl)*slotBits))&slotMask)
+}
+
 // linkLocked puts node i in the slot its deadline calls for and marks it pending.
 func (s *shard) linkLocked(i uint32, n *node) {
 	if n.at < s.cur {
 		n.at = s.cur
 	}
-	lvl := (bits.Len64(uint64(n.at^s.cur)) - 1) / slotBits
-	slot := int(n.at>>(uint(lvl)*slotBits)) & slotMask
+	list := s.listLocked(n.at)
+	lvl, slot := list/slotCount, list%slotCount
 	head := &s.heads[lvl][slot]
 	n.prev = 0
 	n.next = *head
@@ -43,7 +49,19 @@ func (s *shard) linkLocked(i uint32, n *node) {
 	}
 	*head = i
 	s.occupied[lvl] |= 1 << slot
-	n.state = uint32(lvl*slotCount+slot)<<listShift | n.state&flagPeriodic | statePending
+	n.state = list<<listShift | n.state&flagPeriodic | statePending
+}
+
+// moveLocked changes the deadline of the pending node i to tick at. A node whose slot stays the
+// same, as when an idle timeout is pushed back by less than its slot's span, keeps its place.
+func (s *shard) moveLocked(i uint32, n *node, at int64) {
+	if at >= s.cur && s.listLocked(at) == n.state>>listShift {
+		n.at = at
+		return
+	}
+	s.unlinkLocked(i, n)
+	n.at = at
+	s.linkLocked(i, n)
 }
 
 // unlinkLocked takes the pending node i out of its slot.

@@ -79,9 +79,7 @@ func (t Timer) Reset(d time.Duration) bool {
 		if n.state&flagPeriodic != 0 {
 			s.periodic[t.i].next = addClamped(now, d)
 		}
-		s.unlinkLocked(t.i, n)
-		n.at = at
-		s.linkLocked(t.i, n)
+		s.moveLocked(t.i, n, at)
 		s.wakeForLocked(n.at)
 		return true
 	case stateFiring:
