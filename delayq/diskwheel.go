@@ -97,7 +97,7 @@ func (q *Queue) load(a int64) error {
 			q.mu.Unlock()
 			return fmt.Errorf("delayq: internal error: loading slot %d after %d", a, q.state.loaded)
 		}
-		h := *q.state.head(a)
+		h := q.state.peek(a)
 		if h.head == seen || try == 3 {
 			break // keep mu
 		}
@@ -114,7 +114,7 @@ func (q *Queue) load(a int64) error {
 		seen = h.head
 	}
 	defer q.mu.Unlock()
-	if h := q.state.head(a).head; h != seen {
+	if h := q.state.peek(a).head; h != seen {
 		// Records added since the last read. The flusher does not need mu, so waiting here is safe.
 		if err := q.log.WaitWritten(q.log.End()); err != nil {
 			return err

@@ -104,7 +104,7 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		cfg:    cfg,
 		lock:   lock,
 		closed: make(chan struct{}),
-		wheel:  tock.New(tock.WithGoroutineExecutor()),
+		wheel:  tock.New(),
 	}
 	if err := q.recover(); err != nil {
 		q.wheel.Stop()
@@ -333,7 +333,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 			return false, nil
 		}
 		list := s.listSlotFor(slot)
-		h := *s.head(list)
+		h := s.peek(list)
 		if h.head == 0 {
 			q.mu.Unlock()
 			return false, nil
@@ -346,7 +346,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 			return false, err
 		}
 		q.mu.Lock()
-		if s.loaded >= slot || *s.head(list) != h {
+		if s.loaded >= list || s.peek(list) != h {
 			// The slot was loaded, or records were added to it, while we read: look again.
 			q.mu.Unlock()
 			continue
@@ -429,10 +429,25 @@ func (s *state) listSlotFor(slot int64) int64 {
 	return slot - laps*n
 }
 
-// head returns the head of list's wheel index, emptied first if it held an older lap's list.
-func (s *state) head(list int64) *listHead {
+// index returns the wheel index of slot.
+func (s *state) index(slot int64) int {
 	n := int64(len(s.heads))
-	h := &s.heads[((list%n)+n)%n]
+	return int(((slot % n) + n) % n)
+}
+
+// peek returns the head of list, which is empty if list's wheel index holds another lap's list.
+func (s *state) peek(list int64) listHead {
+	if h := s.heads[s.index(list)]; h.slot == list {
+		return h
+	}
+	return listHead{}
+}
+
+// head returns the head of list's wheel index for updating, emptied first if it held another
+// lap's list. It must only be called for a list in (loaded, loaded+horizon], where the index holds
+// no other live list.
+func (s *state) head(list int64) *listHead {
+	h := &s.heads[s.index(list)]
 	if h.slot != list {
 		*h = listHead{slot: list}
 	}

@@ -154,6 +154,7 @@ func (rp *replayer) apply(pos wal.Pos, rec wal.Record) error {
 			delete(rp.rolls, rec.Origin)
 		}
 		if rec.Threaded {
+			s.raiseLoaded(rec.ListSlot - int64(len(s.heads)))
 			*s.head(rec.ListSlot) = listHead{slot: rec.ListSlot, head: pos}
 			s.diskPending++
 			if !isGenerated(rec.ID, rec.DeliverAt, originOf(rec.Origin, pos)) {
@@ -161,9 +162,11 @@ func (rp *replayer) apply(pos wal.Pos, rec wal.Record) error {
 			}
 			return nil
 		}
+		s.raiseLoaded(s.slotOf(rec.DeliverAt))
 		q.insertLocked(&entry{pos: pos, origin: originOf(rec.Origin, pos), id: rec.ID, topic: rec.Topic, payload: rec.Payload, deliverAt: rec.DeliverAt, attempt: rec.Attempt})
 	case wal.KindCancel:
 		if rec.Threaded {
+			s.raiseLoaded(rec.ListSlot - int64(len(s.heads)))
 			s.pins[pos.Segment()]++
 			*s.head(rec.ListSlot) = listHead{slot: rec.ListSlot, head: pos}
 			delete(s.userIDs, rec.ID)
@@ -187,7 +190,7 @@ func (rp *replayer) apply(pos wal.Pos, rec wal.Record) error {
 		if rec.Slot <= s.loaded {
 			return fmt.Errorf("%w: advance to slot %d at %v after slot %d was loaded", ErrCorrupt, rec.Slot, pos, s.loaded)
 		}
-		h := *s.head(rec.Slot)
+		h := s.peek(rec.Slot)
 		recs, err := q.readList(rp.r, h.head, 0)
 		if err != nil && !(rp.tolerant && errors.Is(err, wal.ErrMissing)) {
 			return err
@@ -204,4 +207,28 @@ func (rp *replayer) apply(pos wal.Pos, rec wal.Record) error {
 		}
 	}
 	return nil
+}
+
+// raiseLoaded moves loaded up to slot b during replay. The loader advances past empty slots
+// without writing Advance records, so the log shows how far it had gone only indirectly: a Put
+// straight into memory was due in a loaded slot, and a record threaded into list L was written
+// when every slot up to L minus the horizon was loaded. Every non-empty list up to there has had
+// its Advance record replayed already, since that record came first in the log; loaded stops
+// short of any list still present all the same, so nothing is skipped.
+func (s *state) raiseLoaded(b int64) {
+	if b-s.loaded > int64(len(s.heads)) {
+		for _, h := range s.heads {
+			if h.head != 0 && h.slot > s.loaded && h.slot <= b {
+				b = h.slot - 1
+			}
+		}
+		s.loaded = max(s.loaded, b)
+		return
+	}
+	for s.loaded < b {
+		if h := s.heads[s.index(s.loaded+1)]; h.head != 0 && h.slot == s.loaded+1 {
+			return
+		}
+		s.loaded++
+	}
 }
