@@ -13,8 +13,17 @@ import (
 // ErrClosed is returned by Append and the waits once Close has begun.
 var ErrClosed = errors.New("delayq: log closed")
 
-// ErrMissing is matched by the error of a read from a segment that has been deleted.
-var ErrMissing = errors.New("delayq: record's segment is gone")
+// ErrMissing is matched by the error of a read from a segment that has been deleted. Such an
+// error matches ErrCorrupt too: a record that something still refers to is gone.
+var ErrMissing = errors.New("delayq: segment file missing")
+
+type missingError struct{ path string }
+
+func (e *missingError) Error() string {
+	return "delayq: corrupt data: segment file " + e.path + " is missing"
+}
+
+func (e *missingError) Is(target error) bool { return target == ErrMissing || target == ErrCorrupt }
 
 // Options configure Open.
 type Options struct {
@@ -137,6 +146,8 @@ func (l *Log) openLast(seg uint32) error {
 				return err
 			}
 			l.startSegmentLocked(seg)
+			// Everything before the new segment is in the files.
+			l.written, l.durable = MakePos(seg, 0), MakePos(seg, 0)
 			return nil
 		}
 		l.logger.Warn("delayq: truncating torn tail", "file", path, "offset", good, "dropped_bytes", size-good, "reason", ce.Reason)
@@ -422,8 +433,11 @@ func (l *Log) Scan(from Pos, fn func(pos Pos, r Record) error) error {
 	segs, _ := l.Segments()
 	end := l.WrittenEnd()
 	for _, s := range segs {
-		if s < from.Segment() || s > end.Segment() {
+		if s < from.Segment() {
 			continue
+		}
+		if MakePos(s, SegmentHeader) >= end {
+			break
 		}
 		start := int64(SegmentHeader)
 		if s == from.Segment() {
@@ -465,7 +479,7 @@ func (l *Log) file(seg uint32) (*os.File, error) {
 	}
 	f, err := os.Open(segmentPath(l.dir, seg))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s", ErrMissing, segmentPath(l.dir, seg))
+		return nil, &missingError{segmentPath(l.dir, seg)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
