@@ -57,11 +57,21 @@ func (q *Queue) checkState() error {
 		return fmt.Errorf("diskPending %d, lists hold %d puts", s.diskPending, puts)
 	}
 	var nready, nleased int
-	for p, e := range s.byPos {
-		if e.pos != p {
-			return fmt.Errorf("entry at %v filed under %v", e.pos, p)
+	var nwaiting int
+	for o, e := range s.byOrigin {
+		if e.origin != o {
+			return fmt.Errorf("entry of origin %v filed under %v", e.origin, o)
 		}
-		pins[p.Segment()]++
+		if e.userID != (s.byID[e.id] == e) {
+			return fmt.Errorf("entry %s: user ID %v, in byID %v", e.id, e.userID, s.byID[e.id] == e)
+		}
+		if (e.bucket != nil) != (e.st == waiting || e.st == leased) {
+			return fmt.Errorf("entry %s in state %d has bucket %v", e.id, e.st, e.bucket)
+		}
+		if e.st == waiting {
+			nwaiting++
+		}
+		pins[e.pos.Segment()]++
 		switch e.st {
 		case ready:
 			nready++
@@ -73,7 +83,7 @@ func (q *Queue) checkState() error {
 	for name, tq := range s.topics {
 		c := 0
 		for e := tq.head; e != nil; e = e.next {
-			if e.st != ready || e.topic != name || s.byPos[e.pos] != e {
+			if e.st != ready || e.topic != name || s.byOrigin[e.origin] != e {
 				return fmt.Errorf("topic %q lists entry %v in state %d of topic %q", name, e.pos, e.st, e.topic)
 			}
 			c++
@@ -85,6 +95,23 @@ func (q *Queue) checkState() error {
 	}
 	if nready != s.ready || listed != s.ready || nleased != s.leased {
 		return fmt.Errorf("ready %d/%d/%d, leased %d/%d", nready, listed, s.ready, nleased, s.leased)
+	}
+	inBuckets := 0
+	for key, b := range s.buckets {
+		c := 0
+		for e := b.head; e != nil; e = e.next {
+			if e.bucket != b {
+				return fmt.Errorf("bucket %d lists entry %s of bucket %v", key, e.id, e.bucket)
+			}
+			c++
+		}
+		if c != b.n || b.key != key || c == 0 {
+			return fmt.Errorf("bucket %d (key %d) counts %d, lists %d", key, b.key, b.n, c)
+		}
+		inBuckets += c
+	}
+	if inBuckets != nwaiting+nleased {
+		return fmt.Errorf("%d entries in buckets, %d waiting and %d leased", inBuckets, nwaiting, nleased)
 	}
 	if !maps.Equal(pins, s.pins) {
 		return fmt.Errorf("pins %v, want %v", s.pins, pins)

@@ -74,7 +74,7 @@ func (q *Queue) snapshotLocked(end wal.Pos) *checkpoint {
 		loaded:      s.loaded,
 		diskPending: s.diskPending,
 		pins:        make(map[uint32]int64, len(s.pins)),
-		entries:     make([]ckEntry, 0, len(s.byPos)),
+		entries:     make([]ckEntry, 0, len(s.byOrigin)),
 		userIDs:     make(map[string]int64, len(s.userIDs)),
 	}
 	for _, h := range s.heads {
@@ -85,7 +85,7 @@ func (q *Queue) snapshotLocked(end wal.Pos) *checkpoint {
 	for k, v := range s.pins {
 		ck.pins[k] = v
 	}
-	for _, e := range s.byPos {
+	for _, e := range s.byOrigin {
 		ce := ckEntry{pos: e.pos, origin: e.origin, deliverAt: e.deliverAt, attempt: e.attempt}
 		if e.topicChanged {
 			ce.topic = e.topic

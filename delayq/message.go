@@ -66,9 +66,9 @@ func parseID(id string) (deliverAt int64, pos wal.Pos, ok bool) {
 }
 
 // isGenerated reports whether id is the ID Put generated for a message first written at origin.
-func isGenerated(id string, deliverAt int64, origin wal.Pos) bool {
-	d, p, ok := parseID(id)
-	return ok && p == origin && d == deliverAt
+func isGenerated(id string, origin wal.Pos) bool {
+	_, p, ok := parseID(id)
+	return ok && p == origin
 }
 
 // A receipt is the message's current log position and its lease number, as 32 hex digits.

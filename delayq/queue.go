@@ -65,11 +65,12 @@ type state struct {
 	// userIDs maps the chosen ID of each message in the disk wheel to its slot, for Cancel.
 	userIDs map[string]int64
 
-	byPos  map[wal.Pos]*entry // loaded messages by their current record
-	byID   map[string]*entry  // loaded messages by ID (the latest put, for duplicated IDs)
-	topics map[string]*topicQueue
-	leased int
-	ready  int
+	byOrigin map[wal.Pos]*entry // messages in memory by their first record
+	byID     map[string]*entry  // messages in memory with chosen IDs (the latest, for duplicates)
+	buckets  map[int64]*bucket  // timer buckets by millisecond
+	topics   map[string]*topicQueue
+	leased   int
+	ready    int
 }
 
 // A listHead is the newest record of the disk-wheel list of one slot.
@@ -277,13 +278,16 @@ func (q *Queue) putLocked(id, topic string, payload []byte, deliverAt int64, att
 	if h != nil {
 		h.slot, h.head = rec.ListSlot, pos
 		s.diskPending++
-		if !isGenerated(rec.ID, deliverAt, originOf(origin, pos)) {
+		if !isGenerated(rec.ID, originOf(origin, pos)) {
 			s.userIDs[rec.ID] = slot
 		}
 		return rec.ID, end, nil
 	}
 	e := &entry{pos: pos, origin: originOf(origin, pos), id: rec.ID, topic: topic, payload: payload, deliverAt: deliverAt, attempt: attempt}
-	q.insertLocked(e)
+	if !q.insertLocked(e) {
+		q.unpinLocked(pos) // a rolled copy of a message in memory already
+		return rec.ID, end, nil
+	}
 	q.armLocked(e)
 	return rec.ID, end, nil
 }
@@ -313,16 +317,14 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 			return false, err
 		}
 		s := &q.state
-		if e := s.byID[id]; e != nil {
+		if e := q.lookupLocked(id); e != nil {
 			_, end, err := q.log.Append(&wal.Record{Kind: wal.KindCancel, ID: id})
 			if err != nil {
 				q.failLocked(err)
 				q.mu.Unlock()
 				return false, err
 			}
-			for e := s.byID[id]; e != nil; e = s.byID[id] {
-				q.removeLocked(e)
-			}
+			q.removeLocked(e)
 			q.stats.cancelled++
 			q.mu.Unlock()
 			return true, q.waitDurable(end)

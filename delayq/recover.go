@@ -37,8 +37,9 @@ func (q *Queue) recover() error {
 	s := &q.state
 	s.pins = make(map[uint32]int64)
 	s.userIDs = make(map[string]int64)
-	s.byPos = make(map[wal.Pos]*entry)
+	s.byOrigin = make(map[wal.Pos]*entry)
 	s.byID = make(map[string]*entry)
+	s.buckets = make(map[int64]*bucket)
 	s.topics = make(map[string]*topicQueue)
 	replay := wal.MakePos(segs[0], wal.SegmentHeader)
 	if ck != nil {
@@ -89,7 +90,7 @@ func (q *Queue) recover() error {
 		}
 	}
 	// Leases did not survive: every message in memory waits for its time again.
-	for _, e := range s.byPos {
+	for _, e := range s.byOrigin {
 		q.armLocked(e)
 	}
 	if ck == nil {
@@ -119,7 +120,9 @@ func (q *Queue) loadEntries(ces []ckEntry) error {
 		if ce.topic != "" {
 			e.topic, e.topicChanged = ce.topic, true
 		}
-		q.insertLocked(e)
+		if !q.insertLocked(e) {
+			return fmt.Errorf("%w: checkpoint holds message %v twice", ErrCorrupt, ce.origin)
+		}
 	}
 	return nil
 }
@@ -157,13 +160,15 @@ func (rp *replayer) apply(pos wal.Pos, rec wal.Record) error {
 			s.raiseLoaded(rec.ListSlot - int64(len(s.heads)))
 			*s.head(rec.ListSlot) = listHead{slot: rec.ListSlot, head: pos}
 			s.diskPending++
-			if !isGenerated(rec.ID, rec.DeliverAt, originOf(rec.Origin, pos)) {
+			if !isGenerated(rec.ID, originOf(rec.Origin, pos)) {
 				s.userIDs[rec.ID] = s.slotOf(rec.DeliverAt)
 			}
 			return nil
 		}
 		s.raiseLoaded(s.slotOf(rec.DeliverAt))
-		q.insertLocked(&entry{pos: pos, origin: originOf(rec.Origin, pos), id: rec.ID, topic: rec.Topic, payload: rec.Payload, deliverAt: rec.DeliverAt, attempt: rec.Attempt})
+		if !q.insertLocked(&entry{pos: pos, origin: originOf(rec.Origin, pos), id: rec.ID, topic: rec.Topic, payload: rec.Payload, deliverAt: rec.DeliverAt, attempt: rec.Attempt}) {
+			q.unpinLocked(pos)
+		}
 	case wal.KindCancel:
 		if rec.Threaded {
 			s.raiseLoaded(rec.ListSlot - int64(len(s.heads)))
@@ -172,15 +177,15 @@ func (rp *replayer) apply(pos wal.Pos, rec wal.Record) error {
 			delete(s.userIDs, rec.ID)
 			return nil
 		}
-		for e := s.byID[rec.ID]; e != nil; e = s.byID[rec.ID] {
+		if e := q.lookupLocked(rec.ID); e != nil {
 			q.removeLocked(e)
 		}
 	case wal.KindAck:
-		if e := s.byPos[rec.Target]; e != nil {
+		if e := s.byOrigin[rec.Target]; e != nil {
 			q.removeLocked(e)
 		}
 	case wal.KindUpdate:
-		if e := s.byPos[rec.Target]; e != nil {
+		if e := s.byOrigin[rec.Target]; e != nil {
 			e.deliverAt, e.attempt = rec.DeliverAt, rec.Attempt
 			if rec.Topic != "" {
 				e.topic, e.topicChanged = rec.Topic, true

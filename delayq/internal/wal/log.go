@@ -513,9 +513,8 @@ const readWindow = 256 << 10
 // ReadAt reads the record at pos, which must be written.
 func (r *Reader) ReadAt(pos Pos) (Record, error) {
 	seg, off := pos.Segment(), int64(pos.Offset())
-	path := segmentPath(r.l.dir, seg)
 	if off < SegmentHeader {
-		return Record{}, &CorruptError{File: path, Offset: off, Reason: "position inside the segment header"}
+		return Record{}, &CorruptError{File: segmentPath(r.l.dir, seg), Offset: off, Reason: "position inside the segment header"}
 	}
 	hdr, err := r.window(seg, off, HeaderSize)
 	if err != nil {
@@ -523,7 +522,7 @@ func (r *Reader) ReadAt(pos Pos) (Record, error) {
 	}
 	size, err := frameLen(hdr)
 	if err != nil {
-		return Record{}, corruptAt(path, off, err)
+		return Record{}, corruptAt(segmentPath(r.l.dir, seg), off, err)
 	}
 	frame, err := r.window(seg, off, size)
 	if err != nil {
@@ -531,7 +530,7 @@ func (r *Reader) ReadAt(pos Pos) (Record, error) {
 	}
 	rec, err := Decode(frame)
 	if err != nil {
-		return Record{}, corruptAt(path, off, err)
+		return Record{}, corruptAt(segmentPath(r.l.dir, seg), off, err)
 	}
 	return rec, nil
 }

@@ -35,12 +35,12 @@
 //	0   1  flags, 1 8 listSlot, 9 8 prev   as in Put
 //	17  2  idLen      then idLen bytes of ID
 //
-// Ack (kind 3): the message whose current record is at target is done.
+// Ack (kind 3): the message in memory whose first Put is at target (its origin) is done.
 //
 //	0   8  target
 //
-// Update (kind 4): the loaded message at target failed a delivery: it is due again at deliverAt
-// with attempt failures, and on topic when topicLen > 0 (a dead letter).
+// Update (kind 4): the message in memory whose first Put is at target failed a delivery: it is due
+// again at deliverAt with attempt failures, and on topic when topicLen > 0 (a dead letter).
 //
 //	0   8  target, 8 8 deliverAt, 16 4 attempt, 20 2 topicLen, then topic
 //
