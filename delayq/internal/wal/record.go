@@ -283,6 +283,43 @@ func decodeBody(k Kind, body []byte) (Record, error) {
 	return r, nil
 }
 
+// validBody reports whether body is a well-formed body of kind k, as decodeBody would find it,
+// without allocating.
+func validBody(k Kind, body []byte) bool {
+	d := decoder{b: body}
+	skipName := func() { d.take(int(d.u16())) }
+	switch k {
+	case KindPut, KindCancel:
+		if d.u8()&^flagThreaded != 0 {
+			return false
+		}
+		d.take(16)
+		if k == KindPut {
+			d.take(20)
+			skipName()
+			skipName()
+			d.b = d.b[:0:0]
+		} else {
+			skipName()
+		}
+	case KindAck, KindAdvance:
+		d.take(8)
+	case KindUpdate:
+		d.take(20)
+		skipName()
+	default:
+		return false
+	}
+	return !d.bad && len(d.b) == 0
+}
+
+func (d *decoder) u16() uint16 {
+	if p := d.take(2); p != nil {
+		return binary.LittleEndian.Uint16(p)
+	}
+	return 0
+}
+
 // decoder reads fixed fields from b and remembers running out instead of panicking.
 type decoder struct {
 	b   []byte

@@ -125,6 +125,11 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := Decode(b)
+		if len(b) > HeaderSize {
+			if _, berr := decodeBody(Kind(b[8]), b[9:]); (berr == nil) != validBody(Kind(b[8]), b[9:]) {
+				t.Fatalf("validBody and decodeBody disagree on %x: %v", b[8:], berr)
+			}
+		}
 		if err != nil {
 			var fe *frameError
 			if !errors.As(err, &fe) {
