@@ -10,6 +10,9 @@ import (
 	"sync"
 )
 
+// maxPending bounds the bytes appended and not yet written.
+const maxPending = 16 << 20
+
 // ErrClosed is returned by Append and the waits once Close has begun.
 var ErrClosed = errors.New("delayq: log closed")
 
@@ -47,9 +50,16 @@ type Log struct {
 	noSync  bool
 	logger  *slog.Logger
 
-	mu      sync.Mutex
-	cond    *sync.Cond // signalled when pending grows, and broadcast when written or durable move
-	pending []chunk    // appended, not yet handed to the flusher
+	mu sync.Mutex
+	// work wakes the flusher when pending grows or Close begins; only the flusher waits on it.
+	work *sync.Cond
+	// progress is broadcast when written or durable move, or err is set: waiters wait on it.
+	progress *sync.Cond
+	pending  []chunk // appended, not yet handed to the flusher
+	// pendingBytes counts the bytes in pending plus those being written; Append waits while it
+	// is over maxPending, so producers faster than the disk (with NoSync) are held back instead of
+	// filling memory.
+	pendingBytes int
 	end     Pos        // position after the last appended record
 	written Pos        // everything before it is in the files (readable)
 	durable Pos        // everything before it is synced
@@ -100,7 +110,8 @@ func Open(dir string, opts Options) (*Log, error) {
 		files:   make(map[uint32]*os.File),
 		done:    make(chan struct{}),
 	}
-	l.cond = sync.NewCond(&l.mu)
+	l.work = sync.NewCond(&l.mu)
+	l.progress = sync.NewCond(&l.mu)
 	segs, err := listSegments(dir)
 	if err != nil {
 		return nil, err
@@ -202,6 +213,9 @@ func (l *Log) Append(r *Record) (pos, end Pos, err error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for l.pendingBytes > maxPending && l.err == nil && !l.closing {
+		l.progress.Wait()
+	}
 	if l.err != nil {
 		return 0, 0, l.err
 	}
@@ -224,7 +238,8 @@ func (l *Log) Append(r *Record) (pos, end Pos, err error) {
 	}
 	l.end = pos + Pos(size)
 	l.sizes[pos.Segment()] += int64(size)
-	l.cond.Signal()
+	l.pendingBytes += size
+	l.work.Signal()
 	return pos, l.end, nil
 }
 
@@ -249,7 +264,7 @@ func (l *Log) WaitWritten(end Pos) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.written < end && l.err == nil {
-		l.cond.Wait()
+		l.progress.Wait()
 	}
 	if l.written >= end {
 		return nil
@@ -262,7 +277,7 @@ func (l *Log) WaitDurable(end Pos) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.durable < end && l.err == nil {
-		l.cond.Wait()
+		l.progress.Wait()
 	}
 	if l.durable >= end {
 		return nil
@@ -284,7 +299,7 @@ func (l *Log) flush() {
 	for {
 		l.mu.Lock()
 		for len(l.pending) == 0 && !l.closing {
-			l.cond.Wait()
+			l.work.Wait()
 		}
 		if len(l.pending) == 0 {
 			l.mu.Unlock()
@@ -298,7 +313,10 @@ func (l *Log) flush() {
 		if err == nil {
 			l.mu.Lock()
 			l.written = target
-			l.cond.Broadcast()
+			for _, c := range batch {
+				l.pendingBytes -= len(c.data)
+			}
+			l.progress.Broadcast()
 			l.mu.Unlock()
 			if !l.noSync {
 				err = fdatasync(l.cur)
@@ -317,7 +335,7 @@ func (l *Log) flush() {
 				l.free = append(l.free, c.data[:0])
 			}
 		}
-		l.cond.Broadcast()
+		l.progress.Broadcast()
 		l.mu.Unlock()
 	}
 }
@@ -360,7 +378,8 @@ func (l *Log) switchTo(seg uint32) error {
 func (l *Log) Close() error {
 	l.mu.Lock()
 	l.closing = true
-	l.cond.Broadcast()
+	l.work.Broadcast()
+	l.progress.Broadcast()
 	l.mu.Unlock()
 	<-l.done
 	var err error
