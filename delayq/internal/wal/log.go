@@ -60,13 +60,13 @@ type Log struct {
 	// is over maxPending, so producers faster than the disk (with NoSync) are held back instead of
 	// filling memory.
 	pendingBytes int
-	end     Pos        // position after the last appended record
-	written Pos        // everything before it is in the files (readable)
-	durable Pos        // everything before it is synced
-	err     error      // sticky: the first write or sync error; the log is unusable after it
-	closing bool
-	sizes   map[uint32]int64 // segment number -> bytes, for every segment file that exists
-	done    chan struct{}    // closed when the flusher exits
+	end          Pos   // position after the last appended record
+	written      Pos   // everything before it is in the files (readable)
+	durable      Pos   // everything before it is synced
+	err          error // sticky: the first write or sync error; the log is unusable after it
+	closing      bool
+	sizes        map[uint32]int64 // segment number -> bytes, for every segment file that exists
+	done         chan struct{}    // closed when the flusher exits
 
 	rmu   sync.Mutex // guards files; never held with mu
 	files map[uint32]*os.File
