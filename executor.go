@@ -34,10 +34,10 @@ func (e perGoroutine) execute(fs []func()) bool {
 // pool runs callbacks on at most max goroutines, started on demand.
 //
 // Batches wait in a queue, oldest first. Workers claim callbacks from the oldest batch one at a time
-// with an atomic counter, so any number of workers can share a batch and one blocked callback never
-// holds up the rest of its batch once another worker has started. A worker exits when no batch has
-// unclaimed callbacks. A worker is started for a new batch when none is running, or when an older
-// batch still has unclaimed callbacks, which means the workers are slow or blocked.
+// with an atomic counter, so any number of workers can share a batch and a callback that blocks
+// holds up nothing but its own worker. Each new batch starts a worker, up to max: a worker already
+// running may be blocked in a callback, and nothing short of a supervisor could tell. A worker exits
+// when no batch has unclaimed callbacks, so workers live about as long as a tick's callbacks take.
 type pool struct {
 	w   *Wheel
 	max int
@@ -55,9 +55,8 @@ type batch struct {
 func (p *pool) execute(fs []func()) bool {
 	b := &batch{fs: fs}
 	p.mu.Lock()
-	backlog := len(p.queue) > 0
 	p.queue = append(p.queue, b)
-	start := p.workers == 0 || backlog && p.workers < p.max
+	start := p.workers < p.max
 	if start {
 		p.workers++
 	}

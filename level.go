@@ -14,8 +14,7 @@ import "math/bits"
 // fires early, however far away it was scheduled.
 //
 // One bit per slot marks the non-empty slots of each level, so the next tick with work is found with
-// a few bit operations: it is in the lowest level that has any timer at all, because every slot of
-// level l starts before every slot of level l+1 that is still ahead of cur.
+// a few bit operations per level.
 
 const (
 	slotBits  = 6
@@ -67,7 +66,13 @@ func (s *shard) unlinkLocked(i uint32, n *node) {
 
 // nextLocked returns the next tick at which the shard has work: a level 0 slot to fire or a
 // higher slot to cascade. It returns false when the shard holds no timers.
+//
+// Each level's first occupied slot is a candidate, and the earliest wins. Usually that is the
+// lowest occupied level, but not always: when the driver moves cur ahead over idle ticks onto the
+// first tick of a higher slot that still awaits its cascade, timers scheduled next land in level 0
+// of the same span, and the cascade at cur must come first.
 func (s *shard) nextLocked() (int64, bool) {
+	next, ok := int64(0), false
 	for lvl := 0; lvl < s.levels; lvl++ {
 		occ := s.occupied[lvl]
 		if occ == 0 {
@@ -75,10 +80,12 @@ func (s *shard) nextLocked() (int64, bool) {
 		}
 		shift := uint(lvl) * slotBits
 		slot := int64(bits.TrailingZeros64(occ))
-		t := s.cur>>(shift+slotBits)<<(shift+slotBits) | slot<<shift
-		return max(t, s.cur), true
+		t := max(s.cur>>(shift+slotBits)<<(shift+slotBits)|slot<<shift, s.cur)
+		if !ok || t < next {
+			next, ok = t, true
+		}
 	}
-	return 0, false
+	return next, ok
 }
 
 // detachLocked empties slot (lvl, slot) and returns the head of its former list.

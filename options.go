@@ -65,11 +65,10 @@ func WithShards(n int) Option {
 }
 
 // WithPoolExecutor runs callbacks on a pool of at most n goroutines. This is the default, with n =
-// DefaultPoolSize. Workers are started only while there are callbacks to run and exit when there
-// are none, so an idle wheel holds no goroutines. The driver hands each tick's due callbacks to the
-// pool as one batch; one worker runs them one after another, and a further worker is started
-// whenever a new batch arrives while earlier ones are still waiting, so a callback that blocks
-// delays its batch only until the next tick. At most n callbacks can block at once before others
+// DefaultPoolSize. The driver hands each tick's due callbacks to the pool as one batch and starts a
+// worker for it; workers share batches, taking one callback at a time, and exit when none is left,
+// so an idle wheel holds no goroutines and a burst of due timers runs on a few goroutines. A
+// callback that blocks holds only its own worker: up to n callbacks can block at once before others
 // are held up. New panics if n < 1.
 func WithPoolExecutor(n int) Option {
 	return func(c *config) { c.executor, c.poolSize = executorPool, n }

@@ -108,7 +108,7 @@ func (s *shard) drive() {
 			s.mu.Unlock()
 			return
 		}
-		s.advanceLocked(now / s.w.tick)
+		s.advanceLocked(s.w.tickOf(now))
 		next, ok := s.nextLocked()
 		if ok {
 			s.wakeAt = next

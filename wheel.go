@@ -3,6 +3,7 @@ package tock
 import (
 	"log/slog"
 	"math"
+	"math/bits"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -17,7 +18,8 @@ import (
 // first timer is scheduled and lets them exit when no timer is pending. Create one with New; the
 // zero Wheel is not usable.
 type Wheel struct {
-	tick   int64 // nanoseconds
+	tick   int64  // nanoseconds
+	recip  uint64 // floor((2^64-1) / tick), for divTick
 	epoch  time.Time
 	levels int
 	shards []*shard
@@ -52,6 +54,7 @@ func New(opts ...Option) *Wheel {
 		onPanic:    c.onPanic,
 		done:       make(chan struct{}),
 	}
+	w.recip = math.MaxUint64 / uint64(w.tick)
 	w.levels = levelsFor(w.tickAt(math.MaxInt64))
 	w.shards = make([]*shard, c.shards)
 	for i := range w.shards {
@@ -215,11 +218,31 @@ func (w *Wheel) tickAt(ns int64) int64 {
 	if ns <= 0 {
 		return 0
 	}
-	t := ns / w.tick
-	if t*w.tick < ns {
+	t, rem := w.divTick(ns)
+	if rem != 0 {
 		t++
 	}
 	return t
+}
+
+// tickOf returns the last tick at or before ns nanoseconds since the epoch.
+func (w *Wheel) tickOf(ns int64) int64 {
+	t, _ := w.divTick(ns)
+	return t
+}
+
+// divTick divides a non-negative ns by the tick. A 64-bit division is one of the slowest
+// instructions on the scheduling path, so it multiplies by the tick's reciprocal instead, which
+// gives the quotient or one less, and corrects that with the remainder.
+func (w *Wheel) divTick(ns int64) (q, rem int64) {
+	hi, _ := bits.Mul64(uint64(ns), w.recip)
+	q = int64(hi)
+	rem = ns - q*w.tick
+	if rem >= w.tick {
+		q++
+		rem -= w.tick
+	}
+	return q, rem
 }
 
 func (w *Wheel) reportPanic(r any) {

@@ -1,0 +1,48 @@
+// Command tock is tock's command line: it measures the timing wheel beside the Go runtime's timers
+// (tock bench), and talks to a tockd server (put, cancel, receive, stats).
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+const usage = `usage: tock COMMAND [flags] [args]
+
+  bench    [flags]                    measure the tock wheel beside time.AfterFunc
+` + queueUsage
+
+// A command runs one subcommand with its arguments (after the name) and returns the process's exit
+// code.
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+
+func commands() map[string]command {
+	cmds := map[string]command{"bench": benchCommand}
+	for name, run := range queueCommands() {
+		cmds[name] = command(run)
+	}
+	return cmds
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		fmt.Fprintln(os.Stderr, usage)
+		if len(os.Args) < 2 {
+			os.Exit(exitUsage)
+		}
+		return
+	}
+	run, ok := commands()[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "tock: unknown command %q\n\n%s\n", os.Args[1], usage)
+		os.Exit(exitUsage)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}

@@ -1,0 +1,323 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/tockwheel/tock/client"
+)
+
+// Exit codes of the queue subcommands.
+const (
+	exitOK       = 0
+	exitFailed   = 1 // the server refused or could not be reached
+	exitUsage    = 2 // bad flags or arguments
+	exitNotFound = 3 // cancel: no such pending message
+)
+
+// A queueCommand runs one subcommand with its arguments (after the name)
+// and returns the process's exit code.
+type queueCommand func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+
+// queueCommands returns the subcommands that talk to a tockd server, by name.
+func queueCommands() map[string]queueCommand {
+	return map[string]queueCommand{
+		"put":     putCommand,
+		"cancel":  cancelCommand,
+		"receive": receiveCommand,
+		"stats":   statsCommand,
+	}
+}
+
+const queueUsage = `  put      [flags] TOPIC [PAYLOAD|-]  schedule a message (payload: JSON, else a string; - reads stdin)
+  cancel   [flags] ID                 cancel a pending message
+  receive  [flags] TOPIC              print due messages as JSON lines and ack them
+  stats    [flags]                    print the server's counts
+
+Every queue command takes --server (env TOCK_SERVER, default http://127.0.0.1:7070)
+and --token (env TOCK_TOKEN).`
+
+// connFlags are the flags every queue command shares.
+type connFlags struct {
+	server, token string
+	timeout       time.Duration
+}
+
+func (c *connFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.server, "server", envOr("TOCK_SERVER", "http://127.0.0.1:7070"), "tockd `URL` (env TOCK_SERVER)")
+	fs.StringVar(&c.token, "token", os.Getenv("TOCK_TOKEN"), "bearer `token` (env TOCK_TOKEN)")
+	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long")
+}
+
+func (c *connFlags) client() (*client.Client, error) {
+	s := c.server
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	return client.New(s, client.WithToken(c.token))
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// parseArgs parses flags wherever they appear among the arguments, so that
+// "tock put jobs --delay 10s" works as well as "tock put --delay 10s jobs".
+// Arguments after "--" are never flags.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return pos, nil
+		}
+		if args[0] == "--" {
+			return append(pos, args[1:]...), nil
+		}
+		pos = append(pos, args[0])
+		args = args[1:]
+	}
+}
+
+func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: tock %s %s\n", name, usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// fail prints err in words a person can act on and returns the exit code.
+func fail(stderr io.Writer, server string, err error) int {
+	var opErr *net.OpError
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		fmt.Fprintf(stderr, "tock: cannot reach tockd at %s: connection refused (is it running? start it with: go run ./cmd/tockd)\n", server)
+	case errors.As(err, &opErr):
+		fmt.Fprintf(stderr, "tock: cannot reach tockd at %s: %v\n", server, opErr.Err)
+	case errors.Is(err, client.ErrUnauthorized):
+		fmt.Fprintln(stderr, "tock: the server wants a token: pass --token or set TOCK_TOKEN")
+	case errors.Is(err, context.DeadlineExceeded):
+		fmt.Fprintf(stderr, "tock: no answer from %s in time (raise --timeout)\n", server)
+	default:
+		var ce *client.Error
+		if errors.As(err, &ce) {
+			fmt.Fprintf(stderr, "tock: %s (HTTP %d)\n", ce.Message, ce.StatusCode)
+		} else {
+			fmt.Fprintf(stderr, "tock: %v\n", err)
+		}
+	}
+	return exitFailed
+}
+
+func putCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var conn connFlags
+	fs := newFlagSet("put", "[flags] TOPIC [PAYLOAD|-]", stderr)
+	conn.register(fs)
+	id := fs.String("id", "", "message `id` (default: the server picks one)")
+	delay := fs.Duration("delay", 0, "deliver after this `duration`, such as 10s or 1h30m")
+	at := fs.String("at", "", "deliver at this RFC 3339 `time` instead")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) < 1 || len(pos) > 2 {
+		fs.Usage()
+		return exitUsage
+	}
+	m := client.Message{ID: *id, Delay: *delay}
+	if *at != "" {
+		if *delay != 0 {
+			fmt.Fprintln(stderr, "tock put: give --delay or --at, not both")
+			return exitUsage
+		}
+		t, err := time.Parse(time.RFC3339Nano, *at)
+		if err != nil {
+			fmt.Fprintf(stderr, "tock put: --at %q is not an RFC 3339 time such as 2030-01-02T15:04:05Z\n", *at)
+			return exitUsage
+		}
+		m.DeliverAt = t
+	}
+	if *delay < 0 {
+		fmt.Fprintln(stderr, "tock put: --delay must not be negative")
+		return exitUsage
+	}
+	if len(pos) == 2 {
+		raw := []byte(pos[1])
+		if pos[1] == "-" {
+			if raw, err = io.ReadAll(os.Stdin); err != nil {
+				fmt.Fprintf(stderr, "tock put: reading stdin: %v\n", err)
+				return exitFailed
+			}
+		}
+		m.Payload = payloadArg(raw)
+	}
+	c, err := conn.client()
+	if err != nil {
+		fmt.Fprintln(stderr, "tock put:", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	defer cancel()
+	res, err := c.Put(ctx, pos[0], m)
+	if err != nil {
+		return fail(stderr, conn.server, err)
+	}
+	fmt.Fprintf(stdout, "%s\t%s\n", res.ID, res.DeliverAt.Format(time.RFC3339Nano))
+	return exitOK
+}
+
+// payloadArg returns raw as a JSON payload: as it is when it is JSON, else
+// as a JSON string, so "tock put jobs hello" needs no quoting.
+func payloadArg(raw []byte) json.RawMessage {
+	s := strings.TrimSpace(string(raw))
+	if s != "" && json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	b, _ := json.Marshal(strings.TrimSuffix(string(raw), "\n"))
+	return b
+}
+
+func cancelCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var conn connFlags
+	fs := newFlagSet("cancel", "[flags] ID", stderr)
+	conn.register(fs)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	c, err := conn.client()
+	if err != nil {
+		fmt.Fprintln(stderr, "tock cancel:", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	defer cancel()
+	ok, err := c.Cancel(ctx, pos[0])
+	if err != nil {
+		return fail(stderr, conn.server, err)
+	}
+	if !ok {
+		fmt.Fprintf(stderr, "tock cancel: no pending message %q (already delivered, cancelled, or never put)\n", pos[0])
+		return exitNotFound
+	}
+	fmt.Fprintf(stdout, "cancelled %s\n", pos[0])
+	return exitOK
+}
+
+func receiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var conn connFlags
+	fs := newFlagSet("receive", "[flags] TOPIC", stderr)
+	conn.register(fs)
+	maxN := fs.Int("max", 10, "receive at most `n` messages")
+	wait := fs.Duration("wait", 5*time.Second, "wait up to this long for a message to fall due")
+	vis := fs.Duration("visibility", 30*time.Second, "lease the messages for this long")
+	noAck := fs.Bool("no-ack", false, "leave the messages leased: they are due again after --visibility")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 1 {
+		fs.Usage()
+		return exitUsage
+	}
+	if *maxN < 1 || *wait < 0 || *vis <= 0 {
+		fmt.Fprintln(stderr, "tock receive: --max and --visibility must be positive, --wait not negative")
+		return exitUsage
+	}
+	c, err := conn.client()
+	if err != nil {
+		fmt.Fprintln(stderr, "tock receive:", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, conn.timeout+*wait)
+	defer cancel()
+	ds, err := c.Receive(ctx, pos[0], client.ReceiveOptions{Max: *maxN, Wait: *wait, Visibility: *vis})
+	if err != nil {
+		return fail(stderr, conn.server, err)
+	}
+	enc := json.NewEncoder(stdout)
+	receipts := make([]string, len(ds))
+	for i, d := range ds {
+		receipts[i] = d.Receipt
+		if err := enc.Encode(d); err != nil {
+			fmt.Fprintf(stderr, "tock receive: %v\n", err)
+			return exitFailed
+		}
+	}
+	if len(ds) == 0 {
+		fmt.Fprintf(stderr, "tock receive: nothing due on %q within %v\n", pos[0], *wait)
+		return exitOK
+	}
+	if *noAck {
+		return exitOK
+	}
+	if err := c.Ack(ctx, receipts...); err != nil {
+		return fail(stderr, conn.server, err)
+	}
+	return exitOK
+}
+
+func statsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var conn connFlags
+	fs := newFlagSet("stats", "[flags]", stderr)
+	conn.register(fs)
+	asJSON := fs.Bool("json", false, "print the raw JSON")
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(pos) != 0 {
+		fs.Usage()
+		return exitUsage
+	}
+	c, err := conn.client()
+	if err != nil {
+		fmt.Fprintln(stderr, "tock stats:", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	defer cancel()
+	st, err := c.Stats(ctx)
+	if err != nil {
+		return fail(stderr, conn.server, err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(st)
+		return exitOK
+	}
+	fmt.Fprintf(stdout, "pending     %d\ndue         %d\nleased      %d\n", st.Pending, st.Due, st.Leased)
+	fmt.Fprintf(stdout, "puts        %d\ndeliveries  %d\nacks        %d\nnacks       %d\ncancels     %d\n",
+		st.Puts, st.Deliveries, st.Acks, st.Nacks, st.Cancels)
+	if st.Lateness.Count > 0 {
+		fmt.Fprintf(stdout, "lateness    p50 %v  p90 %v  p99 %v  (%d deliveries, last minute)\n",
+			seconds(st.Lateness.P50), seconds(st.Lateness.P90), seconds(st.Lateness.P99), st.Lateness.Count)
+	}
+	fmt.Fprintf(stdout, "uptime      %v\n", seconds(st.UptimeSeconds).Round(time.Second))
+	return exitOK
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

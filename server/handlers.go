@@ -1,0 +1,335 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// wireTime is how the API writes times: RFC 3339 in UTC with nanoseconds.
+func wireTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
+	topic := r.PathValue("topic")
+	if err := checkTopic(topic); err != nil {
+		return err
+	}
+	var req putRequest
+	if err := decodeJSON(http.MaxBytesReader(w, r.Body, s.limits.bodyLimit()), &req, false); err != nil {
+		return err
+	}
+	now := s.now()
+	m, err := req.toMessage(now, s.limits.MaxPayload)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	id, err := s.store.Put(r.Context(), Message{ID: m.ID, Topic: topic, Payload: m.Payload, DeliverAt: m.DeliverAt})
+	s.metrics.wrote("put", start)
+	if err != nil {
+		return err
+	}
+	s.puts.Add(1)
+	s.metrics.puts.Inc()
+	s.activity.put(now, []time.Time{m.DeliverAt})
+	writeJSON(w, http.StatusCreated, struct {
+		ID        string `json:"id"`
+		DeliverAt string `json:"deliver_at"`
+	}{id, wireTime(m.DeliverAt)})
+	return nil
+}
+
+func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) error {
+	topic := r.PathValue("topic")
+	if err := checkTopic(topic); err != nil {
+		return err
+	}
+	var req batchRequest
+	if err := decodeJSON(http.MaxBytesReader(w, r.Body, s.limits.batchBodyLimit()), &req, false); err != nil {
+		return err
+	}
+	switch {
+	case len(req.Messages) == 0:
+		return badRequest("field \"messages\" must hold at least one message")
+	case len(req.Messages) > s.limits.MaxBatch:
+		return tooLarge("a batch holds at most %d messages, not %d", s.limits.MaxBatch, len(req.Messages))
+	}
+	now := s.now()
+	ms := make([]Message, len(req.Messages))
+	due := make([]time.Time, len(req.Messages))
+	ids := make(map[string]int)
+	for i := range req.Messages {
+		m, err := req.Messages[i].toMessage(now, s.limits.MaxPayload)
+		if err != nil {
+			var re *requestError
+			errors.As(err, &re)
+			return &requestError{re.status, fmt.Sprintf("messages[%d]: %s", i, re.msg)}
+		}
+		if m.ID != "" {
+			if j, dup := ids[m.ID]; dup {
+				return badRequest("messages[%d]: id %q repeats messages[%d]", i, m.ID, j)
+			}
+			ids[m.ID] = i
+		}
+		ms[i] = Message{ID: m.ID, Topic: topic, Payload: m.Payload, DeliverAt: m.DeliverAt}
+		due[i] = m.DeliverAt
+	}
+	start := time.Now()
+	out, err := s.store.PutBatch(r.Context(), ms)
+	s.metrics.wrote("batch", start)
+	if err != nil {
+		return err
+	}
+	s.puts.Add(uint64(len(ms)))
+	s.metrics.puts.Add(float64(len(ms)))
+	s.activity.put(now, due)
+	writeJSON(w, http.StatusCreated, struct {
+		IDs []string `json:"ids"`
+	}{out})
+	return nil
+}
+
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) error {
+	id := r.PathValue("id")
+	if err := checkID("id", id); err != nil {
+		return err
+	}
+	start := time.Now()
+	ok, err := s.store.Cancel(r.Context(), id)
+	s.metrics.wrote("cancel", start)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return &requestError{http.StatusNotFound, fmt.Sprintf("no pending message %q", id)}
+	}
+	s.cancels.Add(1)
+	s.metrics.cancels.Inc()
+	s.activity.cancelled(s.now())
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// deliveryJSON is one received message on the wire.
+type deliveryJSON struct {
+	ID        string          `json:"id"`
+	Payload   json.RawMessage `json:"payload"`
+	DeliverAt string          `json:"deliver_at"`
+	Receipt   string          `json:"receipt"`
+	Attempt   int             `json:"attempt"`
+}
+
+// payloadJSON returns a stored payload as a JSON value. Payloads put over
+// HTTP are JSON already; one put through the Go API that is not JSON is
+// delivered as a JSON string, and an empty one as null.
+func payloadJSON(p []byte) json.RawMessage {
+	if len(p) == 0 {
+		return json.RawMessage("null")
+	}
+	if json.Valid(p) {
+		return p
+	}
+	b, _ := json.Marshal(string(p)) // cannot fail for a string
+	return b
+}
+
+func (s *Server) handleReceive(w http.ResponseWriter, r *http.Request) error {
+	topic := r.PathValue("topic")
+	if err := checkTopic(topic); err != nil {
+		return err
+	}
+	var req receiveRequest
+	if err := decodeJSON(http.MaxBytesReader(w, r.Body, 64<<10), &req, true); err != nil {
+		return err
+	}
+	p, err := req.params(s.limits)
+	if err != nil {
+		return err
+	}
+	// With no wait, still give the store a moment to hand over what is due
+	// already.
+	ctx, cancel := s.receiveContext(r.Context(), max(p.Wait, time.Millisecond))
+	defer cancel()
+	ds, err := s.store.Receive(ctx, topic, p.Max, p.Visibility)
+	if err != nil && len(ds) == 0 {
+		if ctx.Err() == nil || r.Context().Err() != nil {
+			return err
+		}
+		err = nil // the wait ended: an empty answer
+	}
+	now := s.now()
+	out := make([]deliveryJSON, len(ds))
+	late := make([]time.Duration, 0, len(ds))
+	for i, d := range ds {
+		out[i] = deliveryJSON{
+			ID:        d.ID,
+			Payload:   payloadJSON(d.Payload),
+			DeliverAt: wireTime(d.DeliverAt),
+			Receipt:   d.Receipt,
+			Attempt:   d.Attempt,
+		}
+		if d.Attempt <= 1 {
+			l := now.Sub(d.DeliverAt)
+			late = append(late, l)
+			s.metrics.lateness.Observe(max(l, 0).Seconds())
+		}
+	}
+	s.deliveries.Add(uint64(len(ds)))
+	s.metrics.deliveries.Add(float64(len(ds)))
+	s.activity.delivered(now, late)
+	writeJSON(w, http.StatusOK, struct {
+		Messages []deliveryJSON `json:"messages"`
+	}{out})
+	return nil
+}
+
+// maxReceiptLen bounds a receipt so a forged megabyte is refused before it
+// reaches the store.
+const maxReceiptLen = 1024
+
+func checkReceipt(field, rc string) error {
+	if rc == "" {
+		return badRequest("field %q: a receipt must not be empty", field)
+	}
+	if len(rc) > maxReceiptLen {
+		return badRequest("field %q: receipt of %d bytes is not one this server issued", field, len(rc))
+	}
+	return nil
+}
+
+func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
+	var req ackRequest
+	if err := decodeJSON(http.MaxBytesReader(w, r.Body, 4<<20), &req, false); err != nil {
+		return err
+	}
+	if len(req.Receipts) == 0 {
+		return badRequest("field \"receipts\" must hold at least one receipt")
+	}
+	for i, rc := range req.Receipts {
+		if err := checkReceipt(fmt.Sprintf("receipts[%d]", i), rc); err != nil {
+			return err
+		}
+	}
+	start := time.Now()
+	err := s.store.Ack(r.Context(), req.Receipts...)
+	s.metrics.wrote("ack", start)
+	if err != nil {
+		return err
+	}
+	s.acks.Add(uint64(len(req.Receipts)))
+	s.metrics.acks.Add(float64(len(req.Receipts)))
+	s.activity.acked(s.now(), len(req.Receipts))
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+func (s *Server) handleNack(w http.ResponseWriter, r *http.Request) error {
+	var req nackRequest
+	if err := decodeJSON(http.MaxBytesReader(w, r.Body, 64<<10), &req, false); err != nil {
+		return err
+	}
+	if err := checkReceipt("receipt", req.Receipt); err != nil {
+		return err
+	}
+	var delay time.Duration
+	if req.Delay != nil {
+		d, err := parseDuration("delay", *req.Delay)
+		if err != nil {
+			return err
+		}
+		delay = d
+	}
+	start := time.Now()
+	err := s.store.Nack(r.Context(), req.Receipt, delay)
+	s.metrics.wrote("nack", start)
+	if err != nil {
+		return err
+	}
+	s.nacks.Add(1)
+	s.metrics.nacks.Inc()
+	s.activity.nacked(s.now())
+	w.WriteHeader(http.StatusNoContent)
+	return nil
+}
+
+// Stats is the answer of GET /v1/stats: the store's counts, this server's
+// totals since it started, delivery lateness over the last minute, the
+// recent history and the forecast of what falls due.
+type Stats struct {
+	Time          time.Time `json:"time"`
+	UptimeSeconds float64   `json:"uptime_seconds"`
+	Pending       int64     `json:"pending"`
+	Due           int64     `json:"due"`
+	Leased        int64     `json:"leased"`
+	Puts          uint64    `json:"puts"`
+	Deliveries    uint64    `json:"deliveries"`
+	Acks          uint64    `json:"acks"`
+	Nacks         uint64    `json:"nacks"`
+	Cancels       uint64    `json:"cancels"`
+	Lateness      Lateness  `json:"lateness"`
+	History       History   `json:"history"`
+	Forecast      Forecast  `json:"forecast"`
+}
+
+// Forecast counts messages falling due in each second from Start (a Unix
+// second) on.
+type Forecast struct {
+	Start int64 `json:"start"`
+	Due   []int `json:"due"`
+}
+
+// queryInt parses the query parameter name as an integer in [0, max],
+// returning def when it is absent.
+func queryInt(r *http.Request, name string, def, max int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 || n > max {
+		return 0, badRequest("query parameter %q must be an integer from 0 to %d", name, max)
+	}
+	return n, nil
+}
+
+func (s *Server) handleStats(w http.ResponseWriter, r *http.Request) error {
+	hist, err := queryInt(r, "history", 300, historySeconds-1)
+	if err != nil {
+		return err
+	}
+	ahead, err := queryInt(r, "forecast", forecastSeconds, forecastSeconds)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, s.stats(s.now(), hist, ahead))
+	return nil
+}
+
+func (s *Server) stats(now time.Time, hist, ahead int) Stats {
+	st := s.store.Stats()
+	h, late := s.activity.history(now, hist, 60)
+	f := Forecast{Start: now.Unix() + 1}
+	if dc, ok := s.store.(DueCounter); ok {
+		f.Due = dc.DueCounts(time.Unix(f.Start, 0), time.Second, ahead)
+	} else {
+		f.Due = s.activity.dueCounts(now, ahead)
+	}
+	return Stats{
+		Time:          now.UTC(),
+		UptimeSeconds: now.Sub(s.started).Seconds(),
+		Pending:       st.Pending,
+		Due:           st.Due,
+		Leased:        st.Leased,
+		Puts:          s.puts.Load(),
+		Deliveries:    s.deliveries.Load(),
+		Acks:          s.acks.Load(),
+		Nacks:         s.nacks.Load(),
+		Cancels:       s.cancels.Load(),
+		Lateness:      late,
+		History:       h,
+		Forecast:      f,
+	}
+}
