@@ -1,0 +1,64 @@
+package redislock
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tockwheel/tock/internal/redistest"
+)
+
+// newClient returns a client of its own for s, as a separate process would have.
+func newClient(t testing.TB, s *redistest.Server) *redis.Client {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// newLocker returns a Locker with a client of its own.
+func newLocker(t testing.TB, s *redistest.Server, opts ...Option) *Locker {
+	t.Helper()
+	return New(newClient(t, s), opts...)
+}
+
+// commandCalls returns how many times clients sent Redis cmd (lower case, e.g. "evalsha") since
+// it started: the calls it ran plus those it rejected (as for a missing permission) or that failed.
+func commandCalls(t testing.TB, rdb *redis.Client, cmd string) int64 {
+	t.Helper()
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":")
+		if !ok {
+			continue
+		}
+		var total int64
+		for _, field := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(field, "=")
+			if k == "calls" || k == "rejected_calls" || k == "failed_calls" {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					t.Fatalf("commandstats line %q: %v", line, err)
+				}
+				total += n
+			}
+		}
+		return total
+	}
+	return 0
+}
+
+// isClosed reports whether c is closed, without waiting.
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,567 @@
+package redislock
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tockwheel/tock/internal/redistest"
+)
+
+// waitClosed fails the test unless c is closed within limit, a bound on a bug rather than a timing
+// the test relies on.
+func waitClosed(t *testing.T, c <-chan struct{}, limit time.Duration, what string) {
+	t.Helper()
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	select {
+	case <-c:
+	case <-timer.C:
+		t.Fatalf("%s: not within %v", what, limit)
+	}
+}
+
+func TestTryLockExcludesOtherOwners(t *testing.T) {
+	s := redistest.Start(t)
+	a, b := newLocker(t, s), newLocker(t, s)
+	ctx := context.Background()
+	la, err := a.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TryLock(ctx, "job"); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("TryLock of a held lock from another Locker: err = %v, want ErrNotAcquired", err)
+	}
+	// Without WithOwner even the same Locker is another owner.
+	if _, err := a.TryLock(ctx, "job"); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("second TryLock from the same Locker: err = %v, want ErrNotAcquired", err)
+	}
+	if _, err := b.TryLock(ctx, "other"); err != nil {
+		t.Fatalf("TryLock of another name: %v", err)
+	}
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatalf("TryLock after Unlock: %v", err)
+	}
+	if lb.Token() <= la.Token() {
+		t.Fatalf("token after re-acquisition %d, want > %d", lb.Token(), la.Token())
+	}
+}
+
+// TestMutualExclusionUnderContention runs goroutines of several Lockers, each with its own client
+// as separate processes would have, through one lock, and checks that no two critical sections
+// overlap and that the fencing tokens they saw are strictly increasing.
+func TestMutualExclusionUnderContention(t *testing.T) {
+	s := redistest.Start(t)
+	const lockers, perLocker, rounds = 4, 3, 15
+	var (
+		inside  atomic.Int32
+		overlap atomic.Int32
+		mu      sync.Mutex // guards tokens; taken inside the critical section only to record
+		tokens  []int64
+		wg      sync.WaitGroup
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range lockers {
+		l := newLocker(t, s)
+		for range perLocker {
+			wg.Go(func() {
+				for range rounds {
+					lk, err := l.Lock(ctx, "counter")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if inside.Add(1) != 1 {
+						overlap.Add(1)
+					}
+					mu.Lock()
+					tokens = append(tokens, lk.Token())
+					mu.Unlock()
+					inside.Add(-1)
+					if err := lk.Unlock(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if n := overlap.Load(); n != 0 {
+		t.Fatalf("%d critical sections overlapped", n)
+	}
+	if len(tokens) != lockers*perLocker*rounds {
+		t.Fatalf("%d acquisitions, want %d", len(tokens), lockers*perLocker*rounds)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("token %d after %d: fencing tokens must increase", tokens[i], tokens[i-1])
+		}
+	}
+}
+
+// TestLockWokenByRelease checks that a waiter is woken by the release message, long before the
+// holder's 30 s lease would have sent it the fallback timer.
+func TestLockWokenByRelease(t *testing.T) {
+	s := redistest.Start(t)
+	a, b := newLocker(t, s), newLocker(t, s)
+	waiting := make(chan struct{}, 1)
+	b.testHookWait = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
+	ctx := context.Background()
+	la, err := a.Lock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Lock, 1)
+	go func() {
+		lb, err := b.Lock(ctx, "job")
+		if err != nil {
+			t.Error(err)
+		}
+		got <- lb
+	}()
+	// Release only once b waits, subscribed, so that the release message is what wakes it.
+	waitClosed(t, waiting, 10*time.Second, "waiter subscribed")
+	start := time.Now()
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case lb := <-got:
+		if lb == nil {
+			t.FailNow()
+		}
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("waiter took %v after the release", d)
+		}
+		if err := lb.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("waiter not woken by the release")
+	}
+	if b.sub.mu.ps != nil {
+		t.Fatal("pub/sub connection still open with no waiter")
+	}
+}
+
+func TestLockContextEnds(t *testing.T) {
+	s := redistest.Start(t)
+	a, b := newLocker(t, s), newLocker(t, s)
+	if _, err := a.Lock(context.Background(), "job"); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err := b.Lock(ctx, "job")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock while held until ctx ends: err = %v, want DeadlineExceeded", err)
+	}
+	b.sub.mu.Lock()
+	defer b.sub.mu.Unlock()
+	if b.sub.mu.ps != nil || len(b.sub.mu.topics) != 0 {
+		t.Fatalf("waiter state left behind: ps=%v topics=%d", b.sub.mu.ps, len(b.sub.mu.topics))
+	}
+}
+
+// TestWatchdogKeepsShortLeaseAlive holds a lock with a 150 ms lease for ten leases while another
+// Locker waits for it: a single missed renewal would let the waiter in, as its fallback timer
+// retries when the holder's time to live runs out.
+func TestWatchdogKeepsShortLeaseAlive(t *testing.T) {
+	s := redistest.Start(t)
+	const timeout = 150 * time.Millisecond
+	a := newLocker(t, s, WithWatchdogTimeout(timeout))
+	b := newLocker(t, s, WithWatchdogTimeout(timeout))
+	la, err := a.Lock(context.Background(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*timeout)
+	defer cancel()
+	if lb, err := b.Lock(ctx, "job"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("waiter got the lock (%v, %v) while the watchdog should keep it", lb, err)
+	}
+	if isClosed(la.Lost()) {
+		t.Fatal("Lost closed while the lock was renewed")
+	}
+	if ttl := newClient(t, s).PTTL(context.Background(), lockKey("job")).Val(); ttl <= 0 || ttl > timeout {
+		t.Fatalf("PTTL = %v, want within (0, %v]", ttl, timeout)
+	}
+	if err := la.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	a.dog.mu.Lock()
+	defer a.dog.mu.Unlock()
+	if n := len(a.dog.mu.entries); n != 0 {
+		t.Fatalf("%d watchdog entries after Unlock", n)
+	}
+}
+
+func TestLostWhenKeyDeleted(t *testing.T) {
+	s := redistest.Start(t)
+	l := newLocker(t, s, WithWatchdogTimeout(150*time.Millisecond))
+	ctx := context.Background()
+	lk, err := l.Lock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := newClient(t, s).Del(ctx, lockKey("job")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, lk.Lost(), 5*time.Second, "Lost after the key was deleted")
+	if err := lk.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Unlock of a lost lock: err = %v, want ErrNotHeld", err)
+	}
+	if err := lk.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("second Unlock of a lost lock: err = %v, want ErrNotHeld", err)
+	}
+}
+
+func TestLostWhenKeyTakenOver(t *testing.T) {
+	s := redistest.Start(t)
+	a := newLocker(t, s, WithWatchdogTimeout(150*time.Millisecond))
+	b := newLocker(t, s)
+	ctx := context.Background()
+	la, err := a.Lock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another acquisition takes the key over between two renewals, as after a lease ran out.
+	rdb := newClient(t, s)
+	if err := rdb.Del(ctx, lockKey("job")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	lb, err := b.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitClosed(t, la.Lost(), 5*time.Second, "Lost after another acquisition took the key")
+	if isClosed(lb.Lost()) {
+		t.Fatal("the new holder's Lost closed")
+	}
+	if err := la.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Unlock of the old acquisition: err = %v, want ErrNotHeld", err)
+	}
+	if err := lb.Unlock(ctx); err != nil {
+		t.Fatalf("the old holder's Unlock must not free the new holder's lock: %v", err)
+	}
+}
+
+func TestLostWhenRedisRestarts(t *testing.T) {
+	s := redistest.Start(t)
+	l := newLocker(t, s, WithWatchdogTimeout(300*time.Millisecond))
+	ctx := context.Background()
+	lk, err := l.Lock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Restart()
+	waitClosed(t, lk.Lost(), 5*time.Second, "Lost after Redis restarted without persistence")
+	// The restarted Redis lost the script cache too: acquisition and release must still work.
+	lk2, err := l.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lk2.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFixedLease(t *testing.T) {
+	s := redistest.Start(t)
+	const lease = 200 * time.Millisecond
+	a := newLocker(t, s, WithWatchdogTimeout(time.Minute))
+	b := newLocker(t, s)
+	ctx := context.Background()
+	start := time.Now()
+	la, err := a.Lock(ctx, "job", WithLease(lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl := newClient(t, s).PTTL(ctx, lockKey("job")).Val(); ttl <= 0 || ttl > lease {
+		t.Fatalf("PTTL = %v, want within (0, %v]", ttl, lease)
+	}
+	// The waiter gets the lock when the lease ends, by its fallback timer: nobody renews it.
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	lb, err := b.Lock(wctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < lease {
+		t.Fatalf("acquired %v after a %v lease was taken", d, lease)
+	}
+	waitClosed(t, la.Lost(), time.Second, "Lost at the end of a fixed lease")
+	if err := la.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Unlock after the lease ended: err = %v, want ErrNotHeld", err)
+	}
+	if err := lb.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := a.dog.count(); n != 0 {
+		t.Fatalf("the watchdog holds %d entries for a fixed lease", n)
+	}
+}
+
+func TestReentrancy(t *testing.T) {
+	s := redistest.Start(t)
+	a, b := newLocker(t, s), newLocker(t, s)
+	ctx := context.Background()
+	rdb := newClient(t, s)
+	first, err := a.TryLock(ctx, "job", WithOwner("worker-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same owner from another Locker (another process) is the same owner.
+	second, err := b.Lock(ctx, "job", WithOwner("worker-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.Token() != second.Token() {
+		t.Fatalf("reentrant acquisition token %d, want the holder's %d", second.Token(), first.Token())
+	}
+	if got := rdb.HGet(ctx, lockKey("job"), "count").Val(); got != "2" {
+		t.Fatalf("count = %q after two holds, want 2", got)
+	}
+	if _, err := b.TryLock(ctx, "job", WithOwner("worker-2")); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("another owner: err = %v, want ErrNotAcquired", err)
+	}
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TryLock(ctx, "job", WithOwner("worker-2")); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("after one of two unlocks: err = %v, want ErrNotAcquired", err)
+	}
+	if err := second.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	third, err := b.TryLock(ctx, "job", WithOwner("worker-2"))
+	if err != nil {
+		t.Fatalf("after as many unlocks as locks: %v", err)
+	}
+	if third.Token() <= first.Token() {
+		t.Fatalf("token %d after release, want > %d", third.Token(), first.Token())
+	}
+}
+
+// TestReentrancySameLocker checks that holds of one owner in one Locker share a watchdog entry that
+// lives until the last of them is unlocked.
+func TestReentrancySameLocker(t *testing.T) {
+	s := redistest.Start(t)
+	l := newLocker(t, s)
+	ctx := context.Background()
+	x, err := l.Lock(ctx, "job", WithOwner("me"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := l.Lock(ctx, "job", WithOwner("me"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := l.dog.count(); n != 1 {
+		t.Fatalf("%d watchdog entries for two holds of one acquisition, want 1", n)
+	}
+	if err := x.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.dog.count(); n != 1 {
+		t.Fatalf("%d watchdog entries with one hold left, want 1", n)
+	}
+	if err := y.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := l.dog.count(); n != 0 {
+		t.Fatalf("%d watchdog entries after the last unlock, want 0", n)
+	}
+}
+
+func TestFencingTokensIncrease(t *testing.T) {
+	s := redistest.Start(t)
+	ls := []*Locker{newLocker(t, s), newLocker(t, s), newLocker(t, s)}
+	ctx := context.Background()
+	var last int64
+	for i := range 30 {
+		l := ls[i%len(ls)]
+		var lk *Lock
+		var err error
+		if i%2 == 0 {
+			lk, err = l.TryLock(ctx, "fenced", WithLease(time.Minute))
+		} else {
+			lk, err = l.Lock(ctx, "fenced")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lk.Token() <= last {
+			t.Fatalf("acquisition %d: token %d, want > %d", i, lk.Token(), last)
+		}
+		last = lk.Token()
+		if i%3 == 0 {
+			// Lose it instead of releasing it: the next token must still be higher.
+			if err := newClient(t, s).Del(ctx, lockKey("fenced")).Err(); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Tokens are per name.
+	other, err := ls[0].TryLock(ctx, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Token() != 1 {
+		t.Fatalf("first token of a new name = %d, want 1", other.Token())
+	}
+}
+
+func TestUnlockIsIdempotent(t *testing.T) {
+	s := redistest.Start(t)
+	l := newLocker(t, s)
+	ctx := context.Background()
+	rdb := newClient(t, s)
+
+	t.Run("twice", func(t *testing.T) {
+		lk, err := l.Lock(ctx, "twice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			if err := lk.Unlock(ctx); err != nil {
+				t.Fatalf("Unlock #%d: %v", i+1, err)
+			}
+		}
+	})
+
+	// A release that reached Redis but whose reply was lost: the retry must report success, and
+	// must not remove another hold.
+	release := func(lk *Lock) {
+		t.Helper()
+		err := releaseScript.Run(ctx, rdb, []string{lk.key, fenceKey(lk.name)}, lk.token, lk.hold, channelName(lk.name)).Err()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("retry after the last hold", func(t *testing.T) {
+		lk, err := l.Lock(ctx, "retry-last")
+		if err != nil {
+			t.Fatal(err)
+		}
+		release(lk)
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock after its release reached Redis: %v", err)
+		}
+	})
+	t.Run("retry with holds left", func(t *testing.T) {
+		x, err := l.Lock(ctx, "retry-held", WithOwner("me"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := l.Lock(ctx, "retry-held", WithOwner("me"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		release(x)
+		if err := x.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock after its release reached Redis: %v", err)
+		}
+		if got := rdb.HGet(ctx, lockKey("retry-held"), "count").Val(); got != "1" {
+			t.Fatalf("count = %q, want 1: a retried release removed another hold", got)
+		}
+		if err := y.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := rdb.Exists(ctx, lockKey("retry-held")).Val(); n != 0 {
+			t.Fatal("lock still exists after every hold was released")
+		}
+	})
+	t.Run("retried acquire counts once", func(t *testing.T) {
+		c := &lockConfig{owner: "me", hold: "hold:fixed"}
+		for range 2 {
+			if _, _, err := l.acquire(ctx, "retry-acquire", c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := rdb.HGet(ctx, lockKey("retry-acquire"), "count").Val(); got != "1" {
+			t.Fatalf("count = %q after a retried acquire, want 1", got)
+		}
+	})
+}
+
+func TestInvalidArguments(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	good := newLocker(t, s)
+	cases := []struct {
+		name string
+		l    *Locker
+		lock string
+		opts []LockOption
+		want error
+	}{
+		{"empty name", good, "", nil, ErrInvalidName},
+		{"closing brace", good, "a}b", nil, ErrInvalidName},
+		{"zero lease", good, "x", []LockOption{WithLease(0)}, ErrInvalidOption},
+		{"negative lease", good, "x", []LockOption{WithLease(-time.Second)}, ErrInvalidOption},
+		{"empty owner", good, "x", []LockOption{WithOwner("")}, ErrInvalidOption},
+		{"short watchdog", newLocker(t, s, WithWatchdogTimeout(time.Millisecond)), "x", nil, ErrInvalidOption},
+		{"nil wheel", newLocker(t, s, WithWheel(nil)), "x", nil, ErrInvalidOption},
+		{"nil logger", newLocker(t, s, WithLogger(nil)), "x", nil, ErrInvalidOption},
+		{"nil client", New(nil), "x", nil, ErrInvalidOption},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if _, err := c.l.TryLock(ctx, c.lock, c.opts...); !errors.Is(err, c.want) {
+				t.Errorf("TryLock: err = %v, want %v", err, c.want)
+			}
+			if _, err := c.l.Lock(ctx, c.lock, c.opts...); !errors.Is(err, c.want) {
+				t.Errorf("Lock: err = %v, want %v", err, c.want)
+			}
+		})
+	}
+	if _, err := good.TryLock(ctx, "a{b"); err != nil {
+		t.Errorf("a name with '{' is valid: %v", err)
+	}
+}
+
+func TestForeignKeyIsAnError(t *testing.T) {
+	s := redistest.Start(t)
+	l := newLocker(t, s)
+	ctx := context.Background()
+	if err := newClient(t, s).Set(ctx, lockKey("job"), "not a hash", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := l.TryLock(ctx, "job")
+	if err == nil || errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("TryLock over a string key: err = %v, want Redis's WRONGTYPE", err)
+	}
+	t.Log(err)
+}
+
+func TestWheelStopped(t *testing.T) {
+	s := redistest.Start(t)
+	l := newLocker(t, s)
+	l.wheel.Stop()
+	ctx := context.Background()
+	if _, err := l.TryLock(ctx, "job"); err == nil {
+		t.Fatal("TryLock with a stopped wheel succeeded")
+	}
+	if n := newClient(t, s).Exists(ctx, lockKey("job")).Val(); n != 0 {
+		t.Fatal("a lock that cannot be renewed was left held")
+	}
+}

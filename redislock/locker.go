@@ -1,0 +1,223 @@
+package redislock
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tockwheel/tock"
+)
+
+// Key layout; see the package doc. Frozen: other clients rely on it.
+const (
+	keyPrefix     = "tock:lock:"
+	fenceSuffix   = ":fence"
+	channelSuffix = ":released"
+	holdPrefix    = "hold:"
+)
+
+// A Locker acquires locks in one Redis deployment and keeps the leases of the locks it holds alive
+// with a single watchdog on a timing wheel. Create one with New and share it: a Locker is safe for
+// concurrent use by any number of goroutines, and each Locker costs one periodic timer while it holds
+// watchdog locks, one pub/sub connection while some goroutine waits in Lock, and no goroutine when
+// idle.
+type Locker struct {
+	rdb     redis.UniversalClient
+	wheel   *tock.Wheel
+	timeout time.Duration
+	optErr  error // the first invalid option, returned by every acquisition
+	logger  *slog.Logger
+
+	// group maps a lock key to the batch it may share one script call with: the cluster slot for a
+	// ClusterClient, the hash tag for a Ring (whose shards are not known here), and one group for a
+	// single server.
+	group func(key string) string
+
+	dog watchdog
+	sub subscriber
+
+	testHookWait func() // called by Lock each time it starts waiting; nil outside tests
+}
+
+// New returns a Locker that keeps its locks in rdb, which may be a *redis.Client (one server or
+// Sentinel failover), a *redis.ClusterClient or a *redis.Ring. See the package doc for what each
+// promises. Invalid options are reported by Lock and TryLock as ErrInvalidOption.
+func New(rdb redis.UniversalClient, opts ...Option) *Locker {
+	l := &Locker{rdb: rdb, timeout: DefaultWatchdogTimeout, logger: slog.Default()}
+	for _, o := range opts {
+		o(l)
+	}
+	if rdb == nil && l.optErr == nil {
+		l.optErr = fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
+	}
+	if l.wheel == nil {
+		l.wheel = tock.New()
+	}
+	switch rdb.(type) {
+	case *redis.ClusterClient:
+		l.group = func(key string) string { return strconv.Itoa(keySlot(key)) }
+	case *redis.Ring:
+		l.group = hashTag
+	default:
+		l.group = func(string) string { return "" }
+	}
+	l.dog.init(l)
+	l.sub.rdb = rdb
+	return l
+}
+
+// TryLock acquires the named lock if it is free, or adds a hold if it is held by the owner given
+// with WithOwner, and returns an error wrapping ErrNotAcquired at once if another owner holds it.
+// Other errors come from Redis or from invalid arguments (ErrInvalidName, ErrInvalidOption).
+func (l *Locker) TryLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	c, err := l.config(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	lk, _, err := l.acquire(ctx, name, c)
+	if err != nil {
+		return nil, err
+	}
+	if lk == nil {
+		return nil, fmt.Errorf("%w (lock %q)", ErrNotAcquired, name)
+	}
+	return lk, nil
+}
+
+// Lock acquires the named lock, waiting while another owner holds it until it is released or its
+// lease runs out, or until ctx ends, when it returns an error wrapping ctx.Err(). A waiter is woken
+// by the release's pub/sub message and, should that be lost, by a timer on the wheel set to the
+// holder's remaining time to live; it does not poll. Waiters are not served in any particular order.
+// A Redis error while waiting is returned at once.
+func (l *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
+	c, err := l.config(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	lk, _, err := l.acquire(ctx, name, c)
+	if err != nil || lk != nil {
+		return lk, err
+	}
+	// Held elsewhere. Subscribe before trying again, so that a release between the try and the
+	// wait cannot go unnoticed.
+	w, err := l.sub.join(ctx, channelName(name))
+	if err != nil {
+		return nil, fmt.Errorf("redislock: lock %q: wait: %w", name, err)
+	}
+	defer l.sub.leave(w)
+	for {
+		lk, ttl, err := l.acquire(ctx, name, c)
+		if err != nil || lk != nil {
+			return lk, err
+		}
+		if ttl < 0 {
+			// The key has no expiry (written by something else) or vanished between two calls
+			// inside the script; neither should happen, so look again after a watchdog period.
+			ttl = l.timeout / 3
+		}
+		// Redis expires a key once its time to live has passed; one millisecond more makes sure
+		// the retry finds it gone.
+		t, err := l.wheel.AfterFunc(ttl+time.Millisecond, w.notify)
+		if err != nil {
+			return nil, fmt.Errorf("redislock: lock %q: wait: %w", name, err)
+		}
+		if l.testHookWait != nil {
+			l.testHookWait()
+		}
+		select {
+		case <-w.wake:
+			t.Stop()
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fmt.Errorf("redislock: lock %q: %w", name, ctx.Err())
+		}
+	}
+}
+
+// config validates an acquisition's arguments.
+func (l *Locker) config(name string, opts []LockOption) (*lockConfig, error) {
+	if l.optErr != nil {
+		return nil, l.optErr
+	}
+	if name == "" || strings.ContainsRune(name, '}') {
+		return nil, fmt.Errorf("%w: %q", ErrInvalidName, name)
+	}
+	c := &lockConfig{}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.err != nil {
+		return nil, c.err
+	}
+	if c.owner == "" {
+		c.owner = rand.Text()
+	}
+	c.hold = holdPrefix + rand.Text()
+	return c, nil
+}
+
+// acquire runs the acquire script once. It returns the Lock when acquired, and otherwise the
+// holder's remaining time to live (negative if the key has no expiry).
+func (l *Locker) acquire(ctx context.Context, name string, c *lockConfig) (*Lock, time.Duration, error) {
+	lease := l.timeout
+	if c.lease > 0 {
+		lease = c.lease
+	}
+	key := lockKey(name)
+	start := time.Now()
+	v, err := acquireScript.Run(ctx, l.rdb, []string{key, fenceKey(name)}, c.owner, c.hold, millis(lease)).Result()
+	if err != nil {
+		return nil, 0, fmt.Errorf("redislock: lock %q: %w", name, err)
+	}
+	ok, n, err := parseAcquire(v)
+	if err != nil {
+		return nil, 0, fmt.Errorf("redislock: lock %q: %w", name, err)
+	}
+	if !ok {
+		if n < 0 {
+			return nil, -1, nil
+		}
+		return nil, time.Duration(n) * time.Millisecond, nil
+	}
+	lk := &Lock{
+		l:     l,
+		name:  name,
+		key:   key,
+		owner: c.owner,
+		hold:  c.hold,
+		token: n,
+		lost:  make(chan struct{}),
+	}
+	// The lease was set when the script ran, after start: counting from start errs on the safe side.
+	deadline := start.Add(lease)
+	if c.lease > 0 {
+		err = lk.expireAt(deadline)
+	} else {
+		err = l.dog.add(lk, deadline)
+	}
+	if err != nil {
+		// The lock cannot be kept, so do not keep it.
+		_, _ = releaseScript.Run(ctx, l.rdb, []string{key, fenceKey(name)}, n, c.hold, channelName(name)).Result()
+		return nil, 0, fmt.Errorf("redislock: lock %q: schedule on the wheel: %w", name, err)
+	}
+	return lk, 0, nil
+}
+
+func lockKey(name string) string     { return keyPrefix + "{" + name + "}" }
+func fenceKey(name string) string    { return lockKey(name) + fenceSuffix }
+func channelName(name string) string { return lockKey(name) + channelSuffix }
+
+// millis rounds d up to whole milliseconds, the unit of PEXPIRE.
+func millis(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
+}
+
+// isNoScript reports whether err is Redis's answer to EVALSHA of a script it does not have.
+func isNoScript(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}

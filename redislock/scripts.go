@@ -1,0 +1,137 @@
+package redislock
+
+import (
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The Lua scripts below are the whole protocol: any client that runs them (or equivalent
+// MULTI/EXEC-free logic inside a script) on the keys described in the package doc interoperates
+// with this package. Their sources are frozen wire format; change them only together with the
+// package doc.
+
+// acquireSrc takes the lock or adds a hold of its current owner.
+//
+//	KEYS[1] lock key    KEYS[2] fence key
+//	ARGV[1] owner       ARGV[2] hold field    ARGV[3] lease in milliseconds
+//
+// Returns {1, token} when the caller holds the lock afterwards, and {0, pttl} with the holder's
+// remaining time to live in milliseconds when another owner holds it. Running it twice with the same
+// hold field (a client retrying after a lost reply) has the effect of running it once.
+const acquireSrc = `
+local owner = redis.call('HGET', KEYS[1], 'owner')
+if not owner then
+  local token = redis.call('HINCRBY', KEYS[2], 'last', 1)
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token, 'count', 1, ARGV[2], 1)
+  redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  return {1, token}
+end
+if owner == ARGV[1] then
+  if redis.call('HSETNX', KEYS[1], ARGV[2], 1) == 1 then
+    redis.call('HINCRBY', KEYS[1], 'count', 1)
+  end
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl >= 0 and ttl < tonumber(ARGV[3]) then
+    redis.call('PEXPIRE', KEYS[1], ARGV[3])
+  end
+  return {1, tonumber(redis.call('HGET', KEYS[1], 'token'))}
+end
+return {0, redis.call('PTTL', KEYS[1])}
+`
+
+// releaseSrc removes one hold; removing the last one deletes the lock, records its token as cleanly
+// released in the fence key and publishes the token on the release channel.
+//
+//	KEYS[1] lock key    KEYS[2] fence key
+//	ARGV[1] token       ARGV[2] hold field    ARGV[3] release channel
+//
+// Returns 1 when the hold was removed and others remain, 0 when the lock was freed, 2 when the hold
+// had already been removed (a retry) and the lock is still held by that acquisition, 3 when that
+// acquisition had already been released (a retry), and -1 when the lock is not held by that
+// acquisition: it expired or was deleted.
+const releaseSrc = `
+if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then
+  if redis.call('HDEL', KEYS[1], ARGV[2]) == 0 then
+    return 2
+  end
+  if redis.call('HINCRBY', KEYS[1], 'count', -1) > 0 then
+    return 1
+  end
+  redis.call('DEL', KEYS[1])
+  redis.call('HSET', KEYS[2], 'released', ARGV[1])
+  redis.call('PUBLISH', ARGV[3], ARGV[1])
+  return 0
+end
+if redis.call('HGET', KEYS[2], 'released') == ARGV[1] then
+  return 3
+end
+return -1
+`
+
+// renewSrc extends the lease of every lock in KEYS still held by the acquisition named by its token.
+//
+//	KEYS[i] lock key    ARGV[1] lease in milliseconds    ARGV[i+1] token of KEYS[i]
+//
+// Returns an array with, for each key, 1 if it was renewed and 0 if it is gone or held by another
+// acquisition. A key of another type counts as gone rather than failing the batch.
+const renewSrc = `
+local out = {}
+for i = 1, #KEYS do
+  local t = redis.pcall('HGET', KEYS[i], 'token')
+  if t == ARGV[i + 1] then
+    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+`
+
+var (
+	acquireScript = redis.NewScript(acquireSrc)
+	releaseScript = redis.NewScript(releaseSrc)
+	renewScript   = redis.NewScript(renewSrc)
+)
+
+// Results of releaseSrc.
+const (
+	releasedHold  = 1
+	releasedLock  = 0
+	releasedRetry = 2
+	releasedEarly = 3
+	releaseGone   = -1
+)
+
+// parseAcquire decodes the reply of acquireSrc.
+func parseAcquire(v any) (acquired bool, n int64, err error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != 2 {
+		return false, 0, fmt.Errorf("%w: acquire script replied %v", ErrProtocol, v)
+	}
+	flag, ok1 := a[0].(int64)
+	n, ok2 := a[1].(int64)
+	if !ok1 || !ok2 || (flag != 0 && flag != 1) {
+		return false, 0, fmt.Errorf("%w: acquire script replied %v", ErrProtocol, v)
+	}
+	return flag == 1, n, nil
+}
+
+// parseRenew decodes the reply of renewSrc for a batch of n keys.
+func parseRenew(v any, n int) ([]bool, error) {
+	a, ok := v.([]any)
+	if !ok || len(a) != n {
+		return nil, fmt.Errorf("%w: renew script replied %v for %d keys", ErrProtocol, v, n)
+	}
+	out := make([]bool, n)
+	for i, x := range a {
+		f, ok := x.(int64)
+		if !ok || (f != 0 && f != 1) {
+			return nil, fmt.Errorf("%w: renew script replied %v", ErrProtocol, v)
+		}
+		out[i] = f == 1
+	}
+	return out, nil
+}

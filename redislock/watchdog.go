@@ -1,0 +1,344 @@
+package redislock
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tockwheel/tock"
+)
+
+// renewBatchSize bounds the keys renewed by one script call. A call over 256 keys keeps Redis busy
+// for well under a millisecond, and 10,000 held locks cost 40 calls per period, sent as one
+// pipeline.
+const renewBatchSize = 256
+
+// An entry is one acquisition renewed by the watchdog. The Locks of an owner that holds a lock
+// several times through the same Locker share it.
+type entry struct {
+	key      string
+	token    int64
+	tokenArg string // token in decimal, as the renew script compares it
+	locks    map[*Lock]struct{}
+	// deadline is the latest time the lease is known to last until: the start of the last
+	// successful renewal (or of the acquisition) plus the lease. Redis set the expiry a little after
+	// that start, so the lease does not end before deadline.
+	deadline time.Time
+}
+
+type entryKey struct {
+	key   string
+	token int64
+}
+
+// watchdog renews the leases of a Locker's watchdog locks. One periodic timer on the wheel starts a
+// renewal round every timeout/3; the round runs on a goroutine of its own, which exists only while
+// the round's Redis calls are in flight, so a slow Redis never holds up the wheel's callbacks. After
+// a round that fails, the periodic timer is reset to run again in timeout/12, so a failing round is
+// retried every timeout/12 until one succeeds. A second timer fires at the earliest deadline of
+// all entries and declares lost the ones whose lease has run out by then, so Lost is closed on time
+// even while a round hangs on an unreachable Redis.
+type watchdog struct {
+	l          *Locker
+	period     time.Duration
+	retryDelay time.Duration
+	running    atomic.Bool // a round is in flight; kicks are dropped meanwhile
+
+	mu struct {
+		sync.Mutex
+		entries   map[entryKey]*entry
+		ticker    tock.Timer // the periodic round; pending exactly while entries is non-empty
+		expiry    tock.Timer // pending while expiryAt is not zero
+		expiryAt  time.Time
+		expiryGen uint64 // identifies the current expiry timer, so a stale one that fires does nothing
+	}
+}
+
+func (d *watchdog) init(l *Locker) {
+	d.l = l
+	d.period = l.timeout / 3
+	d.retryDelay = l.timeout / 12
+	d.mu.entries = make(map[entryKey]*entry)
+}
+
+// add makes the watchdog renew lk, whose lease is known to last until deadline.
+func (d *watchdog) add(lk *Lock, deadline time.Time) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := entryKey{lk.key, lk.token}
+	e := d.mu.entries[k]
+	if e == nil {
+		if len(d.mu.entries) == 0 {
+			t, err := d.l.wheel.Every(d.period, d.kick)
+			if err != nil {
+				return err
+			}
+			d.mu.ticker = t
+		}
+		e = &entry{
+			key:      lk.key,
+			token:    lk.token,
+			tokenArg: strconv.FormatInt(lk.token, 10),
+			locks:    make(map[*Lock]struct{}, 1),
+		}
+		d.mu.entries[k] = e
+	}
+	if deadline.After(e.deadline) {
+		e.deadline = deadline
+	}
+	e.locks[lk] = struct{}{}
+	lk.entry = e
+	if err := d.armExpiryLocked(e.deadline); err != nil {
+		d.removeLocked(lk)
+		return err
+	}
+	return nil
+}
+
+// count returns the number of acquisitions being renewed.
+func (d *watchdog) count() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.mu.entries)
+}
+
+// remove stops renewing lk; the entry goes when its last Lock does.
+func (d *watchdog) remove(lk *Lock) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.removeLocked(lk)
+}
+
+func (d *watchdog) removeLocked(lk *Lock) {
+	e := lk.entry
+	if e == nil {
+		return
+	}
+	lk.entry = nil
+	delete(e.locks, lk)
+	if len(e.locks) == 0 {
+		d.dropLocked(e)
+	}
+}
+
+// lostLocked closes Lost of every Lock of e and stops renewing it.
+func (d *watchdog) lostLocked(e *entry) {
+	for lk := range e.locks {
+		lk.entry = nil
+		lk.markLost()
+	}
+	clear(e.locks)
+	d.dropLocked(e)
+}
+
+// dropLocked removes e and, with the last entry, every timer of the watchdog.
+func (d *watchdog) dropLocked(e *entry) {
+	k := entryKey{e.key, e.token}
+	if d.mu.entries[k] != e {
+		return
+	}
+	delete(d.mu.entries, k)
+	if len(d.mu.entries) > 0 {
+		return
+	}
+	d.mu.ticker.Stop()
+	d.mu.expiry.Stop()
+	d.mu.expiryAt = time.Time{}
+	d.mu.expiryGen++
+}
+
+// armExpiryLocked makes sure the expiry timer fires no later than at.
+func (d *watchdog) armExpiryLocked(at time.Time) error {
+	if !d.mu.expiryAt.IsZero() && !at.Before(d.mu.expiryAt) {
+		return nil
+	}
+	d.mu.expiry.Stop()
+	d.mu.expiryGen++
+	gen := d.mu.expiryGen
+	t, err := d.l.wheel.AtFunc(at, func() { d.expire(gen) })
+	if err != nil {
+		d.mu.expiryAt = time.Time{}
+		return err
+	}
+	d.mu.expiry, d.mu.expiryAt = t, at
+	return nil
+}
+
+// expire declares lost every entry whose deadline has passed and re-arms itself for the next one.
+// It runs on the wheel and does no I/O.
+func (d *watchdog) expire(gen uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if gen != d.mu.expiryGen {
+		return
+	}
+	d.mu.expiryAt = time.Time{}
+	now := time.Now()
+	var next time.Time
+	for _, e := range d.mu.entries {
+		if !e.deadline.After(now) {
+			d.lostLocked(e)
+		} else if next.IsZero() || e.deadline.Before(next) {
+			next = e.deadline
+		}
+	}
+	if next.IsZero() {
+		return
+	}
+	if err := d.armExpiryLocked(next); err != nil {
+		// The wheel was stopped: nothing can be renewed or timed any more.
+		for _, e := range d.mu.entries {
+			d.lostLocked(e)
+		}
+	}
+}
+
+// kick starts a renewal round unless one is in flight. It runs on the wheel and returns at once.
+func (d *watchdog) kick() {
+	if d.running.CompareAndSwap(false, true) {
+		go d.round()
+	}
+}
+
+// round renews every entry once.
+func (d *watchdog) round() {
+	d.mu.Lock()
+	es := make([]*entry, 0, len(d.mu.entries))
+	for _, e := range d.mu.entries {
+		es = append(es, e)
+	}
+	d.mu.Unlock()
+	if len(es) == 0 {
+		d.running.Store(false)
+		return
+	}
+	start := time.Now()
+	batches := d.batch(es)
+	ctx, cancel := context.WithTimeout(context.Background(), d.period)
+	renewed, errs := d.renew(ctx, batches)
+	cancel()
+
+	d.mu.Lock()
+	var failure error
+	for i, b := range batches {
+		if errs[i] != nil {
+			failure = errs[i]
+			continue
+		}
+		deadline := start.Add(d.l.timeout)
+		for j, e := range b {
+			if d.mu.entries[entryKey{e.key, e.token}] != e {
+				continue // unlocked or lost during the round
+			}
+			if !renewed[i][j] {
+				d.lostLocked(e)
+			} else if deadline.After(e.deadline) {
+				e.deadline = deadline
+			}
+		}
+	}
+	d.running.Store(false)
+	if failure != nil && len(d.mu.entries) > 0 {
+		// Bring the next round forward; rounds go on every period from there.
+		d.mu.ticker.Reset(d.retryDelay)
+	}
+	d.mu.Unlock()
+	if failure != nil {
+		d.l.logger.Warn("redislock: renewal failed; retrying until the leases end",
+			slog.Int("locks", len(es)), slog.Any("error", failure))
+	}
+}
+
+// batch groups entries into script calls: only keys of one group (one cluster slot) may share a
+// call, and a call takes at most renewBatchSize keys.
+func (d *watchdog) batch(es []*entry) [][]*entry {
+	groups := make(map[string][]*entry)
+	var order []string
+	for _, e := range es {
+		g := d.l.group(e.key)
+		if _, ok := groups[g]; !ok {
+			order = append(order, g)
+		}
+		groups[g] = append(groups[g], e)
+	}
+	var batches [][]*entry
+	for _, g := range order {
+		list := groups[g]
+		for len(list) > 0 {
+			n := min(len(list), renewBatchSize)
+			batches = append(batches, list[:n:n])
+			list = list[n:]
+		}
+	}
+	return batches
+}
+
+// renew sends one renew script call per batch, all in one pipeline, and reports per batch which
+// keys were renewed or why the call failed.
+func (d *watchdog) renew(ctx context.Context, batches [][]*entry) ([][]bool, []error) {
+	cmds := make([]*redis.Cmd, len(batches))
+	args := d.args(batches)
+	send := func(idx []int, eval bool) {
+		_, _ = d.l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range idx {
+				if eval {
+					cmds[i] = renewScript.Eval(ctx, p, args[i].keys, args[i].argv...)
+				} else {
+					cmds[i] = renewScript.EvalSha(ctx, p, args[i].keys, args[i].argv...)
+				}
+			}
+			return nil
+		})
+	}
+	all := make([]int, len(batches))
+	for i := range all {
+		all[i] = i
+	}
+	send(all, false)
+	// After a Redis restart or SCRIPT FLUSH the script is unknown: send the source once, which
+	// also caches it again.
+	var again []int
+	for i, c := range cmds {
+		if isNoScript(c.Err()) {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		send(again, true)
+	}
+	renewed := make([][]bool, len(batches))
+	errs := make([]error, len(batches))
+	for i, c := range cmds {
+		v, err := c.Result()
+		if err == nil {
+			renewed[i], err = parseRenew(v, len(batches[i]))
+		}
+		errs[i] = err
+	}
+	return renewed, errs
+}
+
+type batchArgs struct {
+	keys []string
+	argv []any
+}
+
+func (d *watchdog) args(batches [][]*entry) []batchArgs {
+	ms := millis(d.l.timeout)
+	out := make([]batchArgs, len(batches))
+	for i, b := range batches {
+		keys := make([]string, len(b))
+		argv := make([]any, 1+len(b))
+		argv[0] = ms
+		for j, e := range b {
+			keys[j] = e.key
+			argv[j+1] = e.tokenArg
+		}
+		out[i] = batchArgs{keys, argv}
+	}
+	return out
+}
