@@ -296,7 +296,8 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 // leaseLocked hands a ready e to a consumer until visibility from now.
 func (q *Queue) leaseLocked(e *entry, visibility time.Duration) Delivery {
 	e.st = leased
-	e.lease++
+	q.state.leaseSeq++
+	e.lease = q.state.leaseSeq
 	q.scheduleLocked(e, time.Now().Add(visibility).UnixNano())
 	q.state.leased++
 	q.stats.delivered++

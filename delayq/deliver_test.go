@@ -275,3 +275,46 @@ func TestRetention(t *testing.T) {
 		t.Logf("%d segments, %d bytes on disk", st.Segments, st.DiskBytes)
 	})
 }
+
+func TestReceiptFromBeforeRestartIsStale(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	q := open(t, dir)
+	q.Put(ctx, Message{Topic: "t"})
+	before := receiveOne(t, q, "t", time.Second, time.Minute)
+	q.Close()
+	q = open(t, dir)
+	after := receiveOne(t, q, "t", time.Second, time.Minute)
+	if err := q.Ack(ctx, before.Receipt); !errors.Is(err, ErrUnknownReceipt) {
+		t.Fatalf("a receipt from before the restart acked the new lease: %v", err)
+	}
+	if err := q.Ack(ctx, after.Receipt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDeliverAtLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir())
+		if _, err := q.Put(ctx, Message{Topic: "t", DeliverAt: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)}); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("DeliverAt in the year 3000: %v", err)
+		}
+		for _, at := range []time.Time{{}, time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC)} {
+			if _, err := q.Put(ctx, Message{Topic: "t", DeliverAt: at}); err != nil {
+				t.Fatal(err)
+			}
+			if d := receiveOne(t, q, "t", time.Millisecond, time.Minute); d.Attempt != 1 {
+				t.Fatalf("delivery %+v", d)
+			}
+		}
+		id, err := q.Put(ctx, Message{Topic: "t", DeliverAt: time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := q.Cancel(ctx, id); !ok {
+			t.Fatal("could not cancel a message due in 2200")
+		}
+		check(t, q)
+	})
+}

@@ -21,8 +21,9 @@ type Message struct {
 	Topic string
 	// Payload is delivered as is. It may be empty.
 	Payload []byte
-	// DeliverAt is when the message becomes due. The zero time means now; a time in the past is due
-	// at once. Its monotonic clock reading, if any, is ignored: it is stored as wall-clock time.
+	// DeliverAt is when the message becomes due. The zero time, or any time before 1970, means now;
+	// a time in the past is due at once. Times after the year 2262 are invalid. Its monotonic clock
+	// reading, if any, is ignored: it is stored as wall-clock time.
 	DeliverAt time.Time
 }
 

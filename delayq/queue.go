@@ -71,6 +71,9 @@ type state struct {
 	topics   map[string]*topicQueue
 	leased   int
 	ready    int
+	// leaseSeq numbers leases. It starts at a random number at Open, so a receipt from before a
+	// restart is all but certain not to name a lease after it.
+	leaseSeq uint64
 }
 
 // A listHead is the newest record of the disk-wheel list of one slot.
@@ -205,7 +208,7 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 	for i := range msgs {
 		m := &msgs[i]
 		at := now
-		if !m.DeliverAt.IsZero() {
+		if m.DeliverAt.After(time.Unix(0, 0)) {
 			at = m.DeliverAt.UnixNano()
 		}
 		id, e, err := q.putLocked(m.ID, m.Topic, m.Payload, at, 0, 0)
@@ -234,9 +237,14 @@ func (q *Queue) validate(m *Message) error {
 		return fmt.Errorf("%w: id of %d bytes", ErrInvalid, len(m.ID))
 	case len(m.Payload) > q.cfg.maxPayload:
 		return fmt.Errorf("%w: payload of %d bytes over %d", ErrInvalid, len(m.Payload), q.cfg.maxPayload)
+	case m.DeliverAt.After(maxDeliverAt):
+		return fmt.Errorf("%w: DeliverAt %v after %v", ErrInvalid, m.DeliverAt, maxDeliverAt)
 	}
 	return nil
 }
+
+// maxDeliverAt is the latest DeliverAt Put accepts: times are kept as int64 Unix nanoseconds.
+var maxDeliverAt = time.Unix(0, 1<<63-1).Add(-24 * time.Hour)
 
 // waitDurable waits for the log to sync through end, or returns at once with NoSync.
 func (q *Queue) waitDurable(end wal.Pos) error {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -40,6 +41,7 @@ func (q *Queue) recover() error {
 	s.byOrigin = make(map[wal.Pos]*entry)
 	s.byID = make(map[string]*entry)
 	s.buckets = make(map[int64]*bucket)
+	s.leaseSeq = rand.Uint64() >> 1
 	s.topics = make(map[string]*topicQueue)
 	replay := wal.MakePos(segs[0], wal.SegmentHeader)
 	if ck != nil {
