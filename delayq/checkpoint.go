@@ -337,23 +337,3 @@ func (q *Queue) runCheckpointer() {
 		}
 	}
 }
-
-// retain deletes the segments before the checkpoint's replay position that hold no needed record.
-func (q *Queue) retain(replay wal.Pos) error {
-	segs, _ := q.log.Segments()
-	for _, seg := range segs {
-		if seg >= replay.Segment() {
-			break
-		}
-		q.mu.Lock()
-		pinned := q.state.pins[seg] > 0
-		q.mu.Unlock()
-		if pinned {
-			continue
-		}
-		if err := q.log.Remove(seg); err != nil {
-			return err
-		}
-	}
-	return nil
-}
