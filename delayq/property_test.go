@@ -12,11 +12,14 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
 // TestRandomOps runs random sequences of puts (due in the past, in the near window, within and
 // far beyond the horizon; with generated and chosen IDs), cancels, receives, acks, nacks, lease
-// expiries, clean reopens and simulated crashes (the directory copied as a kill -9 would leave it),
+// expiries, clean reopens and simulated crashes (the directory copied as a kill -9 would leave it,
+// or as a power loss would: cut anywhere after the last sync, with garbage after the cut),
 // checking the state's invariants after every step and, at the end, that exactly the messages a
 // reference model expects are delivered, none early. Set DELAYQ_SEED to repeat a run.
 func TestRandomOps(t *testing.T) {
@@ -143,6 +146,9 @@ func randomOps(t *testing.T, rng *rand.Rand, base string) {
 				}
 				crashed := filepath.Join(base, fmt.Sprintf("crash%d", step))
 				copyDir(t, dir, crashed)
+				if rng.IntN(2) == 0 {
+					loseUnsynced(t, rng, crashed, q.log.DurableEnd())
+				}
 				if err := q.Close(); err != nil {
 					t.Fatal(err)
 				}
@@ -224,5 +230,42 @@ func copyDir(t testing.TB, src, dst string) {
 		}
 		in.Close()
 		out.Close()
+	}
+}
+
+// loseUnsynced does to a copied queue directory what a power loss may do: segments after the one
+// holding the sync point are gone, and that one is cut somewhere after the sync point, with
+// random bytes (a torn write) or zeros after the cut.
+func loseUnsynced(t testing.TB, rng *rand.Rand, dir string, durable wal.Pos) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		var seg uint32
+		if _, err := fmt.Sscanf(e.Name(), "%010d.seg", &seg); err != nil {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		switch {
+		case seg > durable.Segment():
+			os.Remove(path)
+		case seg == durable.Segment():
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cut := int(durable.Offset()) + rng.IntN(len(data)-int(durable.Offset())+1)
+			tail := make([]byte, rng.IntN(64))
+			if rng.IntN(2) == 0 {
+				for i := range tail {
+					tail[i] = byte(rng.Uint32())
+				}
+			}
+			if err := os.WriteFile(path, append(data[:cut], tail...), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }

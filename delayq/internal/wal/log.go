@@ -84,10 +84,11 @@ type chunk struct {
 	data []byte
 }
 
-// Open opens the log in dir, creating dir if needed. It validates the last segment, truncating a
-// torn tail (a last record cut short, or a last record whose checksum fails and that ends at the
-// end of the file, or zero bytes to the end), and returns a *CorruptError naming the file and offset
-// for any other damage there. Earlier segments are checked as they are read.
+// Open opens the log in dir, creating dir if needed. It validates the last segment and truncates
+// a torn tail: a bad record in the last segment after which no valid record follows (a record cut
+// short, zeros, or the garbage a write interrupted by power loss can leave). A bad record followed
+// by good ones is damage to synced data: Open returns a *CorruptError naming the file and offset.
+// Earlier segments are checked as they are read.
 func Open(dir string, opts Options) (*Log, error) {
 	if opts.SegmentSize <= 0 {
 		opts.SegmentSize = 64 << 20
@@ -132,6 +133,33 @@ func Open(dir string, opts Options) (*Log, error) {
 	return l, nil
 }
 
+// validFrameAfter reports whether any offset at or after from in the file at path starts a valid
+// frame.
+func validFrameAfter(path string, from int64) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("wal: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return false, fmt.Errorf("wal: %w", err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return false, fmt.Errorf("wal: reading %s: %w", path, err)
+	}
+	for i := 0; i+HeaderSize < len(b); i++ {
+		n, err := frameLen(b[i:])
+		if err != nil || i+n > len(b) {
+			continue
+		}
+		if _, err := Decode(b[i : i+n]); err == nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // openLast validates the last segment, repairs a torn tail, and opens it for appending.
 func (l *Log) openLast(seg uint32) error {
 	path := segmentPath(l.dir, seg)
@@ -143,6 +171,15 @@ func (l *Log) openLast(seg uint32) error {
 			return err
 		}
 		torn := ce.truncated || ce.frameEnd >= size
+		if !torn && ce.Offset >= SegmentHeader {
+			// Garbage after the last sync (a torn write) holds no valid frame; damage to synced
+			// data is followed by the records written after it.
+			valid, verr := validFrameAfter(path, ce.Offset+1)
+			if verr != nil {
+				return verr
+			}
+			torn = !valid
+		}
 		if !torn {
 			return err
 		}
@@ -480,6 +517,13 @@ func (l *Log) Scan(from Pos, fn func(pos Pos, r Record) error) error {
 		}
 	}
 	return nil
+}
+
+// DurableEnd returns the position before which every record is synced.
+func (l *Log) DurableEnd() Pos {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.durable
 }
 
 // WrittenEnd returns the position before which every record is in the files.

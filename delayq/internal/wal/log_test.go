@@ -116,6 +116,14 @@ func TestTornTail(t *testing.T) {
 	damaged := append([]byte{}, whole...)
 	damaged[len(damaged)-1] ^= 1
 	cases["last record's checksum fails"] = damaged
+	garbage := append([]byte{}, whole[:lastPos.Offset()]...)
+	for i := range 300 {
+		garbage = append(garbage, byte(i*7+3), 0xff, byte(i))
+	}
+	cases["garbage after"] = garbage
+	badLen := append([]byte{}, whole...)
+	badLen[lastPos.Offset()+6] = 0x7f // length far beyond the file
+	cases["last record's length damaged"] = badLen
 	for name, data := range cases {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), "q")
