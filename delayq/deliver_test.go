@@ -3,6 +3,7 @@ package delayq
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -316,5 +317,64 @@ func TestDeliverAtLimits(t *testing.T) {
 			t.Fatal("could not cancel a message due in 2200")
 		}
 		check(t, q)
+	})
+}
+
+// TestCancelRacingRollKeepsList is the regression test of a Cancel that read a list without the
+// lock while the loader loaded that list and rolled its far message into the next lap's list, at
+// the same wheel index: on re-locking, Cancel's look at the old list emptied the index, and the
+// new list with every message in it was lost.
+func TestCancelRacingRollKeepsList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir(), WithSlot(time.Second), WithHorizon(10*time.Second), WithPreload(time.Second))
+		now := time.Now()
+		far, _ := q.Put(ctx, Message{Topic: "t", DeliverAt: now.Add(25 * time.Second)})
+		other, _ := q.Put(ctx, Message{Topic: "t", DeliverAt: now.Add(25*time.Second + time.Millisecond)})
+		q.afterCancelRead = func() {
+			q.afterCancelRead = nil
+			// Let the loader load far's list (the slot 10 laps before it) and roll it forward.
+			time.Sleep(12 * time.Second)
+			synctest.Wait()
+		}
+		if ok, err := q.Cancel(ctx, far); !ok || err != nil {
+			t.Fatalf("Cancel = %v, %v", ok, err)
+		}
+		check(t, q)
+		d := receiveOne(t, q, "t", time.Minute, time.Minute)
+		if d.ID != other {
+			t.Fatalf("delivered %s, want %s", d.ID, other)
+		}
+	})
+}
+
+// TestReplayCatchesUpLoaded is the regression test of a recovery that took how far the wheel
+// had loaded from the checkpoint alone. The loader passes empty slots without writing to the log,
+// so a list written after the checkpoint could lie beyond the recovered horizon, and the next Put
+// for the same wheel index emptied it.
+func TestReplayCatchesUpLoaded(t *testing.T) {
+	base := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		opts := []Option{WithSlot(time.Second), WithHorizon(10 * time.Second), WithCheckpointInterval(time.Hour)}
+		dir := filepath.Join(base, "q")
+		q := open(t, dir, opts...)
+		time.Sleep(30 * time.Second) // the loader passes 30 empty slots; no checkpoint records it
+		synctest.Wait()
+		a, _ := q.Put(ctx, Message{Topic: "t", DeliverAt: time.Now().Add(9 * time.Second)})
+		crashed := filepath.Join(base, "crashed")
+		q.log.WaitDurable(q.log.End())
+		copyDir(t, dir, crashed)
+		q.Close()
+
+		q = open(t, crashed, opts...)
+		check(t, q)
+		b, _ := q.Put(ctx, Message{Topic: "t", DeliverAt: time.Now().Add(9*time.Second + 500*time.Millisecond)})
+		check(t, q)
+		for _, want := range []string{a, b} {
+			if d := receiveOne(t, q, "t", time.Minute, time.Minute); d.ID != want {
+				t.Fatalf("delivered %s, want %s", d.ID, want)
+			}
+		}
 	})
 }

@@ -44,6 +44,9 @@ type Queue struct {
 
 	// ckptMu serialises checkpoints (the background ones and Close's). Lock order: ckptMu before mu.
 	ckptMu sync.Mutex
+
+	// afterCancelRead, when set by a test, runs after Cancel has read a slot list without mu.
+	afterCancelRead func()
 }
 
 // state is the part of a Queue that checkpoints and recovery rebuild.
@@ -354,6 +357,9 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 		found, err := q.findInList(h.head, origin, id, logEnd)
 		if err != nil {
 			return false, err
+		}
+		if q.afterCancelRead != nil {
+			q.afterCancelRead()
 		}
 		q.mu.Lock()
 		if s.loaded >= list || s.peek(list) != h {
