@@ -68,6 +68,12 @@ func (p *pool) execute(fs []func()) bool {
 }
 
 func (p *pool) work() {
+	returned := false
+	defer func() {
+		if !returned {
+			p.abandoned()
+		}
+	}()
 	for {
 		p.mu.Lock()
 		for len(p.queue) > 0 && p.queue[0].next.Load() >= int64(len(p.queue[0].fs)) {
@@ -78,6 +84,7 @@ func (p *pool) work() {
 			p.queue = nil // let the drained backing array go
 			p.workers--
 			p.mu.Unlock()
+			returned = true
 			return
 		}
 		b := p.queue[0]
@@ -85,6 +92,17 @@ func (p *pool) work() {
 		for !p.drain(b) {
 		}
 	}
+}
+
+// abandoned replaces a worker that ended without returning: a callback called runtime.Goexit.
+func (p *pool) abandoned() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.queue) == 0 {
+		p.workers--
+		return
+	}
+	go p.work()
 }
 
 // drain runs unclaimed callbacks of b until none is left, and reports true then. It returns false
@@ -111,18 +129,26 @@ func (w *Wheel) runAll(fs []func()) {
 }
 
 // runUntilPanic runs fs in order and returns the callbacks after the first that panicked (the
-// panic reported), or nothing when all returned. One deferred recover serves the whole batch.
+// panic reported), or nothing when all returned. One deferred recover serves the whole batch. A
+// callback that calls runtime.Goexit ends this goroutine, so the callbacks after it are handed to
+// a new one.
 func (w *Wheel) runUntilPanic(fs []func()) (rest []func()) {
-	i := 0
+	i, finished := 0, false
 	defer func() {
+		if finished {
+			return
+		}
 		if r := recover(); r != nil {
 			w.reportPanic(r)
 			rest = fs[i+1:]
+			return
 		}
+		go w.runAll(fs[i+1:])
 	}()
 	for ; i < len(fs); i++ {
 		fs[i]()
 	}
+	finished = true
 	return nil
 }
 

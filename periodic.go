@@ -48,10 +48,14 @@ type periodic struct {
 }
 
 func (p *periodic) run() {
-	s, w := p.s, p.s.w
-	w.runOne(p.f)
-	now := w.now()
+	defer p.rearm() // deferred so that a callback calling runtime.Goexit does not end the series
+	p.s.w.runOne(p.f)
+}
 
+// rearm places the node again for the next run, or frees it if the series was stopped meanwhile.
+func (p *periodic) rearm() {
+	s, w := p.s, p.s.w
+	now := w.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.node(p.i)

@@ -99,6 +99,12 @@ func (s *shard) endLocked() {
 // executor, and sleeps until the next tick with work. It exits when the shard is empty, so an idle
 // wheel holds no goroutines, and when the wheel stops.
 func (s *shard) drive() {
+	returned := false
+	defer func() {
+		if !returned {
+			s.abandoned()
+		}
+	}()
 	var sleep *time.Timer
 	for {
 		now := s.w.now()
@@ -106,6 +112,7 @@ func (s *shard) drive() {
 		if s.stopped {
 			s.running = false
 			s.mu.Unlock()
+			returned = true
 			return
 		}
 		s.advanceLocked(s.w.tickOf(now))
@@ -130,6 +137,7 @@ func (s *shard) drive() {
 			}
 		}
 		if !ok {
+			returned = true
 			return
 		}
 
@@ -151,7 +159,19 @@ func (s *shard) drive() {
 			s.mu.Lock()
 			s.running = false
 			s.mu.Unlock()
+			returned = true
 			return
 		}
+	}
+}
+
+// abandoned hands the shard to a new driver after the running one ended without returning: an
+// inline callback called runtime.Goexit (as t.FailNow does), which no recover stops.
+func (s *shard) abandoned() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.running = false
+	if !s.stopped && s.pending > 0 {
+		s.wakeForLocked(s.cur)
 	}
 }

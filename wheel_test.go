@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -560,3 +561,31 @@ func TestCascadeAtCurBeforeLevelZero(t *testing.T) {
 }
 
 func nop() {}
+
+// TestCallbackGoexit checks that a callback ending its goroutine with runtime.Goexit, which no
+// recover stops, neither loses the timers after it nor leaks the driver or worker it ran on.
+func TestCallbackGoexit(t *testing.T) {
+	forEachExecutor(t, func(t *testing.T, opts ...Option) {
+		w := New(append(opts, WithShards(1))...)
+		defer w.Stop()
+		fired := newFiring()
+		// Slots fire newest first, so the Goexit comes first in its tick's batch.
+		w.AfterFunc(time.Millisecond, fired.record(0))
+		w.AfterFunc(time.Millisecond, runtime.Goexit)
+		w.AfterFunc(5*time.Millisecond, fired.record(1))
+		var runs atomic.Int64
+		w.Every(2*time.Millisecond, func() {
+			if runs.Add(1) == 1 {
+				runtime.Goexit()
+			}
+		})
+		time.Sleep(10 * time.Millisecond)
+		synctest.Wait()
+		if fired.count() != 2 {
+			t.Fatalf("%d of 2 timers fired after a callback called Goexit", fired.count())
+		}
+		if runs.Load() != 5 {
+			t.Fatalf("a periodic timer whose first run called Goexit ran %d times in 5 periods", runs.Load())
+		}
+	})
+}

@@ -93,10 +93,13 @@
 // same rate, and possibly a little earlier. Work that ignores Lost, or runs between a check of Lost
 // and a write, is protected only by the fencing token.
 //
-// Waiters are not served in order, and all waiters of a lock wake on its release and race to
-// acquire it. With a Ring, the release messages of locks on other shards than the pub/sub
-// connection's are not received, so waiters fall back on the holder's lease timer.
+// Each release wakes one waiting goroutine per Locker, the one of that Locker that has waited
+// longest; the woken waiters of different Lockers (processes) race, so there is no order across
+// processes, and a goroutine that asks while the lock is free may get it before the waiters. With a
+// Ring, the release messages of locks on other shards than the pub/sub connection's are not
+// received, so waiters fall back on the holder's lease timer.
 //
-// A Locker holds no goroutine when idle and needs no Close; a wheel it created for itself stops
-// its goroutines when no timer is pending.
+// A Locker holds no goroutine when idle and needs no Close: its pub/sub connection is closed a few
+// seconds after the last wait, and a wheel it created for itself stops its goroutines when no timer
+// is pending.
 package redislock

@@ -113,6 +113,7 @@ func TestMutualExclusionUnderContention(t *testing.T) {
 func TestLockWokenByRelease(t *testing.T) {
 	s := redistest.Start(t)
 	a, b := newLocker(t, s), newLocker(t, s)
+	b.sub.linger = 0 // check that the subscription is dropped when the waiter leaves
 	waiting := make(chan struct{}, 1)
 	b.testHookWait = func() {
 		select {
@@ -161,6 +162,7 @@ func TestLockWokenByRelease(t *testing.T) {
 func TestLockContextEnds(t *testing.T) {
 	s := redistest.Start(t)
 	a, b := newLocker(t, s), newLocker(t, s)
+	b.sub.linger = 0 // check that the subscription is dropped when the waiter leaves
 	if _, err := a.Lock(context.Background(), "job"); err != nil {
 		t.Fatal(err)
 	}
@@ -177,19 +179,19 @@ func TestLockContextEnds(t *testing.T) {
 	}
 }
 
-// TestWatchdogKeepsShortLeaseAlive holds a lock with a 150 ms lease for ten leases while another
+// TestWatchdogKeepsShortLeaseAlive holds a lock with a 300 ms lease for eight leases while another
 // Locker waits for it: a single missed renewal would let the waiter in, as its fallback timer
 // retries when the holder's time to live runs out.
 func TestWatchdogKeepsShortLeaseAlive(t *testing.T) {
 	s := redistest.Start(t)
-	const timeout = 150 * time.Millisecond
+	const timeout = 300 * time.Millisecond
 	a := newLocker(t, s, WithWatchdogTimeout(timeout))
 	b := newLocker(t, s, WithWatchdogTimeout(timeout))
 	la, err := a.Lock(context.Background(), "job")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*timeout)
 	defer cancel()
 	if lb, err := b.Lock(ctx, "job"); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("waiter got the lock (%v, %v) while the watchdog should keep it", lb, err)

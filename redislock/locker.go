@@ -24,8 +24,8 @@ const (
 // A Locker acquires locks in one Redis deployment and keeps the leases of the locks it holds alive
 // with a single watchdog on a timing wheel. Create one with New and share it: a Locker is safe for
 // concurrent use by any number of goroutines, and each Locker costs one periodic timer while it holds
-// watchdog locks, one pub/sub connection while some goroutine waits in Lock, and no goroutine when
-// idle.
+// watchdog locks, one pub/sub connection while goroutines wait in Lock (kept for a few seconds
+// after the last wait), and no goroutine when idle.
 type Locker struct {
 	rdb     redis.UniversalClient
 	wheel   *tock.Wheel
@@ -67,7 +67,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Locker {
 		l.group = func(string) string { return "" }
 	}
 	l.dog.init(l)
-	l.sub.rdb = rdb
+	l.sub.rdb, l.sub.wheel, l.sub.linger = rdb, l.wheel, subscriptionLinger
 	return l
 }
 
@@ -92,20 +92,26 @@ func (l *Locker) TryLock(ctx context.Context, name string, opts ...LockOption) (
 // Lock acquires the named lock, waiting while another owner holds it until it is released or its
 // lease runs out, or until ctx ends, when it returns an error wrapping ctx.Err(). A waiter is woken
 // by the release's pub/sub message and, should that be lost, by a timer on the wheel set to the
-// holder's remaining time to live; it does not poll. Waiters are not served in any particular order.
-// A Redis error while waiting is returned at once.
+// holder's remaining time to live; it does not poll. Each release wakes the goroutine of this
+// Locker that has waited longest (see the package doc for the order across Lockers). A Redis error
+// while waiting is returned at once.
 func (l *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	c, err := l.config(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	lk, _, err := l.acquire(ctx, name, c)
-	if err != nil || lk != nil {
-		return lk, err
+	channel := channelName(name)
+	if !l.sub.subscribed(channel) {
+		// Try before subscribing: most locks are free.
+		lk, _, err := l.acquire(ctx, name, c)
+		if err != nil || lk != nil {
+			return lk, err
+		}
 	}
-	// Held elsewhere. Subscribe before trying again, so that a release between the try and the
-	// wait cannot go unnoticed.
-	w, err := l.sub.join(ctx, channelName(name))
+	// Register as a waiter before the try that decides whether to wait, so that a release between
+	// that try and the wait cannot go unnoticed. A lock whose channel this Locker is still
+	// subscribed to was contended moments ago: it is likely held, so join at once.
+	w, err := l.sub.join(ctx, channel)
 	if err != nil {
 		return nil, fmt.Errorf("redislock: lock %q: wait: %w", name, err)
 	}

@@ -23,7 +23,6 @@ const acquireSrc = `
 local owner = redis.call('HGET', KEYS[1], 'owner')
 if not owner then
   local token = redis.call('HINCRBY', KEYS[2], 'last', 1)
-  redis.call('DEL', KEYS[1])
   redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', token, 'count', 1, ARGV[2], 1)
   redis.call('PEXPIRE', KEYS[1], ARGV[3])
   return {1, token}

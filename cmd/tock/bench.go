@@ -149,7 +149,7 @@ func show(r testing.BenchmarkResult, unit string, v float64) string {
 	case "p99-late-ms":
 		return fmt.Sprintf("%.2f ms (early: %.0f)", v, r.Extra["early"])
 	case "ms-to-all-done":
-		return fmt.Sprintf("%.0f ms (p99 late %.0f ms)", v, r.Extra["p99-late-ms"])
+		return fmt.Sprintf("%.0f ms", v)
 	case "B/pending":
 		return fmt.Sprintf("%.1f B", v)
 	}

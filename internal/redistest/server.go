@@ -140,6 +140,7 @@ func (s *Server) start() error {
 	argv = append(argv, s.extra...)
 	cmd := exec.Command(s.bin, argv...)
 	cmd.Dir = s.dir
+	dieWithParent(cmd)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		return err

@@ -1,0 +1,150 @@
+package redislock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tockwheel/tock/internal/redistest"
+)
+
+// TestWaitersServedInOrder has three goroutines of one Locker wait for a lock, one after the other,
+// and checks that each release wakes the one that has waited longest.
+func TestWaitersServedInOrder(t *testing.T) {
+	s := redistest.Start(t)
+	a, b := newLocker(t, s), newLocker(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	held, err := a.Lock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{}, 16)
+	b.testHookWait = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
+	order := make(chan int, 3)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := range 3 {
+		wg.Go(func() {
+			lk, err := b.Lock(ctx, "job")
+			if err != nil {
+				t.Error(err)
+				order <- -1
+				return
+			}
+			order <- i
+			if err := lk.Unlock(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+		// Let waiter i queue up before starting the next.
+		select {
+		case <-waiting:
+		case <-ctx.Done():
+			t.Fatal("waiter did not start waiting")
+		}
+	}
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for want := range 3 {
+		if got := <-order; got != want {
+			t.Fatalf("waiter %d acquired in turn %d", got, want)
+		}
+	}
+}
+
+// TestSubscriptionLingers checks that the pub/sub connection and a channel's subscription outlive a
+// wait, so that the next wait needs no new connection, and that a sweep drops them once idle.
+func TestSubscriptionLingers(t *testing.T) {
+	s := redistest.Start(t)
+	a, b := newLocker(t, s), newLocker(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	waiting := make(chan struct{}, 1)
+	b.testHookWait = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
+	wait := func() {
+		t.Helper()
+		held, err := a.Lock(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			lk, err := b.Lock(ctx, "job")
+			if err == nil {
+				err = lk.Unlock(ctx)
+			}
+			got <- err
+		}()
+		<-waiting
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait()
+	b.sub.mu.Lock()
+	ps := b.sub.mu.ps
+	b.sub.mu.Unlock()
+	if ps == nil {
+		t.Fatal("pub/sub connection closed right after the wait")
+	}
+	wait()
+	b.sub.mu.Lock()
+	if b.sub.mu.ps != ps {
+		t.Fatal("second wait opened a new pub/sub connection")
+	}
+	for _, tp := range b.sub.mu.topics {
+		tp.idleSince = tp.idleSince.Add(-subscriptionLinger)
+	}
+	b.sub.mu.Unlock()
+	b.sub.sweep()
+	b.sub.mu.Lock()
+	defer b.sub.mu.Unlock()
+	if b.sub.mu.ps != nil || len(b.sub.mu.topics) != 0 {
+		t.Fatalf("after the linger: ps=%v, %d topics; want none", b.sub.mu.ps, len(b.sub.mu.topics))
+	}
+}
+
+// TestUnusedWakePassesOn checks that a waiter that leaves with a wake-up it did not act on hands it
+// to the next waiter, which would otherwise sleep until its fallback timer.
+func TestUnusedWakePassesOn(t *testing.T) {
+	var s subscriber
+	tp := &topic{confirmed: true}
+	s.mu.topics = map[string]*topic{"c": tp}
+	var ws []*waiter
+	for i := range 2 {
+		w := &waiter{wake: make(chan struct{}, 1), channel: fmt.Sprint("c", i*0), t: tp}
+		tp.waiters = append(tp.waiters, w)
+		ws = append(ws, w)
+	}
+	ws[0].notify()
+	s.leave(ws[0])
+	if !isClosedOrReady(ws[1].wake) {
+		t.Fatal("the wake-up of a leaving waiter was lost")
+	}
+}
+
+func isClosedOrReady(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
