@@ -1,6 +1,7 @@
 package delayq
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -302,7 +303,7 @@ func (q *Queue) leaseLocked(e *entry, visibility time.Duration) Delivery {
 	q.state.leased++
 	q.stats.delivered++
 	return Delivery{
-		Message: Message{ID: e.id, Topic: e.topic, Payload: e.payload, DeliverAt: time.Unix(0, e.deliverAt)},
+		Message: Message{ID: e.id, Topic: e.topic, Payload: bytes.Clone(e.payload), DeliverAt: time.Unix(0, e.deliverAt)},
 		Receipt: makeReceipt(e.origin, e.lease),
 		Attempt: int(e.attempt) + 1,
 	}

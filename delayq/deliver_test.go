@@ -378,3 +378,24 @@ func TestReplayCatchesUpLoaded(t *testing.T) {
 		}
 	})
 }
+
+// TestPayloadBuffersAreNotShared is the regression test of a message due at once keeping the
+// producer's payload slice, so that reusing the buffer after Put changed the message.
+func TestPayloadBuffersAreNotShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir())
+		buf := []byte("first")
+		q.Put(ctx, Message{Topic: "t", Payload: buf})
+		copy(buf, "XXXXX")
+		d := receiveOne(t, q, "t", time.Second, time.Millisecond)
+		if string(d.Payload) != "first" {
+			t.Fatalf("payload %q after the producer reused its buffer", d.Payload)
+		}
+		copy(d.Payload, "YYYYY")
+		d = receiveOne(t, q, "t", time.Minute, time.Minute) // redelivered after the lease ran out
+		if string(d.Payload) != "first" {
+			t.Fatalf("payload %q after the consumer wrote to its copy", d.Payload)
+		}
+	})
+}

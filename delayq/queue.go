@@ -1,6 +1,7 @@
 package delayq
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -294,7 +295,8 @@ func (q *Queue) putLocked(id, topic string, payload []byte, deliverAt int64, att
 		}
 		return rec.ID, end, nil
 	}
-	e := &entry{pos: pos, origin: originOf(origin, pos), id: rec.ID, topic: topic, payload: payload, deliverAt: deliverAt, attempt: attempt}
+	// The caller may reuse its payload buffer once Put returns: keep a copy.
+	e := &entry{pos: pos, origin: originOf(origin, pos), id: rec.ID, topic: topic, payload: bytes.Clone(payload), deliverAt: deliverAt, attempt: attempt}
 	if !q.insertLocked(e) {
 		q.unpinLocked(pos) // a rolled copy of a message in memory already
 		return rec.ID, end, nil
