@@ -357,17 +357,19 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 		q.mu.Unlock()
 
 		found, err := q.findInList(h.head, origin, id, logEnd)
-		if err != nil {
-			return false, err
-		}
 		if q.afterCancelRead != nil {
 			q.afterCancelRead()
 		}
 		q.mu.Lock()
 		if s.loaded >= list || s.peek(list) != h {
-			// The slot was loaded, or records were added to it, while we read: look again.
+			// The slot was loaded, or records were added to it, while we read: look again. (A
+			// read error can come from that too: a loaded list's segments may be deleted.)
 			q.mu.Unlock()
 			continue
+		}
+		if err != nil {
+			q.mu.Unlock()
+			return false, err
 		}
 		if !found {
 			q.mu.Unlock()
