@@ -74,7 +74,7 @@ func (q *Queue) snapshotLocked(end wal.Pos) *checkpoint {
 		loaded:      s.loaded,
 		diskPending: s.diskPending,
 		pins:        make(map[uint32]int64, len(s.pins)),
-		entries:     make([]ckEntry, 0, len(s.byPos)),
+		entries:     make([]ckEntry, 0, len(s.byOrigin)),
 		userIDs:     make(map[string]int64, len(s.userIDs)),
 	}
 	for _, h := range s.heads {
@@ -85,7 +85,7 @@ func (q *Queue) snapshotLocked(end wal.Pos) *checkpoint {
 	for k, v := range s.pins {
 		ck.pins[k] = v
 	}
-	for _, e := range s.byPos {
+	for _, e := range s.byOrigin {
 		ce := ckEntry{pos: e.pos, origin: e.origin, deliverAt: e.deliverAt, attempt: e.attempt}
 		if e.topicChanged {
 			ce.topic = e.topic
@@ -336,24 +336,4 @@ func (q *Queue) runCheckpointer() {
 			return
 		}
 	}
-}
-
-// retain deletes the segments before the checkpoint's replay position that hold no needed record.
-func (q *Queue) retain(replay wal.Pos) error {
-	segs, _ := q.log.Segments()
-	for _, seg := range segs {
-		if seg >= replay.Segment() {
-			break
-		}
-		q.mu.Lock()
-		pinned := q.state.pins[seg] > 0
-		q.mu.Unlock()
-		if pinned {
-			continue
-		}
-		if err := q.log.Remove(seg); err != nil {
-			return err
-		}
-	}
-	return nil
 }

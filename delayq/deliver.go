@@ -1,6 +1,7 @@
 package delayq
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,8 +15,8 @@ import (
 // An entry is a message in memory: loaded from the disk wheel, or put straight into the near
 // window. Its fields are guarded by Queue.mu.
 type entry struct {
-	pos    wal.Pos // its current Put record; receipts name it
-	origin wal.Pos // its first Put record (equal to pos unless rolled)
+	pos    wal.Pos // its current Put record
+	origin wal.Pos // its first Put record (equal to pos unless rolled); names it in memory
 
 	id, topic string
 	payload   []byte
@@ -24,26 +25,41 @@ type entry struct {
 
 	// topicChanged: topic is a dead-letter topic, not the one in the record at pos.
 	topicChanged bool
+	// userID: id was chosen by the producer, so the entry is in state.byID.
+	userID bool
 
 	st    entryState
-	timer tock.Timer // deliverAt (waiting) or lease end (leased); zero when none
-	gen   uint64     // bumped whenever the timer is re-armed, so a stale callback does nothing
-	lease uint64     // number of the current or last lease; receipts carry it
+	lease uint64 // number of the current or last lease; receipts carry it
 
-	prev, next *entry // the topic's ready list, while ready
+	// bucket is the timer bucket the entry waits in (waiting: until due; leased: until the lease
+	// ends), or nil. prev and next link it into its bucket, or into its topic's ready list.
+	bucket     *bucket
+	prev, next *entry
 }
 
 // entryState is where an entry is in delivery.
 type entryState uint8
 
 const (
-	// waiting: deliverAt is in the future; timer makes it ready.
+	// waiting: deliverAt is in the future; its bucket's timer makes it ready.
 	waiting entryState = iota
 	// ready: due, in its topic's ready list, waiting for Receive.
 	ready
-	// leased: handed to a consumer by Receive; timer ends the lease.
+	// leased: handed to a consumer by Receive; its bucket's timer ends the lease.
 	leased
 )
+
+// A bucket holds the entries whose timer ends in one millisecond, so that a million messages due
+// in one second cost a thousand timers on the wheel, not a million, and each callback moves a
+// whole bucket under one lock. A bucket fires at the end of its millisecond: never early.
+type bucket struct {
+	key   int64 // Unix milliseconds, rounded up: the bucket fires at key ms
+	head  *entry
+	n     int
+	timer tock.Timer
+}
+
+const bucketNs = int64(time.Millisecond)
 
 // A topicQueue holds a topic's ready entries, oldest first, and wakes Receive calls.
 type topicQueue struct {
@@ -53,28 +69,47 @@ type topicQueue struct {
 	signal chan struct{}
 }
 
-// insertLocked adds a loaded message to the indexes. The caller arms it.
-func (q *Queue) insertLocked(e *entry) {
-	q.state.byPos[e.pos] = e
-	q.state.byID[e.id] = e
+// insertLocked adds a loaded message to the indexes and reports whether it did: false means a
+// message with the same origin is in memory already (a duplicate rolled copy), and e was dropped.
+// The caller pins e's record for a true result, and arms it.
+func (q *Queue) insertLocked(e *entry) bool {
+	s := &q.state
+	if s.byOrigin[e.origin] != nil {
+		return false
+	}
+	s.byOrigin[e.origin] = e
+	if !isGenerated(e.id, e.origin) {
+		e.userID = true
+		s.byID[e.id] = e
+	}
+	return true
+}
+
+// lookupLocked returns the message in memory with the given ID, or nil.
+func (q *Queue) lookupLocked(id string) *entry {
+	if e := q.state.byID[id]; e != nil {
+		return e
+	}
+	if _, origin, ok := parseID(id); ok {
+		if e := q.state.byOrigin[origin]; e != nil && e.id == id {
+			return e
+		}
+	}
+	return nil
 }
 
 // removeLocked forgets e: acked, cancelled or found done. It releases its record's pin.
 func (q *Queue) removeLocked(e *entry) {
 	s := &q.state
-	e.gen++
-	if e.timer != (tock.Timer{}) {
-		e.timer.Stop()
-		e.timer = tock.Timer{}
-	}
+	q.unscheduleLocked(e)
 	switch e.st {
 	case ready:
 		q.unlinkReadyLocked(e)
 	case leased:
 		s.leased--
 	}
-	delete(s.byPos, e.pos)
-	if s.byID[e.id] == e {
+	delete(s.byOrigin, e.origin)
+	if e.userID && s.byID[e.id] == e {
 		delete(s.byID, e.id)
 	}
 	q.unpinLocked(e.pos)
@@ -88,42 +123,85 @@ func (q *Queue) unpinLocked(p wal.Pos) {
 	}
 }
 
-// armLocked makes a waiting e ready at its deliverAt: now if that has passed, else by a timer on
-// the in-memory wheel, which never fires early.
+// armLocked makes e, which is not ready, leased or scheduled, ready at its deliverAt: now if that
+// has passed, else when its bucket fires.
 func (q *Queue) armLocked(e *entry) {
 	e.st = waiting
-	e.gen++
-	delay := time.Duration(e.deliverAt - time.Now().UnixNano())
-	if delay <= 0 {
+	if e.deliverAt <= time.Now().UnixNano() {
 		q.readyLocked(e)
 		return
 	}
-	gen := e.gen
-	t, err := q.wheel.AtFunc(time.Unix(0, e.deliverAt), func() { q.fire(e, gen) })
-	if err != nil {
-		// The wheel is stopped: the queue is closing and the message is delivered after Open.
-		return
-	}
-	e.timer = t
+	q.scheduleLocked(e, e.deliverAt)
 }
 
-// fire is the timer callback of e: the message came due, or its lease ran out.
-func (q *Queue) fire(e *entry, gen uint64) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if e.gen != gen || q.usableLocked() != nil {
+// scheduleLocked puts e in the bucket of the millisecond that ends at or after at.
+func (q *Queue) scheduleLocked(e *entry, at int64) {
+	key := at / bucketNs
+	if at%bucketNs > 0 {
+		key++
+	}
+	b := q.state.buckets[key]
+	if b == nil {
+		b = &bucket{key: key}
+		t, err := q.wheel.AtFunc(time.UnixMilli(key), func() { q.fire(b) })
+		if err != nil {
+			// The wheel is stopped: the queue is closing, and the message is handled after Open.
+			return
+		}
+		b.timer = t
+		q.state.buckets[key] = b
+	}
+	e.bucket, e.prev, e.next = b, nil, b.head
+	if b.head != nil {
+		b.head.prev = e
+	}
+	b.head = e
+	b.n++
+}
+
+// unscheduleLocked takes e out of its bucket, if any, stopping the bucket's timer when it empties.
+func (q *Queue) unscheduleLocked(e *entry) {
+	b := e.bucket
+	if b == nil {
 		return
 	}
-	e.timer = tock.Timer{}
-	switch e.st {
-	case waiting:
-		q.readyLocked(e)
-	case leased:
-		q.state.leased--
-		q.stats.expired++
-		if _, err := q.retryLocked(e, 0, true); err != nil {
-			q.failLocked(err)
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		b.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	}
+	e.bucket, e.prev, e.next = nil, nil, nil
+	if b.n--; b.n == 0 {
+		b.timer.Stop()
+		delete(q.state.buckets, b.key)
+	}
+}
+
+// fire is a bucket's timer callback: its messages came due, or their leases ran out.
+func (q *Queue) fire(b *bucket) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.state.buckets[b.key] != b || q.usableLocked() != nil {
+		return // emptied and replaced, or closing
+	}
+	delete(q.state.buckets, b.key)
+	for e := b.head; e != nil; {
+		next := e.next
+		e.bucket, e.prev, e.next = nil, nil, nil
+		switch e.st {
+		case waiting:
+			q.readyLocked(e)
+		case leased:
+			q.state.leased--
+			q.stats.expired++
+			if _, err := q.retryLocked(e, 0, true); err != nil {
+				q.failLocked(err)
+			}
 		}
+		e = next
 	}
 }
 
@@ -219,17 +297,14 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 // leaseLocked hands a ready e to a consumer until visibility from now.
 func (q *Queue) leaseLocked(e *entry, visibility time.Duration) Delivery {
 	e.st = leased
-	e.lease++
-	e.gen++
-	gen := e.gen
-	if t, err := q.wheel.AfterFunc(visibility, func() { q.fire(e, gen) }); err == nil {
-		e.timer = t
-	}
+	q.state.leaseSeq++
+	e.lease = q.state.leaseSeq
+	q.scheduleLocked(e, time.Now().Add(visibility).UnixNano())
 	q.state.leased++
 	q.stats.delivered++
 	return Delivery{
-		Message: Message{ID: e.id, Topic: e.topic, Payload: e.payload, DeliverAt: time.Unix(0, e.deliverAt)},
-		Receipt: makeReceipt(e.pos, e.lease),
+		Message: Message{ID: e.id, Topic: e.topic, Payload: bytes.Clone(e.payload), DeliverAt: time.Unix(0, e.deliverAt)},
+		Receipt: makeReceipt(e.origin, e.lease),
 		Attempt: int(e.attempt) + 1,
 	}
 }
@@ -238,11 +313,11 @@ func (q *Queue) leaseLocked(e *entry, visibility time.Duration) Delivery {
 // whose lease ran out but which was not leased again still counts, so a slow consumer's ack is not
 // wasted.
 func (q *Queue) leasedLocked(receipt string) (*entry, error) {
-	pos, lease, ok := parseReceipt(receipt)
+	origin, lease, ok := parseReceipt(receipt)
 	if !ok {
 		return nil, fmt.Errorf("%w: malformed receipt %q", ErrUnknownReceipt, receipt)
 	}
-	e := q.state.byPos[pos]
+	e := q.state.byOrigin[origin]
 	if e == nil || e.lease != lease || lease == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownReceipt, receipt)
 	}
@@ -270,7 +345,7 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 			errs = append(errs, err)
 			continue
 		}
-		_, end, err = q.log.Append(&wal.Record{Kind: wal.KindAck, Target: e.pos})
+		_, end, err = q.log.Append(&wal.Record{Kind: wal.KindAck, Target: e.origin})
 		if err != nil {
 			q.failLocked(err)
 			q.mu.Unlock()
@@ -308,8 +383,7 @@ func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) e
 		q.mu.Unlock()
 		return err
 	}
-	e.timer.Stop()
-	e.timer = tock.Timer{}
+	q.unscheduleLocked(e)
 	q.state.leased--
 	q.stats.nacked++
 	end, err := q.retryLocked(e, max(delay, 0), false)
@@ -323,13 +397,13 @@ func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) e
 	return q.waitDurable(end)
 }
 
-// retryLocked records a failed delivery of e, which is no longer leased: it is due again after
+// retryLocked records a failed delivery of e, which is no longer leased or scheduled: it is due again after
 // delay (or the backoff, when useBackoff), or moves to its dead-letter topic. The Update record is
 // appended; the caller decides whether to wait for it.
 func (q *Queue) retryLocked(e *entry, delay time.Duration, useBackoff bool) (wal.Pos, error) {
 	e.attempt++
 	now := time.Now().UnixNano()
-	rec := wal.Record{Kind: wal.KindUpdate, Target: e.pos}
+	rec := wal.Record{Kind: wal.KindUpdate, Target: e.origin}
 	dead := q.cfg.maxAttempts > 0 && int(e.attempt) >= q.cfg.maxAttempts
 	switch {
 	case dead && !q.isDeadLetterTopic(e.topic):

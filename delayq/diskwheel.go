@@ -97,7 +97,7 @@ func (q *Queue) load(a int64) error {
 			q.mu.Unlock()
 			return fmt.Errorf("delayq: internal error: loading slot %d after %d", a, q.state.loaded)
 		}
-		h := *q.state.head(a)
+		h := q.state.peek(a)
 		if h.head == seen || try == 3 {
 			break // keep mu
 		}
@@ -114,7 +114,7 @@ func (q *Queue) load(a int64) error {
 		seen = h.head
 	}
 	defer q.mu.Unlock()
-	if h := q.state.head(a).head; h != seen {
+	if h := q.state.peek(a).head; h != seen {
 		// Records added since the last read. The flusher does not need mu, so waiting here is safe.
 		if err := q.log.WaitWritten(q.log.End()); err != nil {
 			return err
@@ -166,7 +166,9 @@ func (q *Queue) advanceLocked(a int64, write bool) error {
 func (q *Queue) applyListLocked(a int64, recs []listRecord, arm bool) (rolls []*entry, err error) {
 	s := &q.state
 	cancelled := make(map[string]bool)
-	origins := make(map[wal.Pos]bool, len(recs))
+	// Rolled copies of one message can be in one list twice (a roll repeated after a crash);
+	// copies are rare, so only they are remembered.
+	copies := make(map[wal.Pos]bool)
 	for _, lr := range recs {
 		rec := &lr.rec
 		q.unpinLocked(lr.pos)
@@ -176,11 +178,13 @@ func (q *Queue) applyListLocked(a int64, recs []listRecord, arm bool) (rolls []*
 		}
 		s.diskPending--
 		origin := originOf(rec.Origin, lr.pos)
-		if cancelled[rec.ID] || origins[origin] {
+		if cancelled[rec.ID] || copies[origin] {
 			continue
 		}
-		origins[origin] = true
-		if s.userIDs[rec.ID] == s.slotOf(rec.DeliverAt) {
+		if rec.Origin != 0 {
+			copies[origin] = true
+		}
+		if slot, ok := s.userIDs[rec.ID]; ok && slot == s.slotOf(rec.DeliverAt) {
 			delete(s.userIDs, rec.ID)
 		}
 		e := &entry{pos: lr.pos, origin: origin, id: rec.ID, topic: rec.Topic, payload: rec.Payload, deliverAt: rec.DeliverAt, attempt: rec.Attempt}
@@ -188,8 +192,10 @@ func (q *Queue) applyListLocked(a int64, recs []listRecord, arm bool) (rolls []*
 			rolls = append(rolls, e)
 			continue
 		}
+		if !q.insertLocked(e) {
+			continue
+		}
 		s.pins[lr.pos.Segment()]++
-		q.insertLocked(e)
 		if arm {
 			q.armLocked(e)
 		}

@@ -21,8 +21,9 @@ type Message struct {
 	Topic string
 	// Payload is delivered as is. It may be empty.
 	Payload []byte
-	// DeliverAt is when the message becomes due. The zero time means now; a time in the past is due
-	// at once. Its monotonic clock reading, if any, is ignored: it is stored as wall-clock time.
+	// DeliverAt is when the message becomes due. The zero time, or any time before 1970, means now;
+	// a time in the past is due at once. Times after the year 2262 are invalid. Its monotonic clock
+	// reading, if any, is ignored: it is stored as wall-clock time.
 	DeliverAt time.Time
 }
 
@@ -66,9 +67,9 @@ func parseID(id string) (deliverAt int64, pos wal.Pos, ok bool) {
 }
 
 // isGenerated reports whether id is the ID Put generated for a message first written at origin.
-func isGenerated(id string, deliverAt int64, origin wal.Pos) bool {
-	d, p, ok := parseID(id)
-	return ok && p == origin && d == deliverAt
+func isGenerated(id string, origin wal.Pos) bool {
+	_, p, ok := parseID(id)
+	return ok && p == origin
 }
 
 // A receipt is the message's current log position and its lease number, as 32 hex digits.

@@ -1,6 +1,7 @@
 package delayq
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,9 @@ type Queue struct {
 
 	// ckptMu serialises checkpoints (the background ones and Close's). Lock order: ckptMu before mu.
 	ckptMu sync.Mutex
+
+	// afterCancelRead, when set by a test, runs after Cancel has read a slot list without mu.
+	afterCancelRead func()
 }
 
 // state is the part of a Queue that checkpoints and recovery rebuild.
@@ -65,11 +69,15 @@ type state struct {
 	// userIDs maps the chosen ID of each message in the disk wheel to its slot, for Cancel.
 	userIDs map[string]int64
 
-	byPos  map[wal.Pos]*entry // loaded messages by their current record
-	byID   map[string]*entry  // loaded messages by ID (the latest put, for duplicated IDs)
-	topics map[string]*topicQueue
-	leased int
-	ready  int
+	byOrigin map[wal.Pos]*entry // messages in memory by their first record
+	byID     map[string]*entry  // messages in memory with chosen IDs (the latest, for duplicates)
+	buckets  map[int64]*bucket  // timer buckets by millisecond
+	topics   map[string]*topicQueue
+	leased   int
+	ready    int
+	// leaseSeq numbers leases. It starts at a random number at Open, so a receipt from before a
+	// restart is all but certain not to name a lease after it.
+	leaseSeq uint64
 }
 
 // A listHead is the newest record of the disk-wheel list of one slot.
@@ -104,7 +112,7 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		cfg:    cfg,
 		lock:   lock,
 		closed: make(chan struct{}),
-		wheel:  tock.New(tock.WithGoroutineExecutor()),
+		wheel:  tock.New(),
 	}
 	if err := q.recover(); err != nil {
 		q.wheel.Stop()
@@ -204,7 +212,7 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 	for i := range msgs {
 		m := &msgs[i]
 		at := now
-		if !m.DeliverAt.IsZero() {
+		if m.DeliverAt.After(time.Unix(0, 0)) {
 			at = m.DeliverAt.UnixNano()
 		}
 		id, e, err := q.putLocked(m.ID, m.Topic, m.Payload, at, 0, 0)
@@ -233,9 +241,14 @@ func (q *Queue) validate(m *Message) error {
 		return fmt.Errorf("%w: id of %d bytes", ErrInvalid, len(m.ID))
 	case len(m.Payload) > q.cfg.maxPayload:
 		return fmt.Errorf("%w: payload of %d bytes over %d", ErrInvalid, len(m.Payload), q.cfg.maxPayload)
+	case m.DeliverAt.After(maxDeliverAt):
+		return fmt.Errorf("%w: DeliverAt %v after %v", ErrInvalid, m.DeliverAt, maxDeliverAt)
 	}
 	return nil
 }
+
+// maxDeliverAt is the latest DeliverAt Put accepts: times are kept as int64 Unix nanoseconds.
+var maxDeliverAt = time.Unix(0, 1<<63-1).Add(-24 * time.Hour)
 
 // waitDurable waits for the log to sync through end, or returns at once with NoSync.
 func (q *Queue) waitDurable(end wal.Pos) error {
@@ -277,13 +290,17 @@ func (q *Queue) putLocked(id, topic string, payload []byte, deliverAt int64, att
 	if h != nil {
 		h.slot, h.head = rec.ListSlot, pos
 		s.diskPending++
-		if !isGenerated(rec.ID, deliverAt, originOf(origin, pos)) {
+		if !isGenerated(rec.ID, originOf(origin, pos)) {
 			s.userIDs[rec.ID] = slot
 		}
 		return rec.ID, end, nil
 	}
-	e := &entry{pos: pos, origin: originOf(origin, pos), id: rec.ID, topic: topic, payload: payload, deliverAt: deliverAt, attempt: attempt}
-	q.insertLocked(e)
+	// The caller may reuse its payload buffer once Put returns: keep a copy.
+	e := &entry{pos: pos, origin: originOf(origin, pos), id: rec.ID, topic: topic, payload: bytes.Clone(payload), deliverAt: deliverAt, attempt: attempt}
+	if !q.insertLocked(e) {
+		q.unpinLocked(pos) // a rolled copy of a message in memory already
+		return rec.ID, end, nil
+	}
 	q.armLocked(e)
 	return rec.ID, end, nil
 }
@@ -313,16 +330,14 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 			return false, err
 		}
 		s := &q.state
-		if e := s.byID[id]; e != nil {
+		if e := q.lookupLocked(id); e != nil {
 			_, end, err := q.log.Append(&wal.Record{Kind: wal.KindCancel, ID: id})
 			if err != nil {
 				q.failLocked(err)
 				q.mu.Unlock()
 				return false, err
 			}
-			for e := s.byID[id]; e != nil; e = s.byID[id] {
-				q.removeLocked(e)
-			}
+			q.removeLocked(e)
 			q.stats.cancelled++
 			q.mu.Unlock()
 			return true, q.waitDurable(end)
@@ -333,7 +348,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 			return false, nil
 		}
 		list := s.listSlotFor(slot)
-		h := *s.head(list)
+		h := s.peek(list)
 		if h.head == 0 {
 			q.mu.Unlock()
 			return false, nil
@@ -342,14 +357,19 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 		q.mu.Unlock()
 
 		found, err := q.findInList(h.head, origin, id, logEnd)
-		if err != nil {
-			return false, err
+		if q.afterCancelRead != nil {
+			q.afterCancelRead()
 		}
 		q.mu.Lock()
-		if s.loaded >= slot || *s.head(list) != h {
-			// The slot was loaded, or records were added to it, while we read: look again.
+		if s.loaded >= list || s.peek(list) != h {
+			// The slot was loaded, or records were added to it, while we read: look again. (A
+			// read error can come from that too: a loaded list's segments may be deleted.)
 			q.mu.Unlock()
 			continue
+		}
+		if err != nil {
+			q.mu.Unlock()
+			return false, err
 		}
 		if !found {
 			q.mu.Unlock()
@@ -429,10 +449,25 @@ func (s *state) listSlotFor(slot int64) int64 {
 	return slot - laps*n
 }
 
-// head returns the head of list's wheel index, emptied first if it held an older lap's list.
-func (s *state) head(list int64) *listHead {
+// index returns the wheel index of slot.
+func (s *state) index(slot int64) int {
 	n := int64(len(s.heads))
-	h := &s.heads[((list%n)+n)%n]
+	return int(((slot % n) + n) % n)
+}
+
+// peek returns the head of list, which is empty if list's wheel index holds another lap's list.
+func (s *state) peek(list int64) listHead {
+	if h := s.heads[s.index(list)]; h.slot == list {
+		return h
+	}
+	return listHead{}
+}
+
+// head returns the head of list's wheel index for updating, emptied first if it held another
+// lap's list. It must only be called for a list in (loaded, loaded+horizon], where the index holds
+// no other live list.
+func (s *state) head(list int64) *listHead {
+	h := &s.heads[s.index(list)]
 	if h.slot != list {
 		*h = listHead{slot: list}
 	}

@@ -14,6 +14,7 @@ func open(t *testing.T, dir string, opts ...Option) *Queue {
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	t.Cleanup(func() { q.Close() })
 	return q
 }
 
@@ -74,10 +75,12 @@ func TestReopenDeliversPending(t *testing.T) {
 		if ok, err := q.Cancel(ctx, cancelID); ok || err != nil {
 			t.Fatalf("second Cancel = %v, %v", ok, err)
 		}
+		check(t, q)
 		if err := q.Close(); err != nil {
 			t.Fatal(err)
 		}
 		q = open(t, dir)
+		check(t, q)
 		defer q.Close()
 		for len(want) > 0 {
 			ds, err := q.Receive(ctx, "t", 10, time.Minute)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -37,8 +38,10 @@ func (q *Queue) recover() error {
 	s := &q.state
 	s.pins = make(map[uint32]int64)
 	s.userIDs = make(map[string]int64)
-	s.byPos = make(map[wal.Pos]*entry)
+	s.byOrigin = make(map[wal.Pos]*entry)
 	s.byID = make(map[string]*entry)
+	s.buckets = make(map[int64]*bucket)
+	s.leaseSeq = rand.Uint64() >> 1
 	s.topics = make(map[string]*topicQueue)
 	replay := wal.MakePos(segs[0], wal.SegmentHeader)
 	if ck != nil {
@@ -89,7 +92,7 @@ func (q *Queue) recover() error {
 		}
 	}
 	// Leases did not survive: every message in memory waits for its time again.
-	for _, e := range s.byPos {
+	for _, e := range s.byOrigin {
 		q.armLocked(e)
 	}
 	if ck == nil {
@@ -119,7 +122,9 @@ func (q *Queue) loadEntries(ces []ckEntry) error {
 		if ce.topic != "" {
 			e.topic, e.topicChanged = ce.topic, true
 		}
-		q.insertLocked(e)
+		if !q.insertLocked(e) {
+			return fmt.Errorf("%w: checkpoint holds message %v twice", ErrCorrupt, ce.origin)
+		}
 	}
 	return nil
 }
@@ -154,30 +159,35 @@ func (rp *replayer) apply(pos wal.Pos, rec wal.Record) error {
 			delete(rp.rolls, rec.Origin)
 		}
 		if rec.Threaded {
+			s.raiseLoaded(rec.ListSlot - int64(len(s.heads)))
 			*s.head(rec.ListSlot) = listHead{slot: rec.ListSlot, head: pos}
 			s.diskPending++
-			if !isGenerated(rec.ID, rec.DeliverAt, originOf(rec.Origin, pos)) {
+			if !isGenerated(rec.ID, originOf(rec.Origin, pos)) {
 				s.userIDs[rec.ID] = s.slotOf(rec.DeliverAt)
 			}
 			return nil
 		}
-		q.insertLocked(&entry{pos: pos, origin: originOf(rec.Origin, pos), id: rec.ID, topic: rec.Topic, payload: rec.Payload, deliverAt: rec.DeliverAt, attempt: rec.Attempt})
+		s.raiseLoaded(s.slotOf(rec.DeliverAt))
+		if !q.insertLocked(&entry{pos: pos, origin: originOf(rec.Origin, pos), id: rec.ID, topic: rec.Topic, payload: rec.Payload, deliverAt: rec.DeliverAt, attempt: rec.Attempt}) {
+			q.unpinLocked(pos)
+		}
 	case wal.KindCancel:
 		if rec.Threaded {
+			s.raiseLoaded(rec.ListSlot - int64(len(s.heads)))
 			s.pins[pos.Segment()]++
 			*s.head(rec.ListSlot) = listHead{slot: rec.ListSlot, head: pos}
 			delete(s.userIDs, rec.ID)
 			return nil
 		}
-		for e := s.byID[rec.ID]; e != nil; e = s.byID[rec.ID] {
+		if e := q.lookupLocked(rec.ID); e != nil {
 			q.removeLocked(e)
 		}
 	case wal.KindAck:
-		if e := s.byPos[rec.Target]; e != nil {
+		if e := s.byOrigin[rec.Target]; e != nil {
 			q.removeLocked(e)
 		}
 	case wal.KindUpdate:
-		if e := s.byPos[rec.Target]; e != nil {
+		if e := s.byOrigin[rec.Target]; e != nil {
 			e.deliverAt, e.attempt = rec.DeliverAt, rec.Attempt
 			if rec.Topic != "" {
 				e.topic, e.topicChanged = rec.Topic, true
@@ -187,7 +197,7 @@ func (rp *replayer) apply(pos wal.Pos, rec wal.Record) error {
 		if rec.Slot <= s.loaded {
 			return fmt.Errorf("%w: advance to slot %d at %v after slot %d was loaded", ErrCorrupt, rec.Slot, pos, s.loaded)
 		}
-		h := *s.head(rec.Slot)
+		h := s.peek(rec.Slot)
 		recs, err := q.readList(rp.r, h.head, 0)
 		if err != nil && !(rp.tolerant && errors.Is(err, wal.ErrMissing)) {
 			return err
@@ -204,4 +214,28 @@ func (rp *replayer) apply(pos wal.Pos, rec wal.Record) error {
 		}
 	}
 	return nil
+}
+
+// raiseLoaded moves loaded up to slot b during replay. The loader advances past empty slots
+// without writing Advance records, so the log shows how far it had gone only indirectly: a Put
+// straight into memory was due in a loaded slot, and a record threaded into list L was written
+// when every slot up to L minus the horizon was loaded. Every non-empty list up to there has had
+// its Advance record replayed already, since that record came first in the log; loaded stops
+// short of any list still present all the same, so nothing is skipped.
+func (s *state) raiseLoaded(b int64) {
+	if b-s.loaded > int64(len(s.heads)) {
+		for _, h := range s.heads {
+			if h.head != 0 && h.slot > s.loaded && h.slot <= b {
+				b = h.slot - 1
+			}
+		}
+		s.loaded = max(s.loaded, b)
+		return
+	}
+	for s.loaded < b {
+		if h := s.heads[s.index(s.loaded+1)]; h.head != 0 && h.slot == s.loaded+1 {
+			return
+		}
+		s.loaded++
+	}
 }

@@ -73,7 +73,7 @@ func (q *Queue) Stats() Stats {
 	defer q.mu.Unlock()
 	s := &q.state
 	st := Stats{
-		Pending:      s.diskPending + int64(len(s.byPos)-s.ready-s.leased),
+		Pending:      s.diskPending + int64(len(s.byOrigin)-s.ready-s.leased),
 		Due:          s.ready,
 		Leased:       s.leased,
 		Puts:         q.stats.puts,

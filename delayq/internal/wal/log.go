@@ -10,11 +10,23 @@ import (
 	"sync"
 )
 
+// maxPending bounds the bytes appended and not yet written.
+const maxPending = 16 << 20
+
 // ErrClosed is returned by Append and the waits once Close has begun.
 var ErrClosed = errors.New("delayq: log closed")
 
-// ErrMissing is matched by the error of a read from a segment that has been deleted.
-var ErrMissing = errors.New("delayq: record's segment is gone")
+// ErrMissing is matched by the error of a read from a segment that has been deleted. Such an
+// error matches ErrCorrupt too: a record that something still refers to is gone.
+var ErrMissing = errors.New("delayq: segment file missing")
+
+type missingError struct{ path string }
+
+func (e *missingError) Error() string {
+	return "delayq: corrupt data: segment file " + e.path + " is missing"
+}
+
+func (e *missingError) Is(target error) bool { return target == ErrMissing || target == ErrCorrupt }
 
 // Options configure Open.
 type Options struct {
@@ -38,16 +50,23 @@ type Log struct {
 	noSync  bool
 	logger  *slog.Logger
 
-	mu      sync.Mutex
-	cond    *sync.Cond // signalled when pending grows, and broadcast when written or durable move
-	pending []chunk    // appended, not yet handed to the flusher
-	end     Pos        // position after the last appended record
-	written Pos        // everything before it is in the files (readable)
-	durable Pos        // everything before it is synced
-	err     error      // sticky: the first write or sync error; the log is unusable after it
-	closing bool
-	sizes   map[uint32]int64 // segment number -> bytes, for every segment file that exists
-	done    chan struct{}    // closed when the flusher exits
+	mu sync.Mutex
+	// work wakes the flusher when pending grows or Close begins; only the flusher waits on it.
+	work *sync.Cond
+	// progress is broadcast when written or durable move, or err is set: waiters wait on it.
+	progress *sync.Cond
+	pending  []chunk // appended, not yet handed to the flusher
+	// pendingBytes counts the bytes in pending plus those being written; Append waits while it
+	// is over maxPending, so producers faster than the disk (with NoSync) are held back instead of
+	// filling memory.
+	pendingBytes int
+	end          Pos   // position after the last appended record
+	written      Pos   // everything before it is in the files (readable)
+	durable      Pos   // everything before it is synced
+	err          error // sticky: the first write or sync error; the log is unusable after it
+	closing      bool
+	sizes        map[uint32]int64 // segment number -> bytes, for every segment file that exists
+	done         chan struct{}    // closed when the flusher exits
 
 	rmu   sync.Mutex // guards files; never held with mu
 	files map[uint32]*os.File
@@ -65,10 +84,11 @@ type chunk struct {
 	data []byte
 }
 
-// Open opens the log in dir, creating dir if needed. It validates the last segment, truncating a
-// torn tail (a last record cut short, or a last record whose checksum fails and that ends at the
-// end of the file, or zero bytes to the end), and returns a *CorruptError naming the file and offset
-// for any other damage there. Earlier segments are checked as they are read.
+// Open opens the log in dir, creating dir if needed. It validates the last segment and truncates
+// a torn tail: a bad record in the last segment after which no valid record follows (a record cut
+// short, zeros, or the garbage a write interrupted by power loss can leave). A bad record followed
+// by good ones is damage to synced data: Open returns a *CorruptError naming the file and offset.
+// Earlier segments are checked as they are read.
 func Open(dir string, opts Options) (*Log, error) {
 	if opts.SegmentSize <= 0 {
 		opts.SegmentSize = 64 << 20
@@ -91,7 +111,8 @@ func Open(dir string, opts Options) (*Log, error) {
 		files:   make(map[uint32]*os.File),
 		done:    make(chan struct{}),
 	}
-	l.cond = sync.NewCond(&l.mu)
+	l.work = sync.NewCond(&l.mu)
+	l.progress = sync.NewCond(&l.mu)
 	segs, err := listSegments(dir)
 	if err != nil {
 		return nil, err
@@ -112,6 +133,33 @@ func Open(dir string, opts Options) (*Log, error) {
 	return l, nil
 }
 
+// validFrameAfter reports whether any offset at or after from in the file at path starts a valid
+// frame.
+func validFrameAfter(path string, from int64) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, fmt.Errorf("wal: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(from, io.SeekStart); err != nil {
+		return false, fmt.Errorf("wal: %w", err)
+	}
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return false, fmt.Errorf("wal: reading %s: %w", path, err)
+	}
+	for i := 0; i+HeaderSize < len(b); i++ {
+		n, err := frameLen(b[i:])
+		if err != nil || i+n > len(b) {
+			continue
+		}
+		if _, err := Decode(b[i : i+n]); err == nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // openLast validates the last segment, repairs a torn tail, and opens it for appending.
 func (l *Log) openLast(seg uint32) error {
 	path := segmentPath(l.dir, seg)
@@ -123,6 +171,15 @@ func (l *Log) openLast(seg uint32) error {
 			return err
 		}
 		torn := ce.truncated || ce.frameEnd >= size
+		if !torn && ce.Offset >= SegmentHeader {
+			// Garbage after the last sync (a torn write) holds no valid frame; damage to synced
+			// data is followed by the records written after it.
+			valid, verr := validFrameAfter(path, ce.Offset+1)
+			if verr != nil {
+				return verr
+			}
+			torn = !valid
+		}
 		if !torn {
 			return err
 		}
@@ -137,6 +194,8 @@ func (l *Log) openLast(seg uint32) error {
 				return err
 			}
 			l.startSegmentLocked(seg)
+			// Everything before the new segment is in the files.
+			l.written, l.durable = MakePos(seg, 0), MakePos(seg, 0)
 			return nil
 		}
 		l.logger.Warn("delayq: truncating torn tail", "file", path, "offset", good, "dropped_bytes", size-good, "reason", ce.Reason)
@@ -191,6 +250,9 @@ func (l *Log) Append(r *Record) (pos, end Pos, err error) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	for l.pendingBytes > maxPending && l.err == nil && !l.closing {
+		l.progress.Wait()
+	}
 	if l.err != nil {
 		return 0, 0, l.err
 	}
@@ -213,7 +275,8 @@ func (l *Log) Append(r *Record) (pos, end Pos, err error) {
 	}
 	l.end = pos + Pos(size)
 	l.sizes[pos.Segment()] += int64(size)
-	l.cond.Signal()
+	l.pendingBytes += size
+	l.work.Signal()
 	return pos, l.end, nil
 }
 
@@ -238,7 +301,7 @@ func (l *Log) WaitWritten(end Pos) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.written < end && l.err == nil {
-		l.cond.Wait()
+		l.progress.Wait()
 	}
 	if l.written >= end {
 		return nil
@@ -251,7 +314,7 @@ func (l *Log) WaitDurable(end Pos) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.durable < end && l.err == nil {
-		l.cond.Wait()
+		l.progress.Wait()
 	}
 	if l.durable >= end {
 		return nil
@@ -273,7 +336,7 @@ func (l *Log) flush() {
 	for {
 		l.mu.Lock()
 		for len(l.pending) == 0 && !l.closing {
-			l.cond.Wait()
+			l.work.Wait()
 		}
 		if len(l.pending) == 0 {
 			l.mu.Unlock()
@@ -287,7 +350,10 @@ func (l *Log) flush() {
 		if err == nil {
 			l.mu.Lock()
 			l.written = target
-			l.cond.Broadcast()
+			for _, c := range batch {
+				l.pendingBytes -= len(c.data)
+			}
+			l.progress.Broadcast()
 			l.mu.Unlock()
 			if !l.noSync {
 				err = fdatasync(l.cur)
@@ -306,7 +372,7 @@ func (l *Log) flush() {
 				l.free = append(l.free, c.data[:0])
 			}
 		}
-		l.cond.Broadcast()
+		l.progress.Broadcast()
 		l.mu.Unlock()
 	}
 }
@@ -349,7 +415,8 @@ func (l *Log) switchTo(seg uint32) error {
 func (l *Log) Close() error {
 	l.mu.Lock()
 	l.closing = true
-	l.cond.Broadcast()
+	l.work.Broadcast()
+	l.progress.Broadcast()
 	l.mu.Unlock()
 	<-l.done
 	var err error
@@ -422,8 +489,11 @@ func (l *Log) Scan(from Pos, fn func(pos Pos, r Record) error) error {
 	segs, _ := l.Segments()
 	end := l.WrittenEnd()
 	for _, s := range segs {
-		if s < from.Segment() || s > end.Segment() {
+		if s < from.Segment() {
 			continue
+		}
+		if MakePos(s, SegmentHeader) >= end {
+			break
 		}
 		start := int64(SegmentHeader)
 		if s == from.Segment() {
@@ -449,6 +519,13 @@ func (l *Log) Scan(from Pos, fn func(pos Pos, r Record) error) error {
 	return nil
 }
 
+// DurableEnd returns the position before which every record is synced.
+func (l *Log) DurableEnd() Pos {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.durable
+}
+
 // WrittenEnd returns the position before which every record is in the files.
 func (l *Log) WrittenEnd() Pos {
 	l.mu.Lock()
@@ -465,7 +542,7 @@ func (l *Log) file(seg uint32) (*os.File, error) {
 	}
 	f, err := os.Open(segmentPath(l.dir, seg))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s", ErrMissing, segmentPath(l.dir, seg))
+		return nil, &missingError{segmentPath(l.dir, seg)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("wal: %w", err)
@@ -499,9 +576,8 @@ const readWindow = 256 << 10
 // ReadAt reads the record at pos, which must be written.
 func (r *Reader) ReadAt(pos Pos) (Record, error) {
 	seg, off := pos.Segment(), int64(pos.Offset())
-	path := segmentPath(r.l.dir, seg)
 	if off < SegmentHeader {
-		return Record{}, &CorruptError{File: path, Offset: off, Reason: "position inside the segment header"}
+		return Record{}, &CorruptError{File: segmentPath(r.l.dir, seg), Offset: off, Reason: "position inside the segment header"}
 	}
 	hdr, err := r.window(seg, off, HeaderSize)
 	if err != nil {
@@ -509,7 +585,7 @@ func (r *Reader) ReadAt(pos Pos) (Record, error) {
 	}
 	size, err := frameLen(hdr)
 	if err != nil {
-		return Record{}, corruptAt(path, off, err)
+		return Record{}, corruptAt(segmentPath(r.l.dir, seg), off, err)
 	}
 	frame, err := r.window(seg, off, size)
 	if err != nil {
@@ -517,7 +593,7 @@ func (r *Reader) ReadAt(pos Pos) (Record, error) {
 	}
 	rec, err := Decode(frame)
 	if err != nil {
-		return Record{}, corruptAt(path, off, err)
+		return Record{}, corruptAt(segmentPath(r.l.dir, seg), off, err)
 	}
 	return rec, nil
 }

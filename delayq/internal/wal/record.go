@@ -35,12 +35,12 @@
 //	0   1  flags, 1 8 listSlot, 9 8 prev   as in Put
 //	17  2  idLen      then idLen bytes of ID
 //
-// Ack (kind 3): the message whose current record is at target is done.
+// Ack (kind 3): the message in memory whose first Put is at target (its origin) is done.
 //
 //	0   8  target
 //
-// Update (kind 4): the loaded message at target failed a delivery: it is due again at deliverAt
-// with attempt failures, and on topic when topicLen > 0 (a dead letter).
+// Update (kind 4): the message in memory whose first Put is at target failed a delivery: it is due
+// again at deliverAt with attempt failures, and on topic when topicLen > 0 (a dead letter).
 //
 //	0   8  target, 8 8 deliverAt, 16 4 attempt, 20 2 topicLen, then topic
 //
@@ -281,6 +281,43 @@ func decodeBody(k Kind, body []byte) (Record, error) {
 		return r, &frameError{msg: fmt.Sprintf("%d stray bytes after %v record", len(d.b), k)}
 	}
 	return r, nil
+}
+
+// validBody reports whether body is a well-formed body of kind k, as decodeBody would find it,
+// without allocating.
+func validBody(k Kind, body []byte) bool {
+	d := decoder{b: body}
+	skipName := func() { d.take(int(d.u16())) }
+	switch k {
+	case KindPut, KindCancel:
+		if d.u8()&^flagThreaded != 0 {
+			return false
+		}
+		d.take(16)
+		if k == KindPut {
+			d.take(20)
+			skipName()
+			skipName()
+			d.b = d.b[:0:0]
+		} else {
+			skipName()
+		}
+	case KindAck, KindAdvance:
+		d.take(8)
+	case KindUpdate:
+		d.take(20)
+		skipName()
+	default:
+		return false
+	}
+	return !d.bad && len(d.b) == 0
+}
+
+func (d *decoder) u16() uint16 {
+	if p := d.take(2); p != nil {
+		return binary.LittleEndian.Uint16(p)
+	}
+	return 0
 }
 
 // decoder reads fixed fields from b and remembers running out instead of panicking.

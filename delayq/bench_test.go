@@ -1,0 +1,287 @@
+package delayq
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tockwheel/tock/delayq/internal/wal"
+)
+
+// BenchmarkPut measures durable Put of 100-byte messages from 256 goroutines against its anchor,
+// the physical limit here: one goroutine appending the same records to a file with one write and
+// one fdatasync per 256 records. Run both in one invocation and compare msgs/s:
+//
+//	go test ./delayq/ -run '^$' -bench 'Put$' -benchtime 2s
+func BenchmarkPut(b *testing.B) {
+	payload := make([]byte, 100)
+	b.Run("anchor=raw-append-fdatasync-per-256", func(b *testing.B) {
+		f, err := os.Create(filepath.Join(b.TempDir(), "raw"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		rec := wal.Record{Kind: wal.KindPut, Threaded: true, ListSlot: 1, Prev: 1, DeliverAt: time.Now().UnixNano(),
+			ID: makeID(0, 0), Topic: "bench", Payload: payload}
+		var buf []byte
+		start := time.Now()
+		for i := 0; b.Loop(); i++ {
+			buf, _ = rec.Append(buf)
+			if i%256 == 255 {
+				if _, err := f.Write(buf); err != nil {
+					b.Fatal(err)
+				}
+				if err := syscall.Fdatasync(int(f.Fd())); err != nil {
+					b.Fatal(err)
+				}
+				buf = buf[:0]
+			}
+		}
+		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+	})
+	for _, c := range []struct {
+		name string
+		opts []Option
+	}{{"durable-256-goroutines", nil}, {"nosync-256-goroutines", []Option{NoSync()}}} {
+		b.Run(c.name, func(b *testing.B) {
+			q, err := Open(b.TempDir(), append(c.opts, WithLogger(quiet))...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer q.Close()
+			at := time.Now().Add(time.Hour)
+			b.SetParallelism(max(1, 256/runtime.GOMAXPROCS(0)))
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					if _, err := q.Put(ctx, Message{Topic: "bench", Payload: payload, DeliverAt: at}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+		})
+	}
+}
+
+// BenchmarkBurst puts n messages due in the same second (spread over it), waits, and receives
+// them with 4 consumers; it reports the lateness of each delivery (time it was received minus
+// DeliverAt) and how long after the second began the last one arrived. Early deliveries fail.
+//
+//	go test ./delayq/ -run '^$' -bench Burst -benchtime 1x
+func BenchmarkBurst(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				burst(b, n)
+			}
+		})
+	}
+}
+
+func burst(b *testing.B, n int) {
+	ctx := context.Background()
+	q, err := Open(b.TempDir(), WithLogger(quiet), NoSync())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	// Due 5s from now, at a whole second, so the puts are done first.
+	second := time.Now().Add(5 * time.Second).Truncate(time.Second)
+	batch := make([]Message, 0, 1000)
+	for i := range n {
+		at := second.Add(time.Duration(i) * time.Second / time.Duration(n))
+		batch = append(batch, Message{Topic: "t", Payload: make([]byte, 100), DeliverAt: at})
+		if len(batch) == cap(batch) || i == n-1 {
+			if _, err := q.PutBatch(ctx, batch); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	if time.Now().After(second) {
+		b.Fatalf("putting %d messages took past their due time", n)
+	}
+	lateness := make([]time.Duration, 0, n)
+	var mu sync.Mutex
+	var got atomic.Int64
+	var last atomic.Int64
+	var early atomic.Int64
+	var wg sync.WaitGroup
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			local := make([]time.Duration, 0, n/4)
+			for got.Load() < int64(n) {
+				ds, err := q.Receive(cctx, "t", 1000, time.Minute)
+				if err != nil {
+					break
+				}
+				now := time.Now()
+				rs := make([]string, len(ds))
+				for i, d := range ds {
+					l := now.Sub(d.DeliverAt)
+					if l < 0 {
+						early.Add(1)
+					}
+					local = append(local, l)
+					rs[i] = d.Receipt
+				}
+				q.Ack(ctx, rs...)
+				if got.Add(int64(len(ds))) >= int64(n) {
+					last.Store(now.UnixNano())
+					cancel()
+				}
+			}
+			mu.Lock()
+			lateness = append(lateness, local...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if len(lateness) != n {
+		b.Fatalf("received %d of %d", len(lateness), n)
+	}
+	if early.Load() > 0 {
+		b.Fatalf("%d messages delivered early", early.Load())
+	}
+	slices.Sort(lateness)
+	b.ReportMetric(float64(lateness[n/2].Microseconds())/1000, "p50-late-ms")
+	b.ReportMetric(float64(lateness[n*99/100].Microseconds())/1000, "p99-late-ms")
+	b.ReportMetric(float64(lateness[n-1].Microseconds())/1000, "max-late-ms")
+	b.ReportMetric(time.Duration(last.Load()-second.UnixNano()).Seconds(), "s-to-deliver-all")
+}
+
+// BenchmarkReopen measures Open of a queue holding n messages due in an hour: after Close (the
+// checkpoint covers everything) and after a crash (the files copied while the queue was open,
+// 2s of puts after its last checkpoint to replay). The anchor is reading the log's segment files
+// once, sequentially, in the same run.
+//
+//	go test ./delayq/ -run '^$' -bench Reopen -benchtime 5x
+func BenchmarkReopen(b *testing.B) {
+	const n = 1_000_000
+	ctx := context.Background()
+	base := b.TempDir()
+	clean, crashed := filepath.Join(base, "clean"), filepath.Join(base, "crashed")
+	q, err := Open(clean, WithLogger(quiet), NoSync(), WithCheckpointInterval(time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	at := time.Now().Add(time.Hour)
+	batch := make([]Message, 1000)
+	for i := 0; i < n; i += len(batch) {
+		for j := range batch {
+			batch[j] = Message{Topic: "t", Payload: make([]byte, 100), DeliverAt: at.Add(time.Duration(i+j) * time.Millisecond)}
+		}
+		if _, err := q.PutBatch(ctx, batch); err != nil {
+			b.Fatal(err)
+		}
+		if i == n/2 {
+			if err := q.checkpoint(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	q.log.WaitDurable(q.log.End())
+	copyDir(b, clean, crashed)
+	q.Close()
+	b.Run("anchor=read-segments", func(b *testing.B) {
+		for b.Loop() {
+			ents, _ := os.ReadDir(clean)
+			for _, e := range ents {
+				if filepath.Ext(e.Name()) == ".seg" {
+					if _, err := os.ReadFile(filepath.Join(clean, e.Name())); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		}
+	})
+	for _, c := range []struct{ name, dir string }{{"after-close", clean}, {"after-crash", crashed}} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				dir := filepath.Join(b.TempDir(), "q")
+				b.StopTimer()
+				copyDir(b, c.dir, dir)
+				b.StartTimer()
+				q, err := Open(dir, WithLogger(quiet))
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				if st := q.Stats(); st.Pending != n {
+					b.Fatalf("%d pending after reopen, want %d", st.Pending, n)
+				}
+				q.Close()
+				b.StartTimer()
+			}
+		})
+	}
+}
+
+// BenchmarkMemory puts n messages due in an hour and reports the live heap the queue added
+// (after a GC, against the heap before Open, measured in the same run), the heap in use, and the
+// resident size of the whole test process.
+//
+//	go test ./delayq/ -run '^$' -bench Memory -benchtime 1x
+func BenchmarkMemory(b *testing.B) {
+	for _, n := range []int{1_000_000, 10_000_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				q, err := Open(b.TempDir(), WithLogger(quiet), NoSync())
+				if err != nil {
+					b.Fatal(err)
+				}
+				at := time.Now().Add(time.Hour)
+				batch := make([]Message, 1000)
+				payload := make([]byte, 100)
+				for i := 0; i < n; i += len(batch) {
+					for j := range batch {
+						batch[j] = Message{Topic: "t", Payload: payload, DeliverAt: at.Add(time.Duration(i+j) * time.Hour / time.Duration(n))}
+					}
+					if _, err := q.PutBatch(context.Background(), batch); err != nil {
+						b.Fatal(err)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				if st := q.Stats(); st.Pending != int64(n) {
+					b.Fatalf("pending %d", st.Pending)
+				}
+				live := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+				b.ReportMetric(float64(live)/(1<<20), "live-heap-MiB")
+				b.ReportMetric(float64(live)/float64(n), "live-heap-B/msg")
+				b.ReportMetric(float64(after.HeapInuse)/(1<<20), "heap-inuse-MiB")
+				b.ReportMetric(float64(rssBytes())/(1<<20), "process-RSS-MiB")
+				q.Close()
+			}
+		})
+	}
+}
+
+// rssBytes returns the process's resident set size, or 0 where /proc is not available.
+func rssBytes() int64 {
+	b, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0
+	}
+	var size, rss int64
+	fmt.Sscan(string(b), &size, &rss)
+	return rss * int64(os.Getpagesize())
+}

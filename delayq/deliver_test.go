@@ -1,0 +1,401 @@
+package delayq
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// receiveOne receives one message of topic, failing if none comes within wait.
+func receiveOne(t *testing.T, q *Queue, topic string, wait, visibility time.Duration) Delivery {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	ds, err := q.Receive(ctx, topic, 1, visibility)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("Receive(%s): %d deliveries, %v", topic, len(ds), err)
+	}
+	return ds[0]
+}
+
+func TestLeaseExpiryBackoffAndDeadLetter(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, dir, WithMaxAttempts(3), WithBackoff(time.Second, 10*time.Second))
+		id, err := q.Put(ctx, Message{Topic: "jobs", Payload: []byte("p")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Attempt 1 expires after the 5s visibility; attempt 2 comes 1s (first backoff) later.
+		d := receiveOne(t, q, "jobs", time.Second, 5*time.Second)
+		start := time.Now()
+		if d.Attempt != 1 || d.ID != id {
+			t.Fatalf("first delivery %+v", d)
+		}
+		d = receiveOne(t, q, "jobs", time.Minute, 5*time.Second)
+		if d.Attempt != 2 || time.Since(start) != 6*time.Second {
+			t.Fatalf("second delivery attempt %d after %v; want 2 after 6s", d.Attempt, time.Since(start))
+		}
+		if err := q.Ack(ctx, d.Receipt); err != nil {
+			t.Fatalf("ack: %v", err)
+		}
+		// A second message nacked to exhaustion goes to the dead-letter topic.
+		id2, _ := q.Put(ctx, Message{Topic: "jobs", Payload: []byte("q")})
+		for attempt := 1; attempt <= 3; attempt++ {
+			d := receiveOne(t, q, "jobs", time.Minute, time.Minute)
+			if d.ID != id2 || d.Attempt != attempt {
+				t.Fatalf("delivery %+v, want attempt %d of %s", d, attempt, id2)
+			}
+			if err := q.Nack(ctx, d.Receipt, 2*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Nack(ctx, d.Receipt, 0); !errors.Is(err, ErrUnknownReceipt) {
+				t.Fatalf("second nack: %v", err)
+			}
+		}
+		d = receiveOne(t, q, "jobs.dead", time.Second, time.Minute)
+		if d.ID != id2 || d.Attempt != 1 || string(d.Payload) != "q" {
+			t.Fatalf("dead letter %+v", d)
+		}
+		if st := q.Stats(); st.DeadLettered != 1 || st.Nacked != 3 || st.Expired != 1 || st.Leased != 1 {
+			t.Fatalf("stats %+v", st)
+		}
+		// The dead letter survives a restart on its dead-letter topic.
+		q.Close()
+		q = open(t, dir, WithMaxAttempts(3))
+		if d := receiveOne(t, q, "jobs.dead", time.Second, time.Minute); d.ID != id2 {
+			t.Fatalf("after reopen: %+v", d)
+		}
+		check(t, q)
+	})
+}
+
+func TestAckStaleReceipt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir(), WithBackoff(time.Second, time.Second))
+		q.Put(ctx, Message{Topic: "t"})
+		first := receiveOne(t, q, "t", time.Second, time.Second)
+		second := receiveOne(t, q, "t", time.Minute, time.Minute) // after expiry and backoff
+		if first.Receipt == second.Receipt || second.Attempt != 2 {
+			t.Fatalf("redelivery %+v of %+v", second, first)
+		}
+		err := q.Ack(ctx, first.Receipt, "garbage", second.Receipt)
+		if !errors.Is(err, ErrUnknownReceipt) {
+			t.Fatalf("ack with stale and malformed receipts: %v", err)
+		}
+		if st := q.Stats(); st.Acked != 1 || st.Leased != 0 {
+			t.Fatalf("the good receipt was not acked: %+v", st)
+		}
+	})
+}
+
+// TestNeverEarlyAcrossSlotEdges puts messages on both sides of every slot edge of a few slots,
+// and at the far edge of the horizon, and checks each arrives at its time to the millisecond.
+func TestNeverEarlyAcrossSlotEdges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir(), WithSlot(time.Second), WithHorizon(10*time.Second), WithPreload(time.Second))
+		base := time.Now().Truncate(time.Second).Add(3 * time.Second)
+		var times []time.Time
+		for _, edge := range []time.Duration{0, time.Second, 2 * time.Second, 10 * time.Second, 11 * time.Second, 20 * time.Second, time.Hour} {
+			for _, d := range []time.Duration{-time.Millisecond, -time.Nanosecond, 0, time.Nanosecond, time.Millisecond} {
+				times = append(times, base.Add(edge+d))
+			}
+		}
+		want := map[string]time.Time{}
+		for _, at := range times {
+			id, err := q.Put(ctx, Message{Topic: "t", DeliverAt: at})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[id] = at
+		}
+		for len(want) > 0 {
+			d := receiveOne(t, q, "t", 2*time.Hour, time.Hour)
+			at := want[d.ID]
+			delete(want, d.ID)
+			if late := time.Since(at); late < 0 || late > time.Millisecond {
+				t.Errorf("message due %v delivered %v late", at.Sub(base), late)
+			}
+			q.Ack(ctx, d.Receipt)
+		}
+		check(t, q)
+	})
+}
+
+func TestCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir(), WithHorizon(time.Minute))
+		now := time.Now()
+		ids := map[string]string{}
+		for _, c := range []struct {
+			name, id string
+			delay    time.Duration
+		}{
+			{"near", "", 500 * time.Millisecond}, {"wheel", "", 30 * time.Second}, {"beyond horizon", "", 10 * time.Minute},
+			{"user near", "u1", 500 * time.Millisecond}, {"user wheel", "u2", 30 * time.Second}, {"user beyond", "u3", 10 * time.Minute},
+		} {
+			id, err := q.Put(ctx, Message{ID: c.id, Topic: "t", DeliverAt: now.Add(c.delay)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids[c.name] = id
+		}
+		keep, _ := q.Put(ctx, Message{Topic: "t", DeliverAt: now.Add(10 * time.Minute)})
+		for name, id := range ids {
+			if ok, err := q.Cancel(ctx, id); !ok || err != nil {
+				t.Fatalf("Cancel %s = %v, %v", name, ok, err)
+			}
+			if ok, err := q.Cancel(ctx, id); ok || err != nil {
+				t.Fatalf("second Cancel %s = %v, %v", name, ok, err)
+			}
+		}
+		for _, id := range []string{"", "nope", "u4", makeID(now.Add(30*time.Second).UnixNano(), 1<<32|999)} {
+			if ok, err := q.Cancel(ctx, id); ok || err != nil {
+				t.Fatalf("Cancel(%q) of a message never put = %v, %v", id, ok, err)
+			}
+		}
+		check(t, q)
+		d := receiveOne(t, q, "t", time.Hour, time.Minute)
+		if d.ID != keep {
+			t.Fatalf("delivered %s, a cancelled message", d.ID)
+		}
+		if st := q.Stats(); st.Cancelled != 6 || st.Pending != 0 {
+			t.Fatalf("stats %+v", st)
+		}
+		check(t, q)
+	})
+}
+
+func TestInvalidArguments(t *testing.T) {
+	ctx := context.Background()
+	q := open(t, t.TempDir(), WithMaxPayload(10))
+	defer q.Close()
+	for _, m := range []Message{{}, {Topic: "t", Payload: make([]byte, 11)}, {Topic: string(make([]byte, 70000))}} {
+		if _, err := q.Put(ctx, m); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Put(topic %d bytes, payload %d): %v", len(m.Topic), len(m.Payload), err)
+		}
+	}
+	if _, err := q.PutBatch(ctx, []Message{{Topic: "t"}, {}}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("PutBatch with a bad message: %v", err)
+	}
+	if st := q.Stats(); st.Puts != 0 {
+		t.Errorf("a rejected batch stored %d messages", st.Puts)
+	}
+	if _, err := q.Receive(ctx, "t", 0, time.Second); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Receive max 0: %v", err)
+	}
+	if _, err := q.Receive(ctx, "t", 1, 0); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Receive visibility 0: %v", err)
+	}
+	if _, err := Open(t.TempDir(), WithSlot(time.Microsecond)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Open with a 1µs slot: %v", err)
+	}
+}
+
+func TestOpenLockedAndClose(t *testing.T) {
+	dir := t.TempDir()
+	q := open(t, dir)
+	if _, err := Open(dir); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open: %v", err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := q.Receive(context.Background(), "t", 1, time.Second)
+		done <- err
+	}()
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Fatalf("Receive during Close: %v", err)
+	}
+	if err := q.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := q.Put(context.Background(), Message{Topic: "t"}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Put after Close: %v", err)
+	}
+	q = open(t, dir)
+	q.Close()
+}
+
+// TestRetention puts and acks far more data than stays live and checks that disk use follows
+// the live data: segments whose messages are all done are deleted after a checkpoint.
+func TestRetention(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir(), WithSegmentSize(64<<10), WithCheckpointInterval(time.Second))
+		payload := make([]byte, 100)
+		far, _ := q.Put(ctx, Message{Topic: "far", DeliverAt: time.Now().Add(48 * time.Hour)})
+		for round := range 50 {
+			var batch []Message
+			for i := range 200 {
+				batch = append(batch, Message{Topic: "t", Payload: payload, DeliverAt: time.Now().Add(time.Duration(i%20) * time.Second)})
+			}
+			if _, err := q.PutBatch(ctx, batch); err != nil {
+				t.Fatal(err)
+			}
+			for got := 0; got < len(batch); {
+				ds, err := q.Receive(ctx, "t", 100, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var rs []string
+				for _, d := range ds {
+					rs = append(rs, d.Receipt)
+				}
+				if err := q.Ack(ctx, rs...); err != nil {
+					t.Fatal(err)
+				}
+				got += len(ds)
+			}
+			if round%10 == 9 {
+				check(t, q)
+			}
+		}
+		time.Sleep(3 * time.Second)
+		synctest.Wait()
+		if err := q.checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		st := q.Stats()
+		written := int64(50 * 200 * 150)
+		if st.DiskBytes > written/10 || st.Segments > 3 {
+			t.Fatalf("after writing ~%d bytes and acking all but one message: %d segments, %d bytes", written, st.Segments, st.DiskBytes)
+		}
+		if ok, err := q.Cancel(ctx, far); !ok || err != nil {
+			t.Fatalf("the one live message was lost: %v %v", ok, err)
+		}
+		t.Logf("%d segments, %d bytes on disk", st.Segments, st.DiskBytes)
+	})
+}
+
+func TestReceiptFromBeforeRestartIsStale(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	q := open(t, dir)
+	q.Put(ctx, Message{Topic: "t"})
+	before := receiveOne(t, q, "t", time.Second, time.Minute)
+	q.Close()
+	q = open(t, dir)
+	after := receiveOne(t, q, "t", time.Second, time.Minute)
+	if err := q.Ack(ctx, before.Receipt); !errors.Is(err, ErrUnknownReceipt) {
+		t.Fatalf("a receipt from before the restart acked the new lease: %v", err)
+	}
+	if err := q.Ack(ctx, after.Receipt); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDeliverAtLimits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir())
+		if _, err := q.Put(ctx, Message{Topic: "t", DeliverAt: time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC)}); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("DeliverAt in the year 3000: %v", err)
+		}
+		for _, at := range []time.Time{{}, time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1969, 12, 31, 0, 0, 0, 0, time.UTC)} {
+			if _, err := q.Put(ctx, Message{Topic: "t", DeliverAt: at}); err != nil {
+				t.Fatal(err)
+			}
+			if d := receiveOne(t, q, "t", time.Millisecond, time.Minute); d.Attempt != 1 {
+				t.Fatalf("delivery %+v", d)
+			}
+		}
+		id, err := q.Put(ctx, Message{Topic: "t", DeliverAt: time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, _ := q.Cancel(ctx, id); !ok {
+			t.Fatal("could not cancel a message due in 2200")
+		}
+		check(t, q)
+	})
+}
+
+// TestCancelRacingRollKeepsList is the regression test of a Cancel that read a list without the
+// lock while the loader loaded that list and rolled its far message into the next lap's list, at
+// the same wheel index: on re-locking, Cancel's look at the old list emptied the index, and the
+// new list with every message in it was lost.
+func TestCancelRacingRollKeepsList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir(), WithSlot(time.Second), WithHorizon(10*time.Second), WithPreload(time.Second))
+		now := time.Now()
+		far, _ := q.Put(ctx, Message{Topic: "t", DeliverAt: now.Add(25 * time.Second)})
+		other, _ := q.Put(ctx, Message{Topic: "t", DeliverAt: now.Add(25*time.Second + time.Millisecond)})
+		q.afterCancelRead = func() {
+			q.afterCancelRead = nil
+			// Let the loader load far's list (the slot 10 laps before it) and roll it forward.
+			time.Sleep(12 * time.Second)
+			synctest.Wait()
+		}
+		if ok, err := q.Cancel(ctx, far); !ok || err != nil {
+			t.Fatalf("Cancel = %v, %v", ok, err)
+		}
+		check(t, q)
+		d := receiveOne(t, q, "t", time.Minute, time.Minute)
+		if d.ID != other {
+			t.Fatalf("delivered %s, want %s", d.ID, other)
+		}
+	})
+}
+
+// TestReplayCatchesUpLoaded is the regression test of a recovery that took how far the wheel
+// had loaded from the checkpoint alone. The loader passes empty slots without writing to the log,
+// so a list written after the checkpoint could lie beyond the recovered horizon, and the next Put
+// for the same wheel index emptied it.
+func TestReplayCatchesUpLoaded(t *testing.T) {
+	base := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		opts := []Option{WithSlot(time.Second), WithHorizon(10 * time.Second), WithCheckpointInterval(time.Hour)}
+		dir := filepath.Join(base, "q")
+		q := open(t, dir, opts...)
+		time.Sleep(30 * time.Second) // the loader passes 30 empty slots; no checkpoint records it
+		synctest.Wait()
+		a, _ := q.Put(ctx, Message{Topic: "t", DeliverAt: time.Now().Add(9 * time.Second)})
+		crashed := filepath.Join(base, "crashed")
+		q.log.WaitDurable(q.log.End())
+		copyDir(t, dir, crashed)
+		q.Close()
+
+		q = open(t, crashed, opts...)
+		check(t, q)
+		b, _ := q.Put(ctx, Message{Topic: "t", DeliverAt: time.Now().Add(9*time.Second + 500*time.Millisecond)})
+		check(t, q)
+		for _, want := range []string{a, b} {
+			if d := receiveOne(t, q, "t", time.Minute, time.Minute); d.ID != want {
+				t.Fatalf("delivered %s, want %s", d.ID, want)
+			}
+		}
+	})
+}
+
+// TestPayloadBuffersAreNotShared is the regression test of a message due at once keeping the
+// producer's payload slice, so that reusing the buffer after Put changed the message.
+func TestPayloadBuffersAreNotShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir())
+		buf := []byte("first")
+		q.Put(ctx, Message{Topic: "t", Payload: buf})
+		copy(buf, "XXXXX")
+		d := receiveOne(t, q, "t", time.Second, time.Millisecond)
+		if string(d.Payload) != "first" {
+			t.Fatalf("payload %q after the producer reused its buffer", d.Payload)
+		}
+		copy(d.Payload, "YYYYY")
+		d = receiveOne(t, q, "t", time.Minute, time.Minute) // redelivered after the lease ran out
+		if string(d.Payload) != "first" {
+			t.Fatalf("payload %q after the consumer wrote to its copy", d.Payload)
+		}
+	})
+}

@@ -1,0 +1,102 @@
+package delayq
+
+import (
+	"context"
+	"math/rand/v2"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestDiskUseOverADay simulates a day of puts and acks (in a synctest bubble: a day takes seconds)
+// and compares the log's size with the live data, the records of messages still pending, every
+// simulated hour. With one delay for all messages, a segment's messages are done about one delay
+// after it was written, so disk use stays close to live data. With delays spread evenly up to an
+// hour, a segment holds messages due over the whole hour and is kept until the last is done:
+// about twice the live data (plus the acks) is the cost of deleting whole segments without
+// rewriting them.
+func TestDiskUseOverADay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates a day")
+	}
+	for _, c := range []struct {
+		name     string
+		delay    func(*rand.Rand) time.Duration
+		maxRatio float64
+	}{
+		{"fixed delay 30m", func(*rand.Rand) time.Duration { return 30 * time.Minute }, 1.5},
+		{"delays spread over 1h", func(r *rand.Rand) time.Duration { return time.Duration(r.Int64N(int64(time.Hour))) }, 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			synctest.Test(t, func(t *testing.T) {
+				diskUseDay(t, dir, c.delay, c.maxRatio)
+			})
+		})
+	}
+}
+
+func diskUseDay(t *testing.T, dir string, delay func(*rand.Rand) time.Duration, maxRatio float64) {
+	ctx := context.Background()
+	q := open(t, dir, WithSegmentSize(32<<10), WithCheckpointInterval(5*time.Minute))
+	rng := rand.New(rand.NewPCG(1, 2))
+	const perMinute = 30
+	payload := make([]byte, 100)
+	recordSize := int64(0)
+	// The consumer acks everything as it comes due.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			ds, err := q.Receive(ctx, "t", 256, time.Minute)
+			if err != nil {
+				return
+			}
+			rs := make([]string, len(ds))
+			for i, d := range ds {
+				rs[i] = d.Receipt
+			}
+			if err := q.Ack(ctx, rs...); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	var worst float64
+	for minute := 1; minute <= 24*60; minute++ {
+		batch := make([]Message, perMinute)
+		for i := range batch {
+			batch[i] = Message{Topic: "t", Payload: payload, DeliverAt: time.Now().Add(delay(rng))}
+		}
+		if _, err := q.PutBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+		if recordSize == 0 {
+			recordSize = int64(q.log.End().Offset()) // the first batch follows the segment header
+			recordSize = (recordSize - 16) / perMinute
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if minute%60 == 0 {
+			if err := q.checkpoint(); err != nil {
+				t.Fatal(err)
+			}
+			st := q.Stats()
+			live := (st.Pending + int64(st.Due) + int64(st.Leased)) * int64(recordSize)
+			ratio := float64(st.DiskBytes) / float64(live)
+			if minute > 120 {
+				worst = max(worst, ratio)
+			}
+			if minute%360 == 0 {
+				t.Logf("hour %2d: %6d pending, live %7d B, disk %7d B in %3d segments: %.2fx", minute/60, st.Pending, live, st.DiskBytes, st.Segments, ratio)
+			}
+		}
+	}
+	t.Logf("worst ratio of disk use to live data after the first two hours: %.2fx", worst)
+	if worst > maxRatio {
+		t.Errorf("disk use reached %.2fx the live data; want at most %.1fx", worst, maxRatio)
+	}
+	check(t, q)
+	q.Close()
+	<-done
+}
