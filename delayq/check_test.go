@@ -31,6 +31,9 @@ func (q *Queue) checkState() error {
 	r := q.log.NewReader()
 	for i, h := range s.heads {
 		if h.head == 0 {
+			if s.slotDue[i] != 0 {
+				return fmt.Errorf("empty list at index %d counts %d messages due", i, s.slotDue[i])
+			}
 			continue
 		}
 		if h.slot <= s.loaded || h.slot > s.loaded+n || ((h.slot%n)+n)%n != int64(i) {
@@ -39,6 +42,9 @@ func (q *Queue) checkState() error {
 		recs, err := q.readList(r, h.head, 0)
 		if err != nil {
 			return err
+		}
+		if n := s.countDue(h.slot, recs); n != s.slotDue[i] {
+			return fmt.Errorf("list of slot %d counts %d messages due in it, holds %d", h.slot, s.slotDue[i], n)
 		}
 		for _, lr := range recs {
 			if lr.rec.ListSlot != h.slot {
@@ -98,15 +104,18 @@ func (q *Queue) checkState() error {
 	}
 	inBuckets := 0
 	for key, b := range s.buckets {
-		c := 0
+		c, w := 0, 0
 		for e := b.head; e != nil; e = e.next {
 			if e.bucket != b {
 				return fmt.Errorf("bucket %d lists entry %s of bucket %v", key, e.id, e.bucket)
 			}
 			c++
+			if e.st == waiting {
+				w++
+			}
 		}
-		if c != b.n || b.key != key || c == 0 {
-			return fmt.Errorf("bucket %d (key %d) counts %d, lists %d", key, b.key, b.n, c)
+		if c != b.n || b.key != key || c == 0 || w != b.waiting {
+			return fmt.Errorf("bucket %d (key %d) counts %d (%d waiting), lists %d (%d waiting)", key, b.key, b.n, b.waiting, c, w)
 		}
 		inBuckets += c
 	}

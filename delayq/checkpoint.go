@@ -23,14 +23,15 @@ import (
 // crash leaves either the old checkpoint or the new one. All integers are little endian:
 //
 //	0   8  magic "tockckp1"
-//	8   4  version (1)
+//	8   4  version (2; version 1 lacks the due counts of heads, which Open then recounts)
 //	12  8  replay position: the log position recovery replays from
 //	20  8  slot length in nanoseconds (fixed when the queue is created)
 //	28  4  slots in the disk wheel (horizon / slot, fixed when the queue is created)
 //	32  8  loaded: the newest slot moved to memory
 //	40  8  messages in the disk wheel
 //	48  4  heads, 4 pins, 4 entries, 4 user IDs: the counts of the sections that follow
-//	       heads:    slot int64, head uint64                       (non-empty lists only)
+//	       heads:    slot int64, head uint64, due int64            (non-empty lists only;
+//	                 due: the list's messages due in its own slot, for DueCounts)
 //	       pins:     segment uint32, count int64
 //	       entries:  pos uint64, origin uint64, deliverAt int64, attempt uint32,
 //	                 topicLen uint16 and topic (0: the topic in the record at pos)
@@ -39,7 +40,7 @@ import (
 const (
 	checkpointName    = "checkpoint"
 	checkpointMagic   = "tockckp1"
-	checkpointVersion = 1
+	checkpointVersion = 2
 	checkpointFixed   = 64
 )
 
@@ -51,6 +52,7 @@ type checkpoint struct {
 	loaded      int64
 	diskPending int64
 	heads       []listHead
+	slotDue     []int64 // the due count of each of heads; nil when read from a version 1 file
 	pins        map[uint32]int64
 	entries     []ckEntry
 	userIDs     map[string]int64
@@ -77,9 +79,10 @@ func (q *Queue) snapshotLocked(end wal.Pos) *checkpoint {
 		entries:     make([]ckEntry, 0, len(s.byOrigin)),
 		userIDs:     make(map[string]int64, len(s.userIDs)),
 	}
-	for _, h := range s.heads {
+	for i, h := range s.heads {
 		if h.head != 0 {
 			ck.heads = append(ck.heads, h)
+			ck.slotDue = append(ck.slotDue, s.slotDue[i])
 		}
 	}
 	for k, v := range s.pins {
@@ -100,7 +103,7 @@ func (q *Queue) snapshotLocked(end wal.Pos) *checkpoint {
 
 func (ck *checkpoint) encode() []byte {
 	le := binary.LittleEndian
-	b := make([]byte, 0, checkpointFixed+len(ck.heads)*16+len(ck.pins)*12+len(ck.entries)*40)
+	b := make([]byte, 0, checkpointFixed+len(ck.heads)*24+len(ck.pins)*12+len(ck.entries)*40)
 	b = append(b, checkpointMagic...)
 	b = le.AppendUint32(b, checkpointVersion)
 	b = le.AppendUint64(b, uint64(ck.replay))
@@ -112,9 +115,10 @@ func (ck *checkpoint) encode() []byte {
 	b = le.AppendUint32(b, uint32(len(ck.pins)))
 	b = le.AppendUint32(b, uint32(len(ck.entries)))
 	b = le.AppendUint32(b, uint32(len(ck.userIDs)))
-	for _, h := range ck.heads {
+	for i, h := range ck.heads {
 		b = le.AppendUint64(b, uint64(h.slot))
 		b = le.AppendUint64(b, uint64(h.head))
+		b = le.AppendUint64(b, uint64(ck.slotDue[i]))
 	}
 	for _, seg := range slices.Sorted(mapKeys(ck.pins)) {
 		b = le.AppendUint32(b, seg)
@@ -165,8 +169,13 @@ func decodeCheckpoint(path string, b []byte) (*checkpoint, error) {
 		return nil, bad(len(b)-4, "checkpoint checksum mismatch: stored %08x, computed %08x", want, got)
 	}
 	d := ckDecoder{b: body, off: 8}
-	if v := d.u32(); v != checkpointVersion {
-		return nil, bad(8, "unsupported checkpoint version %d", v)
+	version := d.u32()
+	if version != 1 && version != checkpointVersion {
+		return nil, bad(8, "unsupported checkpoint version %d", version)
+	}
+	headSize := 16
+	if version >= 2 {
+		headSize = 24
 	}
 	ck := &checkpoint{
 		replay:      wal.Pos(d.u64()),
@@ -181,12 +190,18 @@ func decodeCheckpoint(path string, b []byte) (*checkpoint, error) {
 	}
 	// Each section entry takes at least 10 bytes, so counts beyond the data are damage, caught
 	// before they size an allocation.
-	if rest := len(body) - d.off; nh > rest/16 || np > rest/12 || ne > rest/30 || nu > rest/10 || nh > ck.slots {
+	if rest := len(body) - d.off; nh > rest/headSize || np > rest/12 || ne > rest/30 || nu > rest/10 || nh > ck.slots {
 		return nil, bad(48, "section counts %d/%d/%d/%d exceed the data", nh, np, ne, nu)
 	}
 	ck.heads = make([]listHead, nh)
+	if version >= 2 {
+		ck.slotDue = make([]int64, nh)
+	}
 	for i := range ck.heads {
 		ck.heads[i] = listHead{slot: int64(d.u64()), head: wal.Pos(d.u64())}
+		if version >= 2 {
+			ck.slotDue[i] = int64(d.u64())
+		}
 	}
 	ck.pins = make(map[uint32]int64, np)
 	for range np {

@@ -53,10 +53,13 @@ const (
 // in one second cost a thousand timers on the wheel, not a million, and each callback moves a
 // whole bucket under one lock. A bucket fires at the end of its millisecond: never early.
 type bucket struct {
-	key   int64 // Unix milliseconds, rounded up: the bucket fires at key ms
-	head  *entry
-	n     int
-	timer tock.Timer
+	key  int64 // Unix milliseconds, rounded up: the bucket fires at key ms
+	head *entry
+	n    int
+	// waiting counts the entries that become due when the bucket fires (the others are leases
+	// running out), for DueCounts. An entry's state does not change while it is in a bucket.
+	waiting int
+	timer   tock.Timer
 }
 
 const bucketNs = int64(time.Millisecond)
@@ -157,6 +160,9 @@ func (q *Queue) scheduleLocked(e *entry, at int64) {
 	}
 	b.head = e
 	b.n++
+	if e.st == waiting {
+		b.waiting++
+	}
 }
 
 // unscheduleLocked takes e out of its bucket, if any, stopping the bucket's timer when it empties.
@@ -174,6 +180,9 @@ func (q *Queue) unscheduleLocked(e *entry) {
 		e.next.prev = e.prev
 	}
 	e.bucket, e.prev, e.next = nil, nil, nil
+	if e.st == waiting {
+		b.waiting--
+	}
 	if b.n--; b.n == 0 {
 		b.timer.Stop()
 		delete(q.state.buckets, b.key)

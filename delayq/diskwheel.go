@@ -10,7 +10,8 @@ import (
 
 // The disk wheel is state.heads: one list head per slot of the horizon. A list is threaded
 // backwards through the log (each record holds the position of the list's previous record), so the
-// wheel costs 16 bytes per slot however many messages wait in it. The loader moves each slot's
+// wheel costs 16 bytes per slot however many messages wait in it, and 8 more for state.slotDue, the
+// count of messages due in each slot that DueCounts reports. The loader moves each slot's
 // list into memory a preload ahead of the slot's start; from then on the slot's messages wait on
 // the in-memory wheel, which fires them with millisecond precision.
 //
@@ -151,6 +152,7 @@ func (q *Queue) advanceLocked(a int64, write bool) error {
 	h := s.head(a)
 	nonEmpty := h.head != 0
 	*h = listHead{}
+	s.slotDue[s.index(a)] = 0
 	s.loaded = a
 	if write && nonEmpty {
 		if _, _, err := q.log.Append(&wal.Record{Kind: wal.KindAdvance, Slot: a}); err != nil {
@@ -201,4 +203,35 @@ func (q *Queue) applyListLocked(a int64, recs []listRecord, arm bool) (rolls []*
 		}
 	}
 	return rolls, nil
+}
+
+// countDue counts the messages of list's records, newest first, that are due in list's own slot
+// and not cancelled, as putLocked and Cancel maintain state.slotDue: a Cancel record takes off the
+// newest older Put with its ID if that one is due in list's slot. Recovery uses it to rebuild the
+// counts of a checkpoint that lacks them; tests check the counts against it.
+func (s *state) countDue(list int64, recs []listRecord) int64 {
+	var n int64
+	cancels := make(map[string]bool) // IDs of Cancel records not yet matched with their Put
+	for _, lr := range recs {
+		rec := &lr.rec
+		if rec.Kind == wal.KindCancel {
+			cancels[rec.ID] = true
+			continue
+		}
+		cancelled := cancels[rec.ID]
+		delete(cancels, rec.ID)
+		if !cancelled && s.slotOf(rec.DeliverAt) == list {
+			n++
+		}
+	}
+	return n
+}
+
+// cancelDueLocked takes a Cancel of id threaded into list off list's count, if the message it
+// cancels is due in list's own slot. It must be called before id leaves userIDs. It decides from
+// the state alone, so replaying the Cancel record decides the same.
+func (s *state) cancelDueLocked(id string, list int64) {
+	if slot, _, ok := s.findSlot(id); ok && slot == list {
+		s.slotDue[s.index(list)]--
+	}
 }

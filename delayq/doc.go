@@ -27,6 +27,9 @@
 // a dead-letter topic. Acks are durable: an acked message is never delivered again. Cancel removes
 // a pending message by ID.
 //
+// Queue.DueCounts tells how many messages fall due in each second (or any step) ahead, from counts
+// the disk wheel keeps per slot, without reading messages: enough for a status page's forecast.
+//
 // A checkpoint of the wheel is written every few seconds, after the log it describes is durable.
 // Open truncates a torn tail, reads the checkpoint and replays only the log written since. Segments
 // whose messages are all acked, cancelled or rolled forward are deleted after a checkpoint, so disk

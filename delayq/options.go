@@ -66,7 +66,7 @@ func WithSlot(d time.Duration) Option {
 
 // WithHorizon sets how far ahead the disk wheel reaches (default 24h). Messages due later are
 // written again (rolled) each time their slot comes round, once per horizon of delay. Memory is
-// 16 bytes per slot (horizon / slot). Fixed when the directory is created, like WithSlot.
+// 24 bytes per slot (horizon / slot). Fixed when the directory is created, like WithSlot.
 func WithHorizon(d time.Duration) Option {
 	return func(c *config) { c.horizon = d }
 }

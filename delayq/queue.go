@@ -59,6 +59,10 @@ type state struct {
 	// heads[s mod len(heads)] is the list of slot s for the one slot s in (loaded, loaded+len]
 	// congruent to that index, if any.
 	heads []listHead
+	// slotDue[i] counts the messages in heads[i]'s list that are due in the list's own slot, less
+	// those cancelled: the status forecast (see DueCounts). Messages the list only holds until
+	// they roll are not counted until they are rolled into their own slot's list.
+	slotDue []int64
 	// pins[seg] counts the records in segment seg that are still needed: records of lists not yet
 	// loaded, and the current records of loaded messages. A segment older than the checkpoint with
 	// no pins is deleted.
@@ -290,6 +294,9 @@ func (q *Queue) putLocked(id, topic string, payload []byte, deliverAt int64, att
 	if h != nil {
 		h.slot, h.head = rec.ListSlot, pos
 		s.diskPending++
+		if rec.ListSlot == slot {
+			s.slotDue[s.index(slot)]++
+		}
 		if !isGenerated(rec.ID, originOf(origin, pos)) {
 			s.userIDs[rec.ID] = slot
 		}
@@ -384,6 +391,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 		}
 		s.pins[pos.Segment()]++
 		*s.head(list) = listHead{slot: list, head: pos}
+		s.cancelDueLocked(id, list)
 		delete(s.userIDs, id)
 		q.stats.cancelled++
 		q.mu.Unlock()
@@ -467,9 +475,11 @@ func (s *state) peek(list int64) listHead {
 // lap's list. It must only be called for a list in (loaded, loaded+horizon], where the index holds
 // no other live list.
 func (s *state) head(list int64) *listHead {
-	h := &s.heads[s.index(list)]
+	i := s.index(list)
+	h := &s.heads[i]
 	if h.slot != list {
 		*h = listHead{slot: list}
+		s.slotDue[i] = 0
 	}
 	return h
 }

@@ -49,10 +49,18 @@ func (q *Queue) recover() error {
 			q.cfg.logger.Info("delayq: using the slot and horizon the queue was created with",
 				"slot", time.Duration(ck.slotNs), "horizon", time.Duration(ck.slotNs)*time.Duration(ck.slots))
 		}
-		s.slotNs, s.heads = ck.slotNs, make([]listHead, ck.slots)
+		s.slotNs, s.heads, s.slotDue = ck.slotNs, make([]listHead, ck.slots), make([]int64, ck.slots)
 		s.loaded, s.diskPending = ck.loaded, ck.diskPending
-		for _, h := range ck.heads {
+		for i, h := range ck.heads {
 			*s.head(h.slot) = h
+			if ck.slotDue != nil {
+				s.slotDue[s.index(h.slot)] = ck.slotDue[i]
+			}
+		}
+		if ck.slotDue == nil {
+			if err := q.countSlotDue(); err != nil {
+				return err
+			}
 		}
 		s.pins, s.userIDs = ck.pins, ck.userIDs
 		replay = ck.replay
@@ -61,6 +69,7 @@ func (q *Queue) recover() error {
 		}
 	} else {
 		s.slotNs, s.heads = int64(q.cfg.slot), make([]listHead, q.cfg.horizon/q.cfg.slot)
+		s.slotDue = make([]int64, len(s.heads))
 		s.loaded = s.slotOf(time.Now().UnixNano()) - 1
 		if rebuild {
 			q.cfg.logger.Warn("delayq: no checkpoint; rebuilding from the log", "dir", q.dir, "first_segment", segs[0])
@@ -162,6 +171,9 @@ func (rp *replayer) apply(pos wal.Pos, rec wal.Record) error {
 			s.raiseLoaded(rec.ListSlot - int64(len(s.heads)))
 			*s.head(rec.ListSlot) = listHead{slot: rec.ListSlot, head: pos}
 			s.diskPending++
+			if s.slotOf(rec.DeliverAt) == rec.ListSlot {
+				s.slotDue[s.index(rec.ListSlot)]++
+			}
 			if !isGenerated(rec.ID, originOf(rec.Origin, pos)) {
 				s.userIDs[rec.ID] = s.slotOf(rec.DeliverAt)
 			}
@@ -176,6 +188,7 @@ func (rp *replayer) apply(pos wal.Pos, rec wal.Record) error {
 			s.raiseLoaded(rec.ListSlot - int64(len(s.heads)))
 			s.pins[pos.Segment()]++
 			*s.head(rec.ListSlot) = listHead{slot: rec.ListSlot, head: pos}
+			s.cancelDueLocked(rec.ID, rec.ListSlot)
 			delete(s.userIDs, rec.ID)
 			return nil
 		}
@@ -238,4 +251,23 @@ func (s *state) raiseLoaded(b int64) {
 		}
 		s.loaded++
 	}
+}
+
+// countSlotDue counts the messages due in each list's own slot by reading the lists, for a
+// checkpoint written before the counts were kept (version 1). It reads every message in the disk
+// wheel, once.
+func (q *Queue) countSlotDue() error {
+	s := &q.state
+	r := q.log.NewReader()
+	for i, h := range s.heads {
+		if h.head == 0 {
+			continue
+		}
+		recs, err := q.readList(r, h.head, 0)
+		if err != nil {
+			return err
+		}
+		s.slotDue[i] = s.countDue(h.slot, recs)
+	}
+	return nil
 }

@@ -1,0 +1,315 @@
+package delayq
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// forecastModel counts the model's messages due in each of n slot-long steps from from on.
+func forecastModel(due map[string]time.Time, from time.Time, step time.Duration, n int) []int {
+	out := make([]int, n)
+	for _, at := range due {
+		if at.Before(from) {
+			continue
+		}
+		if i := int(at.Sub(from) / step); i < n {
+			out[i]++
+		}
+	}
+	return out
+}
+
+// TestDueCountsMatchModel runs random puts (due now, in the near window, within the horizon and
+// beyond it, with generated and chosen IDs), cancels, deliveries acked or nacked with a delay,
+// the passing of time, clean reopens and simulated crashes, and after every step compares
+// DueCounts over the horizon with the due times a reference model holds. Set DELAYQ_SEED to
+// repeat a run.
+func TestDueCountsMatchModel(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("DELAYQ_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (set DELAYQ_SEED to repeat)", seed)
+	for run := range 3 {
+		t.Run(fmt.Sprint(run), func(t *testing.T) {
+			dueCountsOps(t, rand.New(rand.NewPCG(seed, uint64(run))), t.TempDir())
+		})
+	}
+}
+
+func dueCountsOps(t *testing.T, rng *rand.Rand, base string) {
+	const (
+		slot    = 100 * time.Millisecond
+		horizon = 3 * time.Second
+		steps   = int(horizon / slot)
+	)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		opts := []Option{WithSlot(slot), WithHorizon(horizon), WithSegmentSize(8 << 10),
+			WithCheckpointInterval(700 * time.Millisecond), WithMaxAttempts(0), WithLogger(quiet)}
+		dir := filepath.Join(base, "q0")
+		q := open(t, dir, opts...)
+		due := map[string]time.Time{} // every message not acked or cancelled, by ID
+		nextUser := 0
+		for step := range 300 {
+			var what string
+			switch op := rng.IntN(100); {
+			case op < 45:
+				what = "put"
+				// Whole milliseconds, so that the in-memory wheel's millisecond timers count each
+				// message in the step of its exact DeliverAt.
+				var delay time.Duration
+				switch rng.IntN(4) {
+				case 0:
+					delay = time.Duration(rng.IntN(400)-200) * time.Millisecond
+				case 1:
+					delay = time.Duration(rng.IntN(3000)) * time.Millisecond
+				default:
+					delay = time.Duration(rng.IntN(12000)) * time.Millisecond
+				}
+				msg := Message{Topic: "t", DeliverAt: time.Now().Add(delay)}
+				if rng.IntN(4) == 0 {
+					nextUser++
+					msg.ID = fmt.Sprintf("user-%d", nextUser)
+				}
+				id, err := q.Put(ctx, msg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				due[id] = msg.DeliverAt
+			case op < 55:
+				what = "cancel"
+				if len(due) == 0 {
+					continue
+				}
+				id := anyKey(rng, due)
+				if ok, err := q.Cancel(ctx, id); err != nil || !ok {
+					t.Fatalf("step %d: Cancel(%s) = %v, %v", step, id, ok, err)
+				}
+				delete(due, id)
+			case op < 70:
+				what = "receive"
+				rctx, cancel := context.WithTimeout(ctx, time.Duration(rng.IntN(300))*time.Millisecond)
+				ds, err := q.Receive(rctx, "t", 1+rng.IntN(10), time.Hour)
+				cancel()
+				if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatal(err)
+				}
+				for _, d := range ds {
+					if rng.IntN(3) == 0 {
+						delay := time.Duration(rng.IntN(5000)) * time.Millisecond
+						if err := q.Nack(ctx, d.Receipt, delay); err != nil {
+							t.Fatal(err)
+						}
+						due[d.ID] = time.Now().Add(delay)
+						continue
+					}
+					if err := q.Ack(ctx, d.Receipt); err != nil {
+						t.Fatal(err)
+					}
+					delete(due, d.ID)
+				}
+			case op < 90:
+				what = "sleep"
+				time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
+			case op < 95:
+				what = "reopen"
+				if err := q.Close(); err != nil {
+					t.Fatal(err)
+				}
+				q = open(t, dir, opts...)
+			default:
+				what = "crash"
+				if err := q.log.WaitWritten(q.log.End()); err != nil {
+					t.Fatal(err)
+				}
+				crashed := filepath.Join(base, fmt.Sprintf("crash%d", step))
+				copyDir(t, dir, crashed)
+				if rng.IntN(2) == 0 {
+					loseUnsynced(t, rng, crashed, q.log.DurableEnd())
+				}
+				if err := q.Close(); err != nil {
+					t.Fatal(err)
+				}
+				dir = crashed
+				q = open(t, dir, opts...)
+			}
+			synctest.Wait()
+			// From the next slot edge: a slot still on disk counts in the step of its start.
+			from := time.Now().Truncate(slot).Add(slot)
+			got := q.DueCounts(from, slot, steps)
+			if want := forecastModel(due, from, slot, steps); !slices.Equal(got, want) {
+				t.Fatalf("step %d (after %s): DueCounts from %v\n got %v\nwant %v", step, what, from.Format("15:04:05.000"), got, want)
+			}
+		}
+	})
+}
+
+// TestDueCountsAcrossRestart checks the counts of a thousand messages spread over an hour, in
+// one-second slots, right after Put, after a clean reopen, and after a crash copy of the
+// directory with its log replayed from an old checkpoint.
+func TestDueCountsAcrossRestart(t *testing.T) {
+	base := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		dir := filepath.Join(base, "q")
+		opts := []Option{WithCheckpointInterval(time.Hour)}
+		q := open(t, dir, opts...)
+		rng := rand.New(rand.NewPCG(7, 8))
+		due := map[string]time.Time{}
+		start := time.Now()
+		msgs := make([]Message, 1000)
+		for i := range msgs {
+			msgs[i] = Message{Topic: "t", DeliverAt: start.Add(time.Duration(rng.IntN(3600*1000)) * time.Millisecond)}
+		}
+		ids, err := q.PutBatch(ctx, msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, id := range ids {
+			due[id] = msgs[i].DeliverAt
+		}
+		for _, id := range ids[:100] {
+			if ok, err := q.Cancel(ctx, id); !ok || err != nil {
+				t.Fatalf("Cancel(%s) = %v, %v", id, ok, err)
+			}
+			delete(due, id)
+		}
+		compare := func(when string) {
+			t.Helper()
+			synctest.Wait()
+			from := time.Now().Truncate(time.Second).Add(time.Second)
+			got := q.DueCounts(from, time.Second, 3600)
+			if want := forecastModel(due, from, time.Second, 3600); !slices.Equal(got, want) {
+				t.Fatalf("%s: DueCounts differ from the model:\n got %v\nwant %v", when, got, want)
+			}
+			if total := sum(got); total < len(due)/2 {
+				t.Fatalf("%s: %d messages counted of %d pending", when, total, len(due))
+			}
+		}
+		compare("after Put")
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		q = open(t, dir, opts...)
+		compare("after reopen")
+
+		// The checkpoint is an hour apart: a crash now replays everything since the reopen.
+		for _, id := range ids[100:150] {
+			if ok, err := q.Cancel(ctx, id); !ok || err != nil {
+				t.Fatalf("Cancel(%s) = %v, %v", id, ok, err)
+			}
+			delete(due, id)
+		}
+		if err := q.log.WaitWritten(q.log.End()); err != nil {
+			t.Fatal(err)
+		}
+		crashed := filepath.Join(base, "crashed")
+		copyDir(t, dir, crashed)
+		q.Close()
+		q = open(t, crashed, opts...)
+		compare("after a crash")
+
+		// Ten minutes on, the first slots have been loaded into memory and delivered.
+		time.Sleep(10 * time.Minute)
+		for {
+			rctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+			ds, _ := q.Receive(rctx, "t", 1000, time.Hour)
+			cancel()
+			if len(ds) == 0 {
+				break
+			}
+			for _, d := range ds {
+				if err := q.Ack(ctx, d.Receipt); err != nil {
+					t.Fatal(err)
+				}
+				delete(due, d.ID)
+			}
+		}
+		compare("ten minutes on")
+	})
+}
+
+// TestDueCountsFromVersion1Checkpoint rewrites a checkpoint in the format of version 1, which
+// lacks the per-slot counts, and checks that Open recounts them from the lists.
+func TestDueCountsFromVersion1Checkpoint(t *testing.T) {
+	base := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		dir := filepath.Join(base, "q")
+		q := open(t, dir)
+		start := time.Now()
+		var ids []string
+		for i := range 50 {
+			id, err := q.Put(ctx, Message{ID: fmt.Sprintf("u%d", i%3*1000+i), Topic: "t", DeliverAt: start.Add(time.Duration(i%7+3) * time.Second)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		for _, id := range ids[:10] {
+			if ok, err := q.Cancel(ctx, id); !ok || err != nil {
+				t.Fatalf("Cancel(%s) = %v, %v", id, ok, err)
+			}
+		}
+		from := start.Truncate(time.Second).Add(time.Second)
+		want := q.DueCounts(from, time.Second, 20)
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, checkpointName)
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, checkpointAsVersion1(t, b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		q = open(t, dir)
+		if got := q.DueCounts(from, time.Second, 20); !slices.Equal(got, want) {
+			t.Fatalf("after a version 1 checkpoint: got %v, want %v", got, want)
+		}
+		check(t, q)
+	})
+}
+
+// checkpointAsVersion1 rewrites a version 2 checkpoint file without the heads' due counts.
+func checkpointAsVersion1(t *testing.T, b []byte) []byte {
+	t.Helper()
+	le := binary.LittleEndian
+	if v := le.Uint32(b[8:]); v != 2 {
+		t.Fatalf("checkpoint version %d, want 2", v)
+	}
+	nh := int(le.Uint32(b[48:]))
+	if nh == 0 {
+		t.Fatal("checkpoint has no lists: the test puts nothing on disk")
+	}
+	out := slices.Clone(b[:checkpointFixed])
+	le.PutUint32(out[8:], 1)
+	off := checkpointFixed
+	for range nh {
+		out = append(out, b[off:off+16]...)
+		off += 24
+	}
+	out = append(out, b[off:len(b)-4]...)
+	return le.AppendUint32(out, crc32.Checksum(out, crcTable))
+}
+
+func sum(xs []int) int {
+	n := 0
+	for _, x := range xs {
+		n += x
+	}
+	return n
+}
