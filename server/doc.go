@@ -27,9 +27,11 @@
 //
 // Lateness is measured when a message is handed to a consumer, so it
 // includes any time the message waited for a consumer to ask, not only the
-// store's own delay. When the Store is not a DueCounter, the forecast drawn
-// on the status page counts only the messages put through this Server since
-// it started, due within the hour when put, and cancels are not subtracted.
+// store's own delay. The forecast drawn on the status page (the wheel) is
+// the Store's own count when it is a DueCounter, as the delayq store is (see
+// delayq.Queue.DueCounts for what it approximates). For any other Store it
+// counts only the messages put through this Server since it started, due
+// within the hour when put, and cancels are not subtracted.
 //
 // Drain ends long polls and makes /readyz fail; it does not stop the
 // listener, which is the job of http.Server.Shutdown.

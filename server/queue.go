@@ -64,6 +64,13 @@ func (s queueStore) Stats() StoreStats {
 	}
 }
 
+// DueCounts makes the queue a DueCounter: the forecast comes from the
+// queue's own per-slot counts, so it covers every pending message, those
+// put before a restart or through another Server included.
+func (s queueStore) DueCounts(from time.Time, step time.Duration, n int) []int {
+	return s.q.DueCounts(from, step, n)
+}
+
 // classify marks delayq's errors with the Store error a server answers by,
 // keeping delayq's message and its error chain.
 func classify(err error) error {
