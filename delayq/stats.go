@@ -3,6 +3,8 @@ package delayq
 import (
 	"slices"
 	"time"
+
+	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
 // Stats is a snapshot of a queue's state and counters, for metrics. Counters count since Open;
@@ -32,6 +34,37 @@ type Stats struct {
 	// Segments and DiskBytes describe the log files.
 	Segments  int
 	DiskBytes int64
+
+	// Syncs describes the log's fdatasync calls since Open.
+	Syncs SyncStats
+}
+
+// SyncStats describes the fdatasync calls that made the log durable since Open: one per group
+// commit (none with NoSync), one each time a segment fills, and one at Close. The syncs of
+// checkpoints, of directories and of Open's repairs are not counted. Its shape is that of a
+// Prometheus histogram, so a metrics exporter can pass it on as it is.
+type SyncStats struct {
+	Count uint64        // syncs
+	Total time.Duration // time spent in them
+	// Buckets is cumulative: Buckets[i].Count syncs took at most Buckets[i].UpperBound. The
+	// bounds double from 50µs to about 3.3s; slower syncs are counted only in Count.
+	Buckets []SyncBucket
+}
+
+// A SyncBucket is one bucket of SyncStats.Buckets.
+type SyncBucket struct {
+	UpperBound time.Duration
+	Count      uint64
+}
+
+func syncStats(ws wal.SyncStats) SyncStats {
+	st := SyncStats{Count: ws.Count, Total: ws.Total, Buckets: make([]SyncBucket, len(ws.Buckets))}
+	var n uint64
+	for i, c := range ws.Buckets {
+		n += c
+		st.Buckets[i] = SyncBucket{UpperBound: wal.SyncBound(i), Count: n}
+	}
+	return st
 }
 
 // Lateness is a summary of recent delivery lateness.
@@ -69,6 +102,7 @@ func (r *latenessRing) summary() Lateness {
 // Stats returns a snapshot of q's state and counters. It works after Close too.
 func (q *Queue) Stats() Stats {
 	segs, sizes := q.log.Segments()
+	syncs := syncStats(q.log.SyncStats())
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	s := &q.state
@@ -85,6 +119,7 @@ func (q *Queue) Stats() Stats {
 		Cancelled:    q.stats.cancelled,
 		Lateness:     q.stats.lateness.summary(),
 		Segments:     len(segs),
+		Syncs:        syncs,
 	}
 	for _, n := range sizes {
 		st.DiskBytes += n

@@ -116,7 +116,8 @@ var (
 	pendingDesc = prometheus.NewDesc("tock_pending_messages", "Messages stored and not yet due.", nil, nil)
 	dueDesc     = prometheus.NewDesc("tock_due_messages", "Messages due and waiting for a consumer.", nil, nil)
 	leasedDesc  = prometheus.NewDesc("tock_leased_messages", "Messages delivered and not yet acked or expired.", nil, nil)
-	fsyncDesc   = prometheus.NewDesc("tock_fsync_duration_seconds", "Latency of the store's fsyncs (group commits).", nil, nil)
+	fsyncDesc   = prometheus.NewDesc("tock_fsync_duration_seconds",
+		"Latency of the store's fsyncs: one per group commit of durable writes (none with -nosync), one per full log segment.", nil, nil)
 	dueLateDesc = prometheus.NewDesc("tock_due_lateness_seconds",
 		"Recent lateness inside the store: how long after deliver_at messages became available to receive.",
 		[]string{"quantile"}, nil)
@@ -138,7 +139,7 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	for q, d := range map[string]time.Duration{"0.5": st.LatenessP50, "0.99": st.LatenessP99, "1": st.LatenessMax} {
 		ch <- prometheus.MustNewConstMetric(dueLateDesc, prometheus.GaugeValue, d.Seconds(), q)
 	}
-	if st.Syncs > 0 {
+	if st.SyncBuckets != nil {
 		ch <- prometheus.MustNewConstHistogram(fsyncDesc, st.Syncs, st.SyncTime.Seconds(), st.SyncBuckets)
 	}
 }

@@ -53,7 +53,7 @@ func (s queueStore) Nack(ctx context.Context, receipt string, delay time.Duratio
 
 func (s queueStore) Stats() StoreStats {
 	st := s.q.Stats()
-	return StoreStats{
+	ss := StoreStats{
 		Pending: int64(st.Pending),
 		Due:     int64(st.Due),
 		Leased:  int64(st.Leased),
@@ -61,7 +61,15 @@ func (s queueStore) Stats() StoreStats {
 		LatenessP50: st.Lateness.P50,
 		LatenessP99: st.Lateness.P99,
 		LatenessMax: st.Lateness.Max,
+
+		Syncs:       st.Syncs.Count,
+		SyncTime:    st.Syncs.Total,
+		SyncBuckets: make(map[float64]uint64, len(st.Syncs.Buckets)),
 	}
+	for _, b := range st.Syncs.Buckets {
+		ss.SyncBuckets[b.UpperBound.Seconds()] = b.Count
+	}
+	return ss
 }
 
 // DueCounts makes the queue a DueCounter: the forecast comes from the

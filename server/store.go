@@ -71,7 +71,8 @@ type StoreStats struct {
 	// Syncs counts the store's fsyncs, SyncTime is their total duration
 	// and SyncBuckets maps an upper bound in seconds to the cumulative
 	// count of syncs that took at most that long. A store that does not
-	// time its syncs leaves Syncs zero and no fsync metric is exported.
+	// time its syncs leaves SyncBuckets nil and no fsync metric is
+	// exported; one that does exports it from the start, zeros included.
 	Syncs       uint64
 	SyncTime    time.Duration
 	SyncBuckets map[float64]uint64

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 )
 
 // maxPending bounds the bytes appended and not yet written.
@@ -76,6 +77,52 @@ type Log struct {
 	// flusher-only state
 	cur    *os.File
 	curSeg uint32
+
+	smu   sync.Mutex // guards syncs; never held with mu
+	syncs SyncStats
+}
+
+// SyncBuckets is the number of buckets of SyncStats.Buckets.
+const SyncBuckets = 17
+
+// SyncBound returns the upper bound of SyncStats.Buckets[i]: 50µs doubled i times, so the
+// buckets reach from 50µs to about 3.3s.
+func SyncBound(i int) time.Duration { return 50 * time.Microsecond << i }
+
+// SyncStats counts the fdatasync calls that make appended records durable since Open: one per
+// group commit (none with NoSync), one when a segment is full, and one at Close. The syncs of
+// Open's repairs and of directories are not counted.
+type SyncStats struct {
+	Count uint64
+	Total time.Duration // time spent in them
+	// Buckets[i] counts the syncs that took at most SyncBound(i) and longer than SyncBound(i-1).
+	// Syncs longer than the last bound are only in Count and Total.
+	Buckets [SyncBuckets]uint64
+}
+
+// SyncStats returns the counts of the log's syncs so far.
+func (l *Log) SyncStats() SyncStats {
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	return l.syncs
+}
+
+// sync makes f's data durable, timing it into the sync statistics.
+func (l *Log) sync(f *os.File) error {
+	start := time.Now()
+	err := fdatasync(f)
+	d := time.Since(start)
+	l.smu.Lock()
+	defer l.smu.Unlock()
+	l.syncs.Count++
+	l.syncs.Total += d
+	for i := range SyncBuckets {
+		if d <= SyncBound(i) {
+			l.syncs.Buckets[i]++
+			break
+		}
+	}
+	return err
 }
 
 // A chunk is bytes to append to one segment.
@@ -356,7 +403,7 @@ func (l *Log) flush() {
 			l.progress.Broadcast()
 			l.mu.Unlock()
 			if !l.noSync {
-				err = fdatasync(l.cur)
+				err = l.sync(l.cur)
 			}
 		}
 		l.mu.Lock()
@@ -394,7 +441,7 @@ func (l *Log) writeBatch(batch []chunk) error {
 // switchTo syncs and closes the current segment and creates segment seg.
 func (l *Log) switchTo(seg uint32) error {
 	if l.cur != nil {
-		if err := fdatasync(l.cur); err != nil {
+		if err := l.sync(l.cur); err != nil {
 			return err
 		}
 		if err := l.cur.Close(); err != nil {
@@ -422,7 +469,7 @@ func (l *Log) Close() error {
 	var err error
 	if l.cur != nil {
 		if !l.noSync {
-			err = fdatasync(l.cur)
+			err = l.sync(l.cur)
 		}
 		if cerr := l.cur.Close(); err == nil {
 			err = cerr
