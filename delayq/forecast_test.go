@@ -313,3 +313,34 @@ func sum(xs []int) int {
 	}
 	return n
 }
+
+// BenchmarkDueCounts measures an hour's forecast, second by second, of a queue holding 100k
+// messages spread over a day, beside Stats (what a status poll calls anyway) as the anchor.
+func BenchmarkDueCounts(b *testing.B) {
+	q, err := Open(b.TempDir(), WithLogger(quiet), NoSync())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	rng := rand.New(rand.NewPCG(1, 1))
+	now := time.Now()
+	msgs := make([]Message, 1000)
+	for range 100 {
+		for i := range msgs {
+			msgs[i] = Message{Topic: "t", DeliverAt: now.Add(time.Duration(rng.Int64N(int64(24 * time.Hour))))}
+		}
+		if _, err := q.PutBatch(context.Background(), msgs); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("DueCounts", func(b *testing.B) {
+		for b.Loop() {
+			q.DueCounts(time.Now(), time.Second, 3600)
+		}
+	})
+	b.Run("Stats", func(b *testing.B) {
+		for b.Loop() {
+			q.Stats()
+		}
+	})
+}
