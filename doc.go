@@ -15,7 +15,8 @@
 //
 // AfterFunc, Timer.Stop and Timer.Reset take constant time whatever the number of pending timers,
 // and allocate nothing once the wheel has grown to its peak: a pending timer costs a 32-byte node
-// in the wheel and a 16-byte Timer handle. Every and EveryDelay run a callback periodically.
+// in the wheel and a 16-byte Timer handle. Every and EveryDelay run a callback periodically, and
+// WithTimeout and WithDeadline make contexts whose deadlines are timers on the wheel.
 //
 // Each deadline is rounded up to the wheel's tick (WithTick, 1 ms by default). A callback never
 // runs before its deadline and normally runs within a tick after it, however far ahead it was
@@ -46,6 +47,10 @@
 // new timer must be scheduled with AfterFunc. This is what lets the wheel recycle timer nodes.
 //
 // Stop does not wait for callbacks that have already fired.
+//
+// A driver does not wake up when timers are stopped, only when earlier ones arrive: after the last
+// timer of a shard is stopped, its driver sleeps until that timer's deadline and exits then. Code
+// that checks for leftover goroutines, as a testing/synctest bubble does, should Stop the wheel.
 //
 // A shard keeps the memory of its peak number of pending timers for reuse; it does not shrink.
 //

@@ -261,8 +261,17 @@ func TestReset(t *testing.T) {
 		if stopped.Reset(time.Millisecond) {
 			t.Error("Reset after Stop returned true")
 		}
+		// Reset from inside the timer's own callback: it has fired, so Reset does nothing.
+		var self Timer
+		var resetInside atomic.Bool
+		ready := make(chan struct{})
+		self, _ = w.AfterFunc(time.Millisecond, func() { <-ready; resetInside.Store(self.Reset(time.Millisecond)) })
+		close(ready)
 		time.Sleep(10 * time.Millisecond)
 		synctest.Wait()
+		if resetInside.Load() {
+			t.Error("Reset from inside the timer's own callback returned true")
+		}
 		if fired.count() != 2 {
 			t.Errorf("%d callbacks ran, want 2: Reset re-armed a timer that had ended", fired.count())
 		}
