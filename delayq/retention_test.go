@@ -3,6 +3,7 @@ package delayq
 import (
 	"context"
 	"math/rand/v2"
+	"path/filepath"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -99,4 +100,62 @@ func diskUseDay(t *testing.T, dir string, delay func(*rand.Rand) time.Duration, 
 	check(t, q)
 	q.Close()
 	<-done
+}
+
+// TestRetainKeepsWhatTheCheckpointNeeds acks a message between the moment a checkpoint is taken
+// and the retention that follows it: the segment of the message is no longer pinned, but
+// recovery from that checkpoint reads it, so it must stay until the next checkpoint.
+func TestRetainKeepsWhatTheCheckpointNeeds(t *testing.T) {
+	base := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		opts := []Option{WithSegmentSize(4 << 10), WithCheckpointInterval(time.Hour)}
+		dir := filepath.Join(base, "q")
+		q := open(t, dir, opts...)
+		if _, err := q.Put(ctx, Message{Topic: "t", Payload: make([]byte, 100)}); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := q.Receive(ctx, "t", 1, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Messages acked at once fill segments, so the first one holds nothing else needed.
+		for q.log.End().Segment() < 3 {
+			if _, err := q.Put(ctx, Message{Topic: "f", Payload: make([]byte, 100)}); err != nil {
+				t.Fatal(err)
+			}
+			fs, err := q.Receive(ctx, "f", 1, time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Ack(ctx, fs[0].Receipt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// What checkpoint does, with the ack between the snapshot and retention.
+		q.mu.Lock()
+		end := q.log.End()
+		ck := q.snapshotLocked(end)
+		q.mu.Unlock()
+		if err := q.log.WaitDurable(end); err != nil {
+			t.Fatal(err)
+		}
+		if err := writeCheckpoint(q.dir, ck); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Ack(ctx, ds[0].Receipt); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.retain(end, ck.pins); err != nil {
+			t.Fatal(err)
+		}
+		// A crash now: recovery starts from the checkpoint, which holds the message in memory.
+		crashed := filepath.Join(base, "crashed")
+		copyDir(t, dir, crashed)
+		q2 := open(t, crashed, opts...)
+		check(t, q2)
+		if st := q2.Stats(); st.Pending+int64(st.Due) != 0 {
+			t.Fatalf("after recovery: %+v", st)
+		}
+	})
 }
