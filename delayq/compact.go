@@ -87,6 +87,10 @@ type compactor struct {
 	debt int64
 }
 
+func newCompactor() *compactor {
+	return &compactor{counted: make(map[uint32]segCount), done: make(map[uint32]bool)}
+}
+
 type segCount struct {
 	n, bytes int64
 	closed   time.Time // when the compactor first saw the segment closed
@@ -103,7 +107,7 @@ func (q *Queue) runCompactor() {
 	if q.cfg.compactLive <= 0 {
 		return
 	}
-	c := &compactor{counted: make(map[uint32]segCount), done: make(map[uint32]bool)}
+	c := newCompactor()
 	t := time.NewTicker(q.cfg.checkpoint)
 	defer t.Stop()
 	for {
@@ -112,7 +116,7 @@ func (q *Queue) runCompactor() {
 			return
 		case <-t.C:
 		}
-		moved, err := q.compact(c)
+		moved, err := q.compact(c, q.cfg.compactLive)
 		if err == nil && moved > 0 {
 			// Delete what was freed now, not an interval later.
 			err = q.checkpoint()
@@ -129,10 +133,10 @@ func (q *Queue) runCompactor() {
 	}
 }
 
-// compact runs one round: it finds the target segments and relocates the lists that have records
-// in them. It returns the number of lists relocated.
-func (q *Queue) compact(c *compactor) (int, error) {
-	targets, err := q.compactTargets(c)
+// compact runs one round: it finds the target segments, those estimated less than live live, and
+// relocates the lists that have records in them. It returns the number of lists relocated.
+func (q *Queue) compact(c *compactor, live float64) (int, error) {
+	targets, err := q.compactTargets(c, live)
 	if err != nil || len(targets) == 0 {
 		return 0, err
 	}
@@ -165,8 +169,8 @@ func (q *Queue) compact(c *compactor) (int, error) {
 }
 
 // compactTargets returns, in order, the closed segments not yet compacted whose estimated live
-// fraction is under the configured one.
-func (q *Queue) compactTargets(c *compactor) ([]uint32, error) {
+// fraction is under live.
+func (q *Queue) compactTargets(c *compactor, live float64) ([]uint32, error) {
 	segs, sizes := q.log.Segments()
 	written := q.log.WrittenEnd().Segment()
 	present := make(map[uint32]bool, len(segs))
@@ -197,7 +201,7 @@ func (q *Queue) compactTargets(c *compactor) ([]uint32, error) {
 		if pins == 0 || cnt.n == 0 {
 			continue // retention deletes it at the next checkpoint
 		}
-		if live := float64(pins) * float64(cnt.bytes) / float64(cnt.n); live < q.cfg.compactLive*float64(sizes[i]) {
+		if est := float64(pins) * float64(cnt.bytes) / float64(cnt.n); est < live*float64(sizes[i]) {
 			targets = append(targets, seg)
 		}
 	}
