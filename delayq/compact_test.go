@@ -193,3 +193,82 @@ func TestCompactCrash(t *testing.T) {
 		check(t, q)
 	})
 }
+
+// TestCompactPolicy checks which segments a round compacts: one mostly dead whose remaining
+// messages wait long (moved, and the segment deleted at the next checkpoint), one mostly dead
+// whose remaining messages are due soon compared with its age (left to empty by itself), and one
+// mostly live (left alone).
+func TestCompactPolicy(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		early      int           // messages due after 30 minutes, acked then
+		late       int           // messages due later
+		lateDelay  time.Duration // when the late ones are due
+		wantMoving bool
+	}{
+		{"mostly dead, rest due in hours", 27, 3, 2 * time.Hour, true},
+		{"mostly dead, rest due soon", 24, 6, 33 * time.Minute, false},
+		{"mostly live", 3, 27, 2 * time.Hour, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				q := open(t, dir, WithSegmentSize(4<<10), WithCheckpointInterval(time.Hour), WithCompaction(0, 0))
+				comp := newCompactor()
+				start := time.Now()
+				want := make(map[string]time.Time)
+				for i := range c.early + c.late {
+					at := start.Add(30*time.Minute + time.Duration(i)*time.Second)
+					if n := c.early + c.late; i*c.late/n != (i+1)*c.late/n { // c.late of them, spread
+						at = start.Add(c.lateDelay + time.Duration(i)*time.Second)
+					}
+					id, err := q.Put(ctx, Message{Topic: "t", Payload: make([]byte, 100), DeliverAt: at})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if at.Sub(start) > 31*time.Minute {
+						want[id] = at
+					}
+				}
+				// Messages of another topic close the first segment.
+				for q.log.End().Segment() < 3 {
+					if _, err := q.Put(ctx, Message{Topic: "later", Payload: make([]byte, 100), DeliverAt: start.Add(5 * time.Hour)}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n, err := q.compact(comp, 0.5); err != nil || n != 0 {
+					t.Fatalf("compaction of fresh segments: %d lists moved, %v", n, err)
+				}
+				time.Sleep(31 * time.Minute)
+				rctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+				ds, _ := q.Receive(rctx, "t", 100, time.Hour)
+				cancel()
+				for _, d := range ds {
+					if err := q.Ack(ctx, d.Receipt); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if len(ds) != c.early {
+					t.Fatalf("%d messages due after 31 minutes, want %d", len(ds), c.early)
+				}
+				moved, err := q.compact(comp, 0.5)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if (moved > 0) != c.wantMoving {
+					t.Fatalf("%d lists moved", moved)
+				}
+				if err := q.checkpoint(); err != nil {
+					t.Fatal(err)
+				}
+				if segs, _ := q.log.Segments(); (segs[0] != 1) != c.wantMoving {
+					t.Fatalf("segments %v after compaction", segs)
+				}
+				check(t, q)
+				time.Sleep(c.lateDelay)
+				drainExactly(t, q, want)
+			})
+		})
+	}
+}
