@@ -330,7 +330,7 @@ func (q *Queue) checkpoint() error {
 	q.mu.Lock()
 	q.ckptPos = end
 	q.mu.Unlock()
-	return q.retain(end)
+	return q.retain(end, ck.pins)
 }
 
 // runCheckpointer checkpoints every interval until Close.

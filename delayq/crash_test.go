@@ -45,7 +45,8 @@ func TestCrashChild(t *testing.T) {
 
 func crashChild(dir string, seed uint64) {
 	q, err := Open(dir, WithSegmentSize(64<<10), WithCheckpointInterval(100*time.Millisecond), WithHorizon(2*time.Second),
-		WithSlot(100*time.Millisecond), WithMaxAttempts(0), WithBackoff(50*time.Millisecond, 200*time.Millisecond))
+		WithSlot(100*time.Millisecond), WithMaxAttempts(0), WithBackoff(50*time.Millisecond, 200*time.Millisecond),
+		WithCompaction(0.9, 0)) // compacting eagerly, so that kills land during relocations too
 	if err != nil {
 		fmt.Printf("fatal %v\n", err)
 		os.Exit(2)

@@ -35,6 +35,18 @@
 // whose messages are all acked, cancelled or rolled forward are deleted after a checkpoint, so disk
 // use follows live data.
 //
+// A segment holding messages due at many different times would be kept until the last of them is
+// done; compaction copies the messages still waiting on disk out of old segments that are mostly
+// dead, so they can be deleted. Every checkpoint interval, a background goroutine estimates the
+// live fraction of each closed segment; a segment under half live (see WithCompaction), whose
+// waiting messages are not all due soon compared with its age, has the wheel slots it holds
+// messages of written again at the head of the log, paced to a few MiB/s and sharing the log's
+// syncs with Puts. A copy keeps its message's ID and receipts; the old record is released only
+// once the copy is recoverable, so a message is neither lost nor delivered twice because it moved.
+// With delays spread evenly, disk use stays near 1.5 times the live data, at the cost of writing a
+// message about 1.5 times on average. Messages already due, leased, or in the near window are not
+// moved.
+//
 // # Caveats
 //
 // Ordering is by due time, to the millisecond; messages due at the same moment have no promised

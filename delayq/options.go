@@ -33,6 +33,8 @@ type config struct {
 	segmentSize  int64
 	maxPayload   int
 	logger       *slog.Logger
+	compactLive  float64 // see WithCompaction
+	compactRate  int64
 }
 
 func defaultConfig() config {
@@ -45,6 +47,8 @@ func defaultConfig() config {
 		checkpoint:   DefaultCheckpointInterval,
 		segmentSize:  DefaultSegmentSize,
 		maxPayload:   DefaultMaxPayload,
+		compactLive:  DefaultCompactLive,
+		compactRate:  DefaultCompactRate,
 	}
 }
 

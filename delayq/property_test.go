@@ -18,8 +18,9 @@ import (
 
 // TestRandomOps runs random sequences of puts (due in the past, in the near window, within and
 // far beyond the horizon; with generated and chosen IDs), cancels, receives, acks, nacks, lease
-// expiries, clean reopens and simulated crashes (the directory copied as a kill -9 would leave it,
-// or as a power loss would: cut anywhere after the last sync, with garbage after the cut),
+// expiries, compaction rounds (besides the background ones), clean reopens and simulated crashes
+// (the directory copied as a kill -9 would leave it, or as a power loss would: cut anywhere after
+// the last sync, with garbage after the cut),
 // checking the state's invariants after every step and, at the end, that exactly the messages a
 // reference model expects are delivered, none early. Set DELAYQ_SEED to repeat a run.
 func TestRandomOps(t *testing.T) {
@@ -49,6 +50,7 @@ func randomOps(t *testing.T, rng *rand.Rand, base string) {
 			WithCheckpointInterval(700 * time.Millisecond), WithMaxAttempts(0), WithBackoff(10*time.Millisecond, 50*time.Millisecond)}
 		dir := filepath.Join(base, "q0")
 		q := open(t, dir, opts...)
+		relocated := 0
 		m := model{due: map[string]time.Time{}, gone: map[string]bool{}}
 		var leased []Delivery
 		nextUser := 0
@@ -131,9 +133,15 @@ func randomOps(t *testing.T, rng *rand.Rand, base string) {
 				} else if err := q.Nack(ctx, d.Receipt, time.Duration(rng.IntN(200))*time.Millisecond); err != nil && !errors.Is(err, ErrUnknownReceipt) {
 					t.Fatal(err)
 				}
-			case op < 88: // let time pass
+			case op < 84: // let time pass
 				time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
 				synctest.Wait()
+			case op < 88: // a compaction round that relocates every list of a closed segment
+				n, err := q.compact(newCompactor(), 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				relocated += n
 			case op < 94: // clean reopen
 				if err := q.Close(); err != nil {
 					t.Fatal(err)
@@ -178,6 +186,7 @@ func randomOps(t *testing.T, rng *rand.Rand, base string) {
 		if err := q.Close(); err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("%d lists relocated by the compaction steps", relocated)
 	})
 }
 

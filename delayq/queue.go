@@ -126,9 +126,10 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		unlockDir(lock)
 		return nil, err
 	}
-	q.bg.Add(2)
+	q.bg.Add(3)
 	go q.runLoader()
 	go q.runCheckpointer()
+	go q.runCompactor()
 	return q, nil
 }
 

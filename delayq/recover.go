@@ -93,7 +93,7 @@ func (q *Queue) recover() error {
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	// Copies of rolled messages that a crash kept out of the log.
+	// Copies of rolled or relocated messages that a crash kept out of the log.
 	for _, origin := range slices.Sorted(mapKeys(rp.rolls)) {
 		e := rp.rolls[origin]
 		if _, _, err := q.putLocked(e.id, e.topic, e.payload, e.deliverAt, e.attempt, e.origin); err != nil {
@@ -154,8 +154,8 @@ type replayer struct {
 	q        *Queue
 	r        *wal.Reader
 	tolerant bool // rebuilding without a checkpoint: lists may run into deleted segments
-	// rolls holds, by origin, messages an Advance record's list rolled whose copies have not
-	// been met in the log yet.
+	// rolls holds, by origin, messages an Advance record's list rolled, or a Relocate record's
+	// list held, whose copies have not been met in the log yet.
 	rolls map[wal.Pos]*entry
 }
 
@@ -225,6 +225,8 @@ func (rp *replayer) apply(pos wal.Pos, rec wal.Record) error {
 		for _, e := range rolls {
 			rp.rolls[e.origin] = e
 		}
+	case wal.KindRelocate:
+		return rp.replayRelocate(pos, rec.Slot)
 	}
 	return nil
 }

@@ -48,6 +48,12 @@
 //
 //	0   8  slot
 //
+// Relocate (kind 6): slot's list, not loaded, was taken out of the disk wheel by compaction; the
+// Puts that follow it, threaded into the same list, are copies of the messages still pending in
+// it (cancelled ones and duplicate copies left out), so the old records are no longer needed.
+//
+//	0   8  slot
+//
 // The threaded fields come first in Put and Cancel so a list can be followed without decoding the
 // rest. The constants in this file are frozen: changing one makes existing logs unreadable.
 package wal
@@ -81,6 +87,9 @@ const (
 	KindAck     Kind = 3
 	KindUpdate  Kind = 4
 	KindAdvance Kind = 5
+	// KindRelocate was added after the others: logs holding it cannot be read by versions of delayq
+	// older than compaction.
+	KindRelocate Kind = 6
 )
 
 func (k Kind) String() string {
@@ -95,6 +104,8 @@ func (k Kind) String() string {
 		return "update"
 	case KindAdvance:
 		return "advance"
+	case KindRelocate:
+		return "relocate"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -120,7 +131,7 @@ type Record struct {
 	Payload   []byte // Put
 
 	Target Pos   // Ack, Update
-	Slot   int64 // Advance
+	Slot   int64 // Advance, Relocate
 }
 
 // Size returns the size of r's frame.
@@ -136,7 +147,7 @@ func (r *Record) bodySize() int {
 		return 8
 	case KindUpdate:
 		return 22 + len(r.Topic)
-	case KindAdvance:
+	case KindAdvance, KindRelocate:
 		return 8
 	}
 	return 0
@@ -185,7 +196,7 @@ func (r *Record) Append(b []byte) ([]byte, error) {
 		b = le.AppendUint64(b, uint64(r.DeliverAt))
 		b = le.AppendUint32(b, r.Attempt)
 		b = appendName(b, r.Topic)
-	case KindAdvance:
+	case KindAdvance, KindRelocate:
 		b = le.AppendUint64(b, uint64(r.Slot))
 	}
 	binary.LittleEndian.PutUint32(b[start:], crc32.Checksum(b[start+4:], castagnoli))
@@ -269,7 +280,7 @@ func decodeBody(k Kind, body []byte) (Record, error) {
 		r.DeliverAt = int64(d.u64())
 		r.Attempt = d.u32()
 		r.Topic = d.name()
-	case KindAdvance:
+	case KindAdvance, KindRelocate:
 		r.Slot = int64(d.u64())
 	default:
 		return r, &frameError{msg: fmt.Sprintf("unknown record kind %d", uint8(k))}
@@ -302,7 +313,7 @@ func validBody(k Kind, body []byte) bool {
 		} else {
 			skipName()
 		}
-	case KindAck, KindAdvance:
+	case KindAck, KindAdvance, KindRelocate:
 		d.take(8)
 	case KindUpdate:
 		d.take(20)

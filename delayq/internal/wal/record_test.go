@@ -20,6 +20,7 @@ var sampleRecords = []Record{
 	{Kind: KindUpdate, Target: MakePos(2, 77), DeliverAt: 123456789, Attempt: 3, Topic: "t.dead"},
 	{Kind: KindUpdate, Target: MakePos(2, 77)},
 	{Kind: KindAdvance, Slot: -3},
+	{Kind: KindRelocate, Slot: 1 << 40},
 }
 
 func TestRecordRoundTrip(t *testing.T) {
@@ -100,6 +101,7 @@ func malformedFrames() [][]byte {
 		reframe(byte(KindAck), make([]byte, 9)),                        // stray byte
 		reframe(byte(KindUpdate), append(make([]byte, 20), 5, 0, 'a')), // topic cut short
 		reframe(byte(KindAdvance), make([]byte, 16)),                   // stray bytes
+		reframe(byte(KindRelocate), make([]byte, 4)),                   // short
 	}
 }
 
