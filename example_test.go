@@ -73,18 +73,21 @@ func ExampleWheel_Every() {
 	w := tock.New()
 	defer w.Stop()
 
-	var runs atomic.Int64
-	done := make(chan struct{})
-	var t tock.Timer
-	t, _ = w.Every(5*time.Millisecond, func() {
-		if runs.Add(1) == 3 {
-			t.Stop() // ends the series from inside its own callback
-			close(done)
+	var count atomic.Int64
+	runs := make(chan int64)
+	t, _ := w.Every(5*time.Millisecond, func() {
+		if n := count.Add(1); n <= 3 {
+			runs <- n
 		}
 	})
-	<-done
-	fmt.Println("runs:", runs.Load())
-	// Output: runs: 3
+	for range 3 {
+		fmt.Println("run", <-runs)
+	}
+	t.Stop() // ends the series; Stop may also be called from inside the callback
+	// Output:
+	// run 1
+	// run 2
+	// run 3
 }
 
 func ExampleWheel_Stop() {
