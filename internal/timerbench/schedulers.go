@@ -12,6 +12,7 @@ type Tock struct{ W *tock.Wheel }
 // NewTock returns a Scheduler on a new wheel made with opts.
 func NewTock(opts ...tock.Option) Scheduler[tock.Timer] { return Tock{tock.New(opts...)} }
 
+// AfterFunc schedules f on the wheel and panics on an error, which the scenarios never provoke.
 func (s Tock) AfterFunc(d time.Duration, f func()) tock.Timer {
 	t, err := s.W.AfterFunc(d, f)
 	if err != nil {
@@ -20,9 +21,14 @@ func (s Tock) AfterFunc(d time.Duration, f func()) tock.Timer {
 	return t
 }
 
-func (s Tock) Stop(t tock.Timer) bool                   { return t.Stop() }
+// Stop stops t.
+func (s Tock) Stop(t tock.Timer) bool { return t.Stop() }
+
+// Reset resets t.
 func (s Tock) Reset(t tock.Timer, d time.Duration) bool { return t.Reset(d) }
-func (s Tock) Close()                                   { s.W.Stop() }
+
+// Close stops the wheel.
+func (s Tock) Close() { s.W.Stop() }
 
 // Runtime is a Scheduler on the Go runtime's timers: time.AfterFunc.
 type Runtime struct{}
