@@ -10,7 +10,7 @@ import (
 
 // check walks the disk wheel and the messages in memory and verifies every invariant of the state:
 // lists are threaded strictly backwards within their slot, each sits at its slot's index within
-// the horizon, diskPending counts their Puts, and pins count exactly the records that are needed.
+// the horizon, diskPending counts their Puts less their Cancels, and pins count exactly the records that are needed.
 func check(t testing.TB, q *Queue) {
 	t.Helper()
 	if err := q.checkState(); err != nil {
@@ -50,6 +50,9 @@ func (q *Queue) checkState() error {
 			if lr.rec.ListSlot != h.slot {
 				return fmt.Errorf("record at %v of list %d claims list %d", lr.pos, h.slot, lr.rec.ListSlot)
 			}
+			if lr.rec.Kind == wal.KindCancel {
+				puts-- // each threaded Cancel cancels one Put of its list
+			}
 			if lr.rec.Kind == wal.KindPut {
 				puts++
 				if slot := s.slotOf(lr.rec.DeliverAt); slot < h.slot || (slot-h.slot)%n != 0 {
@@ -60,7 +63,7 @@ func (q *Queue) checkState() error {
 		}
 	}
 	if puts != s.diskPending {
-		return fmt.Errorf("diskPending %d, lists hold %d puts", s.diskPending, puts)
+		return fmt.Errorf("diskPending %d, lists hold %d puts not cancelled", s.diskPending, puts)
 	}
 	var nready, nleased int
 	var nwaiting int

@@ -23,12 +23,13 @@ import (
 // crash leaves either the old checkpoint or the new one. All integers are little endian:
 //
 //	0   8  magic "tockckp1"
-//	8   4  version (2; version 1 lacks the due counts of heads, which Open then recounts)
+//	8   4  version (3; version 1 lacks the due counts of heads, and versions 1 and 2 count
+//	       cancelled messages among those in the disk wheel: Open recounts both from the lists)
 //	12  8  replay position: the log position recovery replays from
 //	20  8  slot length in nanoseconds (fixed when the queue is created)
 //	28  4  slots in the disk wheel (horizon / slot, fixed when the queue is created)
 //	32  8  loaded: the newest slot moved to memory
-//	40  8  messages in the disk wheel
+//	40  8  messages in the disk wheel, not counting cancelled ones
 //	48  4  heads, 4 pins, 4 entries, 4 user IDs: the counts of the sections that follow
 //	       heads:    slot int64, head uint64, due int64            (non-empty lists only;
 //	                 due: the list's messages due in its own slot, for DueCounts)
@@ -40,12 +41,13 @@ import (
 const (
 	checkpointName    = "checkpoint"
 	checkpointMagic   = "tockckp1"
-	checkpointVersion = 2
+	checkpointVersion = 3
 	checkpointFixed   = 64
 )
 
 // A checkpoint is the decoded checkpoint file.
 type checkpoint struct {
+	version     uint32
 	replay      wal.Pos
 	slotNs      int64
 	slots       int
@@ -170,7 +172,7 @@ func decodeCheckpoint(path string, b []byte) (*checkpoint, error) {
 	}
 	d := ckDecoder{b: body, off: 8}
 	version := d.u32()
-	if version != 1 && version != checkpointVersion {
+	if version < 1 || version > checkpointVersion {
 		return nil, bad(8, "unsupported checkpoint version %d", version)
 	}
 	headSize := 16
@@ -178,6 +180,7 @@ func decodeCheckpoint(path string, b []byte) (*checkpoint, error) {
 		headSize = 24
 	}
 	ck := &checkpoint{
+		version:     version,
 		replay:      wal.Pos(d.u64()),
 		slotNs:      int64(d.u64()),
 		slots:       int(d.u32()),

@@ -361,19 +361,17 @@ func (q *Queue) detachListLocked(list int64, recs []listRecord) []*entry {
 	if h := &s.heads[s.index(list)]; h.slot == list {
 		*h = listHead{}
 	}
-	cancelled := make(map[string]bool)
+	cancelled := make(map[string]int)
 	seen := make(map[wal.Pos]bool)
 	var out []*entry
 	for _, lr := range recs {
 		rec := &lr.rec
 		q.unpinLocked(lr.pos)
-		if rec.Kind == wal.KindCancel {
-			cancelled[rec.ID] = true
+		if s.unlistLocked(rec, cancelled) {
 			continue
 		}
-		s.diskPending--
 		origin := originOf(rec.Origin, lr.pos)
-		if cancelled[rec.ID] || seen[origin] {
+		if _, ok := cancelled[rec.ID]; ok || seen[origin] {
 			continue
 		}
 		seen[origin] = true

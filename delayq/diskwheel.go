@@ -167,20 +167,18 @@ func (q *Queue) advanceLocked(a int64, write bool) error {
 // arm is set), and returns the messages due later, which must be rolled.
 func (q *Queue) applyListLocked(a int64, recs []listRecord, arm bool) (rolls []*entry, err error) {
 	s := &q.state
-	cancelled := make(map[string]bool)
+	cancelled := make(map[string]int) // Cancel records not yet matched with a Put, by ID
 	// Rolled copies of one message can be in one list twice (a roll repeated after a crash);
 	// copies are rare, so only they are remembered.
 	copies := make(map[wal.Pos]bool)
 	for _, lr := range recs {
 		rec := &lr.rec
 		q.unpinLocked(lr.pos)
-		if rec.Kind == wal.KindCancel {
-			cancelled[rec.ID] = true
+		if s.unlistLocked(rec, cancelled) {
 			continue
 		}
-		s.diskPending--
 		origin := originOf(rec.Origin, lr.pos)
-		if cancelled[rec.ID] || copies[origin] {
+		if _, ok := cancelled[rec.ID]; ok || copies[origin] {
 			continue
 		}
 		if rec.Origin != 0 {
@@ -203,6 +201,25 @@ func (q *Queue) applyListLocked(a int64, recs []listRecord, arm bool) (rolls []*
 		}
 	}
 	return rolls, nil
+}
+
+// unlistLocked accounts for one record of a list that is taken out of the disk wheel, newest
+// first, and reports whether it is a Cancel. cancelled holds, by ID, the Cancels met so far that
+// have not been matched with a Put: a Cancel already took its message off diskPending when it was
+// written, so the first Put it meets is not counted off again. A Cancel drops every older Put with
+// its ID (a chosen ID can name several messages of one list); those after the first are counted
+// off here.
+func (s *state) unlistLocked(rec *wal.Record, cancelled map[string]int) (isCancel bool) {
+	if rec.Kind == wal.KindCancel {
+		cancelled[rec.ID]++
+		return true
+	}
+	if n, ok := cancelled[rec.ID]; ok && n > 0 {
+		cancelled[rec.ID] = n - 1
+		return false
+	}
+	s.diskPending--
+	return false
 }
 
 // countDue counts the messages of list's records, newest first, that are due in list's own slot

@@ -241,65 +241,85 @@ func TestDueCountsAcrossRestart(t *testing.T) {
 	})
 }
 
-// TestDueCountsFromVersion1Checkpoint rewrites a checkpoint in the format of version 1, which
-// lacks the per-slot counts, and checks that Open recounts them from the lists.
-func TestDueCountsFromVersion1Checkpoint(t *testing.T) {
-	base := t.TempDir()
-	synctest.Test(t, func(t *testing.T) {
-		ctx := context.Background()
-		dir := filepath.Join(base, "q")
-		q := open(t, dir)
-		start := time.Now()
-		var ids []string
-		for i := range 50 {
-			id, err := q.Put(ctx, Message{ID: fmt.Sprintf("u%d", i%3*1000+i), Topic: "t", DeliverAt: start.Add(time.Duration(i%7+3) * time.Second)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids = append(ids, id)
-		}
-		for _, id := range ids[:10] {
-			if ok, err := q.Cancel(ctx, id); !ok || err != nil {
-				t.Fatalf("Cancel(%s) = %v, %v", id, ok, err)
-			}
-		}
-		from := start.Truncate(time.Second).Add(time.Second)
-		want := q.DueCounts(from, time.Second, 20)
-		if err := q.Close(); err != nil {
-			t.Fatal(err)
-		}
-		path := filepath.Join(dir, checkpointName)
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, checkpointAsVersion1(t, b), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		q = open(t, dir)
-		if got := q.DueCounts(from, time.Second, 20); !slices.Equal(got, want) {
-			t.Fatalf("after a version 1 checkpoint: got %v, want %v", got, want)
-		}
-		check(t, q)
-	})
+// TestOlderCheckpoints rewrites a checkpoint in the formats of versions 1 and 2: version 1 lacks
+// the per-slot counts, and both count cancelled messages among those in the disk wheel. Open must
+// recount both from the lists.
+func TestOlderCheckpoints(t *testing.T) {
+	for _, version := range []uint32{1, 2} {
+		t.Run(fmt.Sprintf("version=%d", version), func(t *testing.T) {
+			base := t.TempDir()
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				dir := filepath.Join(base, "q")
+				q := open(t, dir)
+				start := time.Now()
+				var ids []string
+				for i := range 50 {
+					id, err := q.Put(ctx, Message{ID: fmt.Sprintf("u%d", i%3*1000+i), Topic: "t", DeliverAt: start.Add(time.Duration(i%7+3) * time.Second)})
+					if err != nil {
+						t.Fatal(err)
+					}
+					ids = append(ids, id)
+				}
+				const cancelled = 10
+				for _, id := range ids[:cancelled] {
+					if ok, err := q.Cancel(ctx, id); !ok || err != nil {
+						t.Fatalf("Cancel(%s) = %v, %v", id, ok, err)
+					}
+				}
+				from := start.Truncate(time.Second).Add(time.Second)
+				want := q.DueCounts(from, time.Second, 20)
+				pending := q.Stats().Pending
+				if pending != 50-cancelled {
+					t.Fatalf("Pending %d after 50 puts and %d cancels", pending, cancelled)
+				}
+				if err := q.Close(); err != nil {
+					t.Fatal(err)
+				}
+				path := filepath.Join(dir, checkpointName)
+				b, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, checkpointAsVersion(t, b, version, cancelled), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				q = open(t, dir)
+				if got := q.DueCounts(from, time.Second, 20); !slices.Equal(got, want) {
+					t.Fatalf("after a version %d checkpoint: got %v, want %v", version, got, want)
+				}
+				if got := q.Stats().Pending; got != pending {
+					t.Fatalf("after a version %d checkpoint: Pending %d, want %d", version, got, pending)
+				}
+				check(t, q)
+			})
+		})
+	}
 }
 
-// checkpointAsVersion1 rewrites a version 2 checkpoint file without the heads' due counts.
-func checkpointAsVersion1(t *testing.T, b []byte) []byte {
+// checkpointAsVersion rewrites a checkpoint file of the current version in the format of an older
+// one: the disk wheel's message count includes the cancelled messages, as versions 1 and 2 kept
+// it, and version 1 also lacks the heads' due counts.
+func checkpointAsVersion(t *testing.T, b []byte, version uint32, cancelled int) []byte {
 	t.Helper()
 	le := binary.LittleEndian
-	if v := le.Uint32(b[8:]); v != 2 {
-		t.Fatalf("checkpoint version %d, want 2", v)
+	if v := le.Uint32(b[8:]); v != checkpointVersion {
+		t.Fatalf("checkpoint version %d, want %d", v, checkpointVersion)
 	}
 	nh := int(le.Uint32(b[48:]))
 	if nh == 0 {
 		t.Fatal("checkpoint has no lists: the test puts nothing on disk")
 	}
 	out := slices.Clone(b[:checkpointFixed])
-	le.PutUint32(out[8:], 1)
+	le.PutUint32(out[8:], version)
+	le.PutUint64(out[40:], le.Uint64(b[40:])+uint64(cancelled))
 	off := checkpointFixed
 	for range nh {
-		out = append(out, b[off:off+16]...)
+		if version == 1 {
+			out = append(out, b[off:off+16]...)
+		} else {
+			out = append(out, b[off:off+24]...)
+		}
 		off += 24
 	}
 	out = append(out, b[off:len(b)-4]...)

@@ -67,8 +67,8 @@ type state struct {
 	// loaded, and the current records of loaded messages. A segment older than the checkpoint with
 	// no pins is deleted.
 	pins map[uint32]int64
-	// diskPending counts the Put records in lists not yet loaded (cancelled ones included until
-	// their slot is loaded and the cancel is seen).
+	// diskPending counts the messages in lists not yet loaded: their Put records less the Cancel
+	// records threaded into them, each of which cancels one of them (see unlistLocked).
 	diskPending int64
 	// userIDs maps the chosen ID of each message in the disk wheel to its slot, for Cancel.
 	userIDs map[string]int64
@@ -393,6 +393,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 		s.pins[pos.Segment()]++
 		*s.head(list) = listHead{slot: list, head: pos}
 		s.cancelDueLocked(id, list)
+		s.diskPending--
 		delete(s.userIDs, id)
 		q.stats.cancelled++
 		q.mu.Unlock()

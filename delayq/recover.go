@@ -57,8 +57,8 @@ func (q *Queue) recover() error {
 				s.slotDue[s.index(h.slot)] = ck.slotDue[i]
 			}
 		}
-		if ck.slotDue == nil {
-			if err := q.countSlotDue(); err != nil {
+		if ck.version < checkpointVersion {
+			if err := q.recountLists(ck.slotDue == nil); err != nil {
 				return err
 			}
 		}
@@ -189,6 +189,7 @@ func (rp *replayer) apply(pos wal.Pos, rec wal.Record) error {
 			s.pins[pos.Segment()]++
 			*s.head(rec.ListSlot) = listHead{slot: rec.ListSlot, head: pos}
 			s.cancelDueLocked(rec.ID, rec.ListSlot)
+			s.diskPending--
 			delete(s.userIDs, rec.ID)
 			return nil
 		}
@@ -255,12 +256,13 @@ func (s *state) raiseLoaded(b int64) {
 	}
 }
 
-// countSlotDue counts the messages due in each list's own slot by reading the lists, for a
-// checkpoint written before the counts were kept (version 1). It reads every message in the disk
-// wheel, once.
-func (q *Queue) countSlotDue() error {
+// recountLists counts the messages in the disk wheel, and when due is set the messages due in
+// each list's own slot, by reading the lists, for a checkpoint written before the counts were kept
+// as they are now (versions 1 and 2). It reads every message in the disk wheel, once.
+func (q *Queue) recountLists(due bool) error {
 	s := &q.state
 	r := q.log.NewReader()
+	s.diskPending = 0
 	for i, h := range s.heads {
 		if h.head == 0 {
 			continue
@@ -269,7 +271,17 @@ func (q *Queue) countSlotDue() error {
 		if err != nil {
 			return err
 		}
-		s.slotDue[i] = s.countDue(h.slot, recs)
+		for _, lr := range recs {
+			switch lr.rec.Kind {
+			case wal.KindPut:
+				s.diskPending++
+			case wal.KindCancel:
+				s.diskPending--
+			}
+		}
+		if due {
+			s.slotDue[i] = s.countDue(h.slot, recs)
+		}
 	}
 	return nil
 }

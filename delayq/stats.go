@@ -10,8 +10,8 @@ import (
 // Stats is a snapshot of a queue's state and counters, for metrics. Counters count since Open;
 // rates are their differences between two snapshots divided by the time between them.
 type Stats struct {
-	// Pending counts messages not yet due: in the disk wheel (including cancelled ones whose slot
-	// has not been loaded yet) and waiting in memory.
+	// Pending counts messages not yet due, in the disk wheel and waiting in memory. A message put
+	// twice by a roll that a crash interrupted counts twice until its slot is loaded.
 	Pending int64
 	// Due counts messages due and waiting for Receive.
 	Due int
