@@ -141,7 +141,7 @@ func (s *shard) drive() {
 			return
 		}
 
-		d := time.Duration(next*s.w.tick - s.w.now())
+		d := s.w.untilTick(next)
 		if d <= 0 {
 			continue
 		}

@@ -225,6 +225,16 @@ func (w *Wheel) tickAt(ns int64) int64 {
 	return t
 }
 
+// untilTick returns the time from now until tick t starts. A tick whose start lies beyond the
+// largest int64 nanosecond, such as the deadline of a timer scheduled for math.MaxInt64, is never
+// reached, since the clock saturates there: the wait is then the longest there is.
+func (w *Wheel) untilTick(t int64) time.Duration {
+	if t > math.MaxInt64/w.tick {
+		return math.MaxInt64
+	}
+	return time.Duration(t*w.tick - w.now())
+}
+
 // tickOf returns the last tick at or before ns nanoseconds since the epoch.
 func (w *Wheel) tickOf(ns int64) int64 {
 	t, _ := w.divTick(ns)
