@@ -133,6 +133,9 @@ func (s *shard) stop(unfired []Timer) []Timer {
 			}
 		}
 	}
+	if s.w.maxPending > 0 {
+		s.w.reserved.Add(-int64(s.pending)) // else a full wheel would refuse with ErrTooManyPending
+	}
 	s.pending = 0
 	s.periodic = nil
 	s.batch = nil
