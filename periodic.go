@@ -31,7 +31,7 @@ func (w *Wheel) every(period time.Duration, f func(), fixedDelay bool) (Timer, e
 	}
 	p := &periodic{f: f, period: period, fixedDelay: fixedDelay}
 	p.next = addClamped(w.now(), period)
-	return w.schedule(w.tickAt(p.next), p.run, p)
+	return w.schedule(w.tickAt(p.next), p.run, p, 0)
 }
 
 // A periodic is the state of a timer from Every or EveryDelay beyond its node. Its run method is the

@@ -81,7 +81,7 @@ func New(opts ...Option) *Wheel {
 // It returns ErrStopped if the wheel has been stopped, ErrTooManyPending if the bound set with
 // WithMaxPending is reached, and ErrNilFunc if f is nil.
 func (w *Wheel) AfterFunc(d time.Duration, f func()) (Timer, error) {
-	return w.schedule(w.deadline(d), f, nil)
+	return w.schedule(w.deadline(d), f, nil, 0)
 }
 
 // AtFunc schedules f to run once at t, as AfterFunc does for time.Until(t). A t in the past means as
@@ -105,7 +105,8 @@ func (w *Wheel) Pending() int {
 
 // Stop stops the wheel and returns the timers that were pending and will now never fire, in no
 // particular order. Callbacks that had fired before Stop may still be running or about to run;
-// Stop does not wait for them. After Stop, scheduling returns ErrStopped, and Stop and Reset of any
+// Stop does not wait for them. Contexts from the wheel's WithTimeout and WithDeadline keep their
+// deadlines, on runtime timers, and are not among the timers returned. After Stop, scheduling returns ErrStopped, and Stop and Reset of any
 // timer of the wheel return false. A second call returns nil.
 func (w *Wheel) Stop() []Timer {
 	var unfired []Timer
@@ -126,7 +127,16 @@ func (s *shard) stop(unfired []Timer) []Timer {
 		for s.occupied[lvl] != 0 {
 			for i := s.detachLocked(lvl, firstSlot(s.occupied[lvl])); i != 0; {
 				n := s.node(i)
-				unfired = append(unfired, Timer{s: s, i: i, gen: n.gen})
+				if n.state&flagContext != 0 {
+					// A wheel context's deadline holds whatever becomes of the wheel (see
+					// WithDeadline): a runtime timer takes over, and Timer.Stop stops that.
+					if s.handoff == nil {
+						s.handoff = make(map[uint32]*time.Timer)
+					}
+					s.handoff[i] = time.AfterFunc(s.w.untilTick(n.at), n.f)
+				} else {
+					unfired = append(unfired, Timer{s: s, i: i, gen: n.gen})
+				}
 				next := n.next
 				s.release(i, n)
 				i = next
@@ -143,8 +153,9 @@ func (s *shard) stop(unfired []Timer) []Timer {
 }
 
 // schedule adds a timer due at tick at on the current processor's shard. p is nil for a one-shot
-// timer, else the periodic record whose run method is f.
-func (w *Wheel) schedule(at int64, f func(), p *periodic) (Timer, error) {
+// timer, else the periodic record whose run method is f. flags is flagContext for the timer of a
+// wheel context, else 0.
+func (w *Wheel) schedule(at int64, f func(), p *periodic, flags uint32) (Timer, error) {
 	if f == nil {
 		return Timer{}, ErrNilFunc
 	}
@@ -158,7 +169,7 @@ func (w *Wheel) schedule(at int64, f func(), p *periodic) (Timer, error) {
 		w.unreserve()
 		return Timer{}, ErrStopped
 	}
-	t, err := s.scheduleLocked(at, f, p)
+	t, err := s.scheduleLocked(at, f, p, flags)
 	s.mu.Unlock()
 	if err != nil {
 		w.unreserve()
