@@ -52,6 +52,16 @@ func (p *periodic) run() {
 	p.s.w.runOne(p.f)
 }
 
+// resetNext returns when the run after a Reset(d) at now is due. A d more than a period in the past
+// is taken modulo the period, which keeps the runs that follow (they are counted from the result)
+// and keeps rearm's arithmetic within int64.
+func (p *periodic) resetNext(now int64, d time.Duration) int64 {
+	if d < -p.period {
+		d %= p.period
+	}
+	return addClamped(now, d)
+}
+
 // rearm places the node again for the next run, or frees it if the series was stopped meanwhile.
 func (p *periodic) rearm() {
 	s, w := p.s, p.s.w

@@ -91,14 +91,15 @@ func (t Timer) Reset(d time.Duration) bool {
 	switch n.status() {
 	case statePending:
 		if n.state&flagPeriodic != 0 {
-			s.periodic[t.i].next = addClamped(now, d)
+			p := s.periodic[t.i]
+			p.next = p.resetNext(now, d)
 		}
 		s.moveLocked(t.i, n, at)
 		s.wakeForLocked(n.at)
 		return true
 	case stateFiring:
 		p := s.periodic[t.i]
-		p.next, p.reset = addClamped(now, d), true
+		p.next, p.reset = p.resetNext(now, d), true
 		return true
 	}
 	return false
