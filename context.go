@@ -62,8 +62,8 @@ func (w *Wheel) deadlineAfter(timeout time.Duration) (time.Time, int64) {
 //
 // The deadline is honoured as the wheel honours a timer: Done is closed no earlier than d and
 // normally within a tick after it (see WithTick). If the wheel has been stopped, is full (see
-// WithMaxPending) or w is nil, the context falls back to a runtime timer, so the deadline always
-// holds.
+// WithMaxPending) or w is nil, the context falls back to a runtime timer, and one takes over the
+// timer when the wheel is stopped later, so the deadline always holds.
 //
 // The returned CancelFunc may be called any number of times, from any goroutine; calls after the
 // first do nothing. WithDeadline panics if parent is nil, as context.WithDeadline does.
@@ -251,7 +251,7 @@ func (w *Wheel) afterFuncAt(at int64, f func()) (Timer, error) {
 	if w == nil {
 		return Timer{}, ErrStopped
 	}
-	return w.schedule(w.tickAt(at), f, nil)
+	return w.schedule(w.tickAt(at), f, nil, flagContext)
 }
 
 // fire is the timer's callback, the CancelFunc, and the function context.AfterFunc calls when a

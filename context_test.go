@@ -955,3 +955,83 @@ func TestConcurrentForeignParent(t *testing.T) {
 		}
 	})
 }
+
+// TestWheelStopKeepsContextDeadline checks a wheel context made before the wheel is stopped: its
+// deadline used to be dropped with the wheel's timers, so Done was never closed.
+func TestWheelStopKeepsContextDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := New()
+		start := time.Now()
+		ctx, cancel := w.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		if unfired := w.Stop(); len(unfired) != 0 {
+			t.Errorf("Stop returned %d timers, want none: the context's is not the caller's", len(unfired))
+		}
+		time.Sleep(time.Hour - time.Millisecond)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("Err = %v before the deadline", err)
+		}
+		<-ctx.Done()
+		if d := time.Since(start); d < time.Hour || d > time.Hour+2*time.Millisecond {
+			t.Errorf("done after %v, want 1h (+1 tick)", d)
+		}
+		if err := ctx.Err(); err != context.DeadlineExceeded {
+			t.Errorf("Err = %v, want DeadlineExceeded", err)
+		}
+	})
+}
+
+// TestCancelAfterWheelStop checks canceling a wheel context after its wheel was stopped: cancel
+// used to read the wheel's refusal to stop the timer as the timer having fired, and reported
+// DeadlineExceeded an hour before the deadline.
+func TestCancelAfterWheelStop(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := New()
+		ctx, cancel := w.WithTimeout(context.Background(), time.Hour)
+		child, cancelChild := w.WithTimeout(ctx, 2*time.Hour)
+		defer cancelChild()
+		w.Stop()
+		cancel()
+		if err := ctx.Err(); err != context.Canceled {
+			t.Errorf("Err = %v, want Canceled", err)
+		}
+		if err := child.Err(); err != context.Canceled {
+			t.Errorf("child Err = %v, want Canceled", err)
+		}
+		time.Sleep(3 * time.Hour) // the runtime timers that took over were stopped: nothing changes
+		if err := ctx.Err(); err != context.Canceled {
+			t.Errorf("Err = %v after the deadline, want Canceled", err)
+		}
+	})
+}
+
+// TestWheelStopRacingCancel cancels wheel contexts while the wheel stops: every cancel must report
+// Canceled, since no deadline has passed, and every deadline must be kept by the runtime timers.
+func TestWheelStopRacingCancel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := New(WithShards(2))
+		const n = 200
+		ctxs := make([]context.Context, n)
+		cancels := make([]context.CancelFunc, n)
+		for i := range n {
+			ctxs[i], cancels[i] = w.WithTimeout(context.Background(), time.Hour)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() { w.Stop() })
+		for i := 0; i < n; i += 2 {
+			wg.Go(cancels[i])
+		}
+		wg.Wait()
+		for i := 0; i < n; i += 2 {
+			if err := ctxs[i].Err(); err != context.Canceled {
+				t.Fatalf("canceled context %d: Err = %v, want Canceled", i, err)
+			}
+		}
+		time.Sleep(time.Hour + time.Millisecond)
+		for i := 1; i < n; i += 2 {
+			if err := ctxs[i].Err(); err != context.DeadlineExceeded {
+				t.Fatalf("context %d: Err = %v after its deadline, want DeadlineExceeded", i, err)
+			}
+		}
+	})
+}

@@ -29,6 +29,7 @@ const (
 
 	stateMask    = 3
 	flagPeriodic = 4
+	flagContext  = 8 // the timer of a wheel context, which Stop hands to a runtime timer
 	listShift    = 8 // state>>listShift is level*slotCount+slot while pending
 )
 

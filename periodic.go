@@ -31,7 +31,7 @@ func (w *Wheel) every(period time.Duration, f func(), fixedDelay bool) (Timer, e
 	}
 	p := &periodic{f: f, period: period, fixedDelay: fixedDelay}
 	p.next = addClamped(w.now(), period)
-	return w.schedule(w.tickAt(p.next), p.run, p)
+	return w.schedule(w.tickAt(p.next), p.run, p, 0)
 }
 
 // A periodic is the state of a timer from Every or EveryDelay beyond its node. Its run method is the
@@ -50,6 +50,16 @@ type periodic struct {
 func (p *periodic) run() {
 	defer p.rearm() // deferred so that a callback calling runtime.Goexit does not end the series
 	p.s.w.runOne(p.f)
+}
+
+// resetNext returns when the run after a Reset(d) at now is due. A d more than a period in the past
+// is taken modulo the period, which keeps the runs that follow (they are counted from the result)
+// and keeps rearm's arithmetic within int64.
+func (p *periodic) resetNext(now int64, d time.Duration) int64 {
+	if d < -p.period {
+		d %= p.period
+	}
+	return addClamped(now, d)
 }
 
 // rearm places the node again for the next run, or frees it if the series was stopped meanwhile.

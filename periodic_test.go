@@ -1,6 +1,8 @@
 package tock
 
 import (
+	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -207,4 +209,45 @@ func TestWheelStopDuringPeriodicRun(t *testing.T) {
 			t.Fatalf("%d runs after the wheel stopped mid-run", runs.Load())
 		}
 	})
+}
+
+// TestEveryResetFarIntoThePast resets a fixed-rate series to a time far in the past: the next run
+// is due at once and later runs are counted from now+d, one period apart. With d near
+// math.MinInt64 the catch-up arithmetic overflowed, which skipped a run and shifted the series.
+func TestEveryResetFarIntoThePast(t *testing.T) {
+	for _, d := range []time.Duration{math.MinInt64, math.MinInt64 / 2, -3300 * time.Millisecond} {
+		synctest.Test(t, func(t *testing.T) {
+			w := New(WithInlineExecutor())
+			defer w.Stop()
+			start := time.Now()
+			var mu sync.Mutex
+			var runs []time.Duration
+			tm, err := w.Every(time.Second, func() {
+				mu.Lock()
+				runs = append(runs, time.Since(start))
+				mu.Unlock()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(500 * time.Millisecond)
+			tm.Reset(d)
+			time.Sleep(5 * time.Second)
+			// The series is now+d+k*period; its first run after the reset comes less than a
+			// period after it (rounded up to the 1ms tick).
+			phase := 500*time.Millisecond + d%time.Second
+			if phase <= 500*time.Millisecond {
+				phase += time.Second
+			}
+			want := []time.Duration{500 * time.Millisecond}
+			for at := phase; at <= 5500*time.Millisecond; at += time.Second {
+				want = append(want, (at + time.Millisecond - 1).Truncate(time.Millisecond))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if !slices.Equal(runs, want) {
+				t.Errorf("Reset(%v): runs at %v, want %v", d, runs, want)
+			}
+		})
+	}
 }

@@ -27,7 +27,8 @@ type shard struct {
 	running  bool                 // a driver goroutine is running
 	wakeAt   int64                // the tick the driver sleeps until; meaningful while running
 	stopped  bool
-	batch    []func() // callbacks that fired in the current advance
+	handoff  map[uint32]*time.Timer // after Stop, the runtime timers that took over wheel contexts' timers, by node
+	batch    []func()               // callbacks that fired in the current advance
 
 	_ [64]byte // keep shards in separate cache lines
 }
@@ -37,16 +38,16 @@ func newShard(w *Wheel, levels int) *shard {
 }
 
 // scheduleLocked adds a timer due at tick at and makes sure the driver will wake up for it. p is
-// nil for a one-shot timer.
-func (s *shard) scheduleLocked(at int64, f func(), p *periodic) (Timer, error) {
+// nil for a one-shot timer; flags is 0 or flagContext.
+func (s *shard) scheduleLocked(at int64, f func(), p *periodic, flags uint32) (Timer, error) {
 	i, ok := s.alloc()
 	if !ok {
 		return Timer{}, ErrTooManyPending
 	}
 	n := s.node(i)
-	n.f, n.at, n.state = f, at, 0
+	n.f, n.at, n.state = f, at, flags
 	if p != nil {
-		n.state = flagPeriodic
+		n.state |= flagPeriodic
 		p.s, p.i = s, i
 		if s.periodic == nil {
 			s.periodic = make(map[uint32]*periodic)
@@ -141,7 +142,7 @@ func (s *shard) drive() {
 			return
 		}
 
-		d := time.Duration(next*s.w.tick - s.w.now())
+		d := s.w.untilTick(next)
 		if d <= 0 {
 			continue
 		}

@@ -33,8 +33,11 @@ func (t Timer) Stop() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n := s.node(t.i)
-	if n.gen != t.gen || s.stopped {
+	if n.gen != t.gen {
 		return false
+	}
+	if s.stopped {
+		return s.stopHandedOffLocked(t.i)
 	}
 	switch n.status() {
 	case statePending:
@@ -51,6 +54,17 @@ func (t Timer) Stop() bool {
 		return true
 	}
 	return false
+}
+
+// stopHandedOffLocked stops the runtime timer that took over node i's wheel-context timer when the
+// wheel stopped, if there is one, and reports whether that stopped it before it fired.
+func (s *shard) stopHandedOffLocked(i uint32) bool {
+	rt, ok := s.handoff[i]
+	if !ok {
+		return false
+	}
+	delete(s.handoff, i)
+	return rt.Stop()
 }
 
 // Reset changes a pending timer to fire d from now, as if it had just been scheduled with d, and
@@ -77,14 +91,15 @@ func (t Timer) Reset(d time.Duration) bool {
 	switch n.status() {
 	case statePending:
 		if n.state&flagPeriodic != 0 {
-			s.periodic[t.i].next = addClamped(now, d)
+			p := s.periodic[t.i]
+			p.next = p.resetNext(now, d)
 		}
 		s.moveLocked(t.i, n, at)
 		s.wakeForLocked(n.at)
 		return true
 	case stateFiring:
 		p := s.periodic[t.i]
-		p.next, p.reset = addClamped(now, d), true
+		p.next, p.reset = p.resetNext(now, d), true
 		return true
 	}
 	return false

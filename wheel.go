@@ -81,7 +81,7 @@ func New(opts ...Option) *Wheel {
 // It returns ErrStopped if the wheel has been stopped, ErrTooManyPending if the bound set with
 // WithMaxPending is reached, and ErrNilFunc if f is nil.
 func (w *Wheel) AfterFunc(d time.Duration, f func()) (Timer, error) {
-	return w.schedule(w.deadline(d), f, nil)
+	return w.schedule(w.deadline(d), f, nil, 0)
 }
 
 // AtFunc schedules f to run once at t, as AfterFunc does for time.Until(t). A t in the past means as
@@ -105,7 +105,8 @@ func (w *Wheel) Pending() int {
 
 // Stop stops the wheel and returns the timers that were pending and will now never fire, in no
 // particular order. Callbacks that had fired before Stop may still be running or about to run;
-// Stop does not wait for them. After Stop, scheduling returns ErrStopped, and Stop and Reset of any
+// Stop does not wait for them. Contexts from the wheel's WithTimeout and WithDeadline keep their
+// deadlines, on runtime timers, and are not among the timers returned. After Stop, scheduling returns ErrStopped, and Stop and Reset of any
 // timer of the wheel return false. A second call returns nil.
 func (w *Wheel) Stop() []Timer {
 	var unfired []Timer
@@ -126,12 +127,24 @@ func (s *shard) stop(unfired []Timer) []Timer {
 		for s.occupied[lvl] != 0 {
 			for i := s.detachLocked(lvl, firstSlot(s.occupied[lvl])); i != 0; {
 				n := s.node(i)
-				unfired = append(unfired, Timer{s: s, i: i, gen: n.gen})
+				if n.state&flagContext != 0 {
+					// A wheel context's deadline holds whatever becomes of the wheel (see
+					// WithDeadline): a runtime timer takes over, and Timer.Stop stops that.
+					if s.handoff == nil {
+						s.handoff = make(map[uint32]*time.Timer)
+					}
+					s.handoff[i] = time.AfterFunc(s.w.untilTick(n.at), n.f)
+				} else {
+					unfired = append(unfired, Timer{s: s, i: i, gen: n.gen})
+				}
 				next := n.next
 				s.release(i, n)
 				i = next
 			}
 		}
+	}
+	if s.w.maxPending > 0 {
+		s.w.reserved.Add(-int64(s.pending)) // else a full wheel would refuse with ErrTooManyPending
 	}
 	s.pending = 0
 	s.periodic = nil
@@ -140,8 +153,9 @@ func (s *shard) stop(unfired []Timer) []Timer {
 }
 
 // schedule adds a timer due at tick at on the current processor's shard. p is nil for a one-shot
-// timer, else the periodic record whose run method is f.
-func (w *Wheel) schedule(at int64, f func(), p *periodic) (Timer, error) {
+// timer, else the periodic record whose run method is f. flags is flagContext for the timer of a
+// wheel context, else 0.
+func (w *Wheel) schedule(at int64, f func(), p *periodic, flags uint32) (Timer, error) {
 	if f == nil {
 		return Timer{}, ErrNilFunc
 	}
@@ -155,7 +169,7 @@ func (w *Wheel) schedule(at int64, f func(), p *periodic) (Timer, error) {
 		w.unreserve()
 		return Timer{}, ErrStopped
 	}
-	t, err := s.scheduleLocked(at, f, p)
+	t, err := s.scheduleLocked(at, f, p, flags)
 	s.mu.Unlock()
 	if err != nil {
 		w.unreserve()
@@ -223,6 +237,16 @@ func (w *Wheel) tickAt(ns int64) int64 {
 		t++
 	}
 	return t
+}
+
+// untilTick returns the time from now until tick t starts. A tick whose start lies beyond the
+// largest int64 nanosecond, such as the deadline of a timer scheduled for math.MaxInt64, is never
+// reached, since the clock saturates there: the wait is then the longest there is.
+func (w *Wheel) untilTick(t int64) time.Duration {
+	if t > math.MaxInt64/w.tick {
+		return math.MaxInt64
+	}
+	return time.Duration(t*w.tick - w.now())
 }
 
 // tickOf returns the last tick at or before ns nanoseconds since the epoch.

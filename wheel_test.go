@@ -598,3 +598,47 @@ func TestCallbackGoexit(t *testing.T) {
 		}
 	})
 }
+
+// TestStopReleasesMaxPending checks that Stop gives back the WithMaxPending reservations of the
+// timers it drops: scheduling on the stopped wheel returned ErrTooManyPending instead of ErrStopped
+// when the bound had been reached.
+func TestStopReleasesMaxPending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := New(WithMaxPending(2))
+		if _, err := w.AfterFunc(time.Hour, func() {}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Every(time.Hour, func() {}); err != nil {
+			t.Fatal(err)
+		}
+		w.Stop()
+		if _, err := w.AfterFunc(time.Hour, func() {}); !errors.Is(err, ErrStopped) {
+			t.Errorf("AfterFunc after Stop: %v, want ErrStopped", err)
+		}
+		if _, err := w.Every(time.Hour, func() {}); !errors.Is(err, ErrStopped) {
+			t.Errorf("Every after Stop: %v, want ErrStopped", err)
+		}
+		if n := w.reserved.Load(); n != 0 {
+			t.Errorf("%d timers still reserved after Stop", n)
+		}
+	})
+	// A periodic timer whose run is in progress at Stop is released when the run returns.
+	synctest.Test(t, func(t *testing.T) {
+		w := New(WithMaxPending(1))
+		release := make(chan struct{})
+		if _, err := w.Every(time.Second, func() { <-release }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second + 2*time.Millisecond)
+		synctest.Wait()
+		w.Stop()
+		close(release)
+		synctest.Wait()
+		if n := w.reserved.Load(); n != 0 {
+			t.Errorf("%d timers still reserved after Stop during a periodic run", n)
+		}
+		if _, err := w.AfterFunc(time.Hour, func() {}); !errors.Is(err, ErrStopped) {
+			t.Errorf("AfterFunc after Stop: %v, want ErrStopped", err)
+		}
+	})
+}
