@@ -105,9 +105,11 @@ func (w *Wheel) Pending() int {
 
 // Stop stops the wheel and returns the timers that were pending and will now never fire, in no
 // particular order. Callbacks that had fired before Stop may still be running or about to run;
-// Stop does not wait for them. Contexts from the wheel's WithTimeout and WithDeadline keep their
-// deadlines, on runtime timers, and are not among the timers returned. After Stop, scheduling returns ErrStopped, and Stop and Reset of any
+// Stop does not wait for them. After Stop, scheduling returns ErrStopped, and Stop and Reset of any
 // timer of the wheel return false. A second call returns nil.
+//
+// Contexts from the wheel's WithTimeout and WithDeadline keep their deadlines: runtime timers take
+// over theirs, and they are not among the timers returned.
 func (w *Wheel) Stop() []Timer {
 	var unfired []Timer
 	w.stopOnce.Do(func() {
