@@ -436,3 +436,38 @@ func TestTopicTooLongForItsDeadLetterTopic(t *testing.T) {
 		t.Fatalf("Open with a dead-letter topic over %d bytes: %v", wal.MaxName, err)
 	}
 }
+
+// TestHugeDelaysDoNotWrapAround is the regression test of deadlines computed as now plus a
+// duration without a bound: a Nack delay or a visibility timeout reaching past the year 2262
+// wrapped around to a time long past, so the message was due again at once (handed to a second
+// consumer while the first still held it) instead of never in practice.
+func TestHugeDelaysDoNotWrapAround(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir())
+		huge := time.Duration(1<<63 - 1)
+		if _, err := q.Put(ctx, Message{Topic: "vis"}); err != nil {
+			t.Fatal(err)
+		}
+		held := receiveOne(t, q, "vis", time.Second, huge)
+		if _, err := q.Put(ctx, Message{Topic: "nack"}); err != nil {
+			t.Fatal(err)
+		}
+		d := receiveOne(t, q, "nack", time.Second, time.Minute)
+		if err := q.Nack(ctx, d.Receipt, huge); err != nil {
+			t.Fatal(err)
+		}
+		for _, topic := range []string{"vis", "nack"} {
+			wctx, cancel := context.WithTimeout(ctx, time.Hour)
+			ds, err := q.Receive(wctx, topic, 1, time.Minute)
+			cancel()
+			if len(ds) != 0 || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%s: delivered again within an hour: %+v, %v", topic, ds, err)
+			}
+		}
+		if err := q.Ack(ctx, held.Receipt); err != nil {
+			t.Fatalf("ack of the long lease: %v", err)
+		}
+		check(t, q)
+	})
+}
