@@ -250,7 +250,7 @@ func (c *Client) Ack(ctx context.Context, receipts ...string) error {
 }
 
 // Nack ends the lease of receipt and makes its message due again after
-// delay (zero: the server's backoff).
+// delay (zero: at once).
 func (c *Client) Nack(ctx context.Context, receipt string, delay time.Duration) error {
 	req := struct {
 		Receipt string `json:"receipt"`

@@ -308,7 +308,7 @@ func (q *Queue) leaseLocked(e *entry, visibility time.Duration) Delivery {
 	e.st = leased
 	q.state.leaseSeq++
 	e.lease = q.state.leaseSeq
-	q.scheduleLocked(e, time.Now().Add(visibility).UnixNano())
+	q.scheduleLocked(e, after(time.Now().UnixNano(), visibility))
 	q.state.leased++
 	q.stats.delivered++
 	return Delivery{
@@ -423,11 +423,11 @@ func (q *Queue) retryLocked(e *entry, delay time.Duration, useBackoff bool) (wal
 		rec.Topic = e.topic
 		q.stats.deadLettered++
 	case dead:
-		e.deliverAt = now + int64(q.cfg.backoffMax)
+		e.deliverAt = after(now, q.cfg.backoffMax)
 	case useBackoff:
-		e.deliverAt = now + int64(q.cfg.backoff(e.attempt))
+		e.deliverAt = after(now, q.cfg.backoff(e.attempt))
 	default:
-		e.deliverAt = now + int64(delay)
+		e.deliverAt = after(now, delay)
 	}
 	rec.DeliverAt, rec.Attempt = e.deliverAt, e.attempt
 	_, end, err := q.log.Append(&rec)
@@ -436,6 +436,16 @@ func (q *Queue) retryLocked(e *entry, delay time.Duration, useBackoff bool) (wal
 	}
 	q.armLocked(e)
 	return end, nil
+}
+
+// after returns d (>= 0) after now, in Unix nanoseconds, no later than the latest DeliverAt Put
+// accepts: a sum past the int64 range would wrap around to a time long past, making a message due
+// at once instead of in centuries.
+func after(now int64, d time.Duration) int64 {
+	if limit := maxDeliverAt.UnixNano(); int64(d) > limit-now {
+		return limit
+	}
+	return now + int64(d)
 }
 
 func (q *Queue) isDeadLetterTopic(topic string) bool {

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
 // receiveOne receives one message of topic, failing if none comes within wait.
@@ -397,5 +400,74 @@ func TestPayloadBuffersAreNotShared(t *testing.T) {
 		if string(d.Payload) != "first" {
 			t.Fatalf("payload %q after the consumer wrote to its copy", d.Payload)
 		}
+	})
+}
+
+// TestTopicTooLongForItsDeadLetterTopic is the regression test of a topic short enough for Put but
+// too long once the dead-letter suffix was added: the message's last failed delivery appended an
+// Update record the log refused, and that failure stopped the whole queue. Put now refuses such a
+// topic, and one just short enough is dead-lettered with the queue still working.
+func TestTopicTooLongForItsDeadLetterTopic(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir(), WithMaxAttempts(1))
+		long := strings.Repeat("t", wal.MaxName-len(DefaultDeadLetterSuffix)+1)
+		if _, err := q.Put(ctx, Message{Topic: long}); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Put of a %d-byte topic: %v, want ErrInvalid", len(long), err)
+		}
+		topic := long[1:]
+		id, err := q.Put(ctx, Message{Topic: topic})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := receiveOne(t, q, topic, time.Second, time.Minute)
+		if err := q.Nack(ctx, d.Receipt, 0); err != nil {
+			t.Fatalf("Nack to the dead-letter topic: %v", err)
+		}
+		if d := receiveOne(t, q, topic+DefaultDeadLetterSuffix, time.Second, time.Minute); d.ID != id {
+			t.Fatalf("dead letter %q, want %q", d.ID, id)
+		}
+		if _, err := q.Put(ctx, Message{Topic: "t"}); err != nil {
+			t.Fatalf("Put after the dead letter: %v", err)
+		}
+		check(t, q)
+	})
+	if _, err := Open(t.TempDir(), WithDeadLetterTopic(strings.Repeat("d", wal.MaxName+1))); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Open with a dead-letter topic over %d bytes: %v", wal.MaxName, err)
+	}
+}
+
+// TestHugeDelaysDoNotWrapAround is the regression test of deadlines computed as now plus a
+// duration without a bound: a Nack delay or a visibility timeout reaching past the year 2262
+// wrapped around to a time long past, so the message was due again at once (handed to a second
+// consumer while the first still held it) instead of never in practice.
+func TestHugeDelaysDoNotWrapAround(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir())
+		huge := time.Duration(1<<63 - 1)
+		if _, err := q.Put(ctx, Message{Topic: "vis"}); err != nil {
+			t.Fatal(err)
+		}
+		held := receiveOne(t, q, "vis", time.Second, huge)
+		if _, err := q.Put(ctx, Message{Topic: "nack"}); err != nil {
+			t.Fatal(err)
+		}
+		d := receiveOne(t, q, "nack", time.Second, time.Minute)
+		if err := q.Nack(ctx, d.Receipt, huge); err != nil {
+			t.Fatal(err)
+		}
+		for _, topic := range []string{"vis", "nack"} {
+			wctx, cancel := context.WithTimeout(ctx, time.Hour)
+			ds, err := q.Receive(wctx, topic, 1, time.Minute)
+			cancel()
+			if len(ds) != 0 || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("%s: delivered again within an hour: %+v, %v", topic, ds, err)
+			}
+		}
+		if err := q.Ack(ctx, held.Receipt); err != nil {
+			t.Fatalf("ack of the long lease: %v", err)
+		}
+		check(t, q)
 	})
 }

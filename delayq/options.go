@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
 // Defaults of the options.
@@ -140,6 +142,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: segment size %d outside [4KiB, 2GiB]", ErrInvalid, c.segmentSize)
 	case c.maxPayload < 0 || c.maxPayload > 16<<20:
 		return fmt.Errorf("%w: max payload %d outside [0, 16MiB]", ErrInvalid, c.maxPayload)
+	case len(c.deadLetter) > wal.MaxName:
+		return fmt.Errorf("%w: dead-letter topic of %d bytes", ErrInvalid, len(c.deadLetter))
 	}
 	if c.preload == 0 {
 		c.preload = 2 * c.slot

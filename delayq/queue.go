@@ -242,6 +242,10 @@ func (q *Queue) validate(m *Message) error {
 		return fmt.Errorf("%w: empty topic", ErrInvalid)
 	case len(m.Topic) > wal.MaxName:
 		return fmt.Errorf("%w: topic of %d bytes", ErrInvalid, len(m.Topic))
+	case len(q.cfg.deadLetterTopic(m.Topic)) > wal.MaxName:
+		// A dead letter's topic is written in its Update record: one the log refuses would stop
+		// the queue when the message fails its last delivery.
+		return fmt.Errorf("%w: topic of %d bytes leaves no room for its dead-letter topic", ErrInvalid, len(m.Topic))
 	case len(m.ID) > wal.MaxName:
 		return fmt.Errorf("%w: id of %d bytes", ErrInvalid, len(m.ID))
 	case len(m.Payload) > q.cfg.maxPayload:

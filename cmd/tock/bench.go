@@ -95,7 +95,7 @@ func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fs.PrintDefaults()
 	}
 	if _, err := parseArgs(fs, args); err != nil {
-		return exitUsage
+		return parseExit(err)
 	}
 	match, err := regexp.Compile(*run)
 	if err != nil {

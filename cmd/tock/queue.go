@@ -94,6 +94,14 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	}
 }
 
+// parseExit returns the exit code for an error of parseArgs: asking for help (-h) is no mistake.
+func parseExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	return exitUsage
+}
+
 func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -136,7 +144,7 @@ func putCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	at := fs.String("at", "", "deliver at this RFC 3339 `time` instead")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return exitUsage
+		return parseExit(err)
 	}
 	if len(pos) < 1 || len(pos) > 2 {
 		fs.Usage()
@@ -201,7 +209,7 @@ func cancelCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	conn.register(fs)
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return exitUsage
+		return parseExit(err)
 	}
 	if len(pos) != 1 {
 		fs.Usage()
@@ -236,7 +244,7 @@ func receiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	noAck := fs.Bool("no-ack", false, "leave the messages leased: they are due again after --visibility")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return exitUsage
+		return parseExit(err)
 	}
 	if len(pos) != 1 {
 		fs.Usage()
@@ -286,7 +294,7 @@ func statsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	asJSON := fs.Bool("json", false, "print the raw JSON")
 	pos, err := parseArgs(fs, args)
 	if err != nil {
-		return exitUsage
+		return parseExit(err)
 	}
 	if len(pos) != 0 {
 		fs.Usage()

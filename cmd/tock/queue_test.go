@@ -125,3 +125,18 @@ func TestCLIErrors(t *testing.T) {
 		t.Errorf("stats of a closed port: %d %q", code, errs)
 	}
 }
+
+// TestHelpExitsZero is the regression test of "tock put -h" and the like exiting 2, as for a
+// mistake, while "tock --help" and "tockd -h" exit 0: help that was asked for is printed and the
+// command succeeds, so scripts and shells do not report a failure.
+func TestHelpExitsZero(t *testing.T) {
+	for name := range commands() {
+		for _, arg := range []string{"-h", "--help"} {
+			var out, errb bytes.Buffer
+			code := commands()[name](context.Background(), []string{arg}, &out, &errb)
+			if code != exitOK || !strings.Contains(errb.String(), "usage: tock "+name) {
+				t.Errorf("tock %s %s: exit %d %q, want 0 and the usage", name, arg, code, errb.String())
+			}
+		}
+	}
+}

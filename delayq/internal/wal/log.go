@@ -218,9 +218,11 @@ func (l *Log) openLast(seg uint32) error {
 			return err
 		}
 		torn := ce.truncated || ce.frameEnd >= size
-		if !torn && ce.Offset >= SegmentHeader {
+		if ce.Offset >= SegmentHeader {
 			// Garbage after the last sync (a torn write) holds no valid frame; damage to synced
-			// data is followed by the records written after it.
+			// data is followed by the records written after it. That holds for a frame that seems
+			// cut short too: a damaged length field makes a synced frame run past the end of the
+			// file, and truncating there would drop every record after it.
 			valid, verr := validFrameAfter(path, ce.Offset+1)
 			if verr != nil {
 				return verr

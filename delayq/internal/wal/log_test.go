@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -241,4 +242,28 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("the first segment's record was lost")
 		}
 	})
+}
+
+// TestDamagedLengthIsNotATornTail is the regression test of a damaged length field in synced data
+// that made its frame seem to run past the end of the last segment: Open took it for a torn tail
+// and truncated the segment there, silently dropping the records after it. The records that
+// follow show it is damage, so Open must refuse and name the place instead.
+func TestDamagedLengthIsNotATornTail(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{})
+	got := appendN(t, l, 10, 1)
+	l.Close()
+	path := segmentPath(dir, 1)
+	data, _ := os.ReadFile(path)
+	bad := got["m4"].Offset()
+	binary.LittleEndian.PutUint32(data[bad+4:], uint32(len(data))) // in range, past the end
+	os.WriteFile(path, data, 0o644)
+	_, err := Open(dir, Options{Logger: quiet})
+	var ce *CorruptError
+	if !errors.As(err, &ce) || ce.File != path || ce.Offset != int64(bad) {
+		t.Fatalf("Open: %v; want corruption in %s at %d", err, path, bad)
+	}
+	if fi, _ := os.Stat(path); fi.Size() != int64(len(data)) {
+		t.Fatalf("Open cut the segment to %d bytes of %d", fi.Size(), len(data))
+	}
 }
