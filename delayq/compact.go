@@ -361,22 +361,7 @@ func (q *Queue) detachListLocked(list int64, recs []listRecord) []*entry {
 	if h := &s.heads[s.index(list)]; h.slot == list {
 		*h = listHead{}
 	}
-	cancelled := make(map[string]int)
-	seen := make(map[wal.Pos]bool)
-	var out []*entry
-	for _, lr := range recs {
-		rec := &lr.rec
-		q.unpinLocked(lr.pos)
-		if s.unlistLocked(rec, cancelled) {
-			continue
-		}
-		origin := originOf(rec.Origin, lr.pos)
-		if _, ok := cancelled[rec.ID]; ok || seen[origin] {
-			continue
-		}
-		seen[origin] = true
-		out = append(out, &entry{pos: lr.pos, origin: origin, id: rec.ID, topic: rec.Topic, payload: rec.Payload, deliverAt: rec.DeliverAt, attempt: rec.Attempt})
-	}
+	out := q.takeListLocked(recs)
 	slices.Reverse(out)
 	return out
 }

@@ -167,15 +167,51 @@ func (q *Queue) advanceLocked(a int64, write bool) error {
 // arm is set), and returns the messages due later, which must be rolled.
 func (q *Queue) applyListLocked(a int64, recs []listRecord, arm bool) (rolls []*entry, err error) {
 	s := &q.state
+	for _, e := range q.takeListLocked(recs) {
+		if slot, ok := s.userIDs[e.id]; ok && slot == s.slotOf(e.deliverAt) {
+			delete(s.userIDs, e.id)
+		}
+		if s.slotOf(e.deliverAt) > a {
+			rolls = append(rolls, e)
+			continue
+		}
+		if !q.insertLocked(e) {
+			continue
+		}
+		s.pins[e.pos.Segment()]++
+		if arm {
+			q.armLocked(e)
+		}
+	}
+	return rolls, nil
+}
+
+// takeListLocked takes the records of a list, recs (newest first, the whole list), out of the disk
+// wheel: it unpins them, counts their messages off diskPending, and returns the messages still
+// pending in the list, newest first. A Put cancelled by a later Cancel of its ID, and all but the
+// newest copy of a message, are left out.
+//
+// A Cancel took its message off diskPending when it was written, so the first Put each Cancel
+// meets is not counted off again; a Cancel drops every older Put with its ID (a chosen ID can name
+// several messages of one list), and those after the first are counted off here.
+func (q *Queue) takeListLocked(recs []listRecord) []*entry {
+	s := &q.state
 	cancelled := make(map[string]int) // Cancel records not yet matched with a Put, by ID
 	// Rolled copies of one message can be in one list twice (a roll repeated after a crash);
 	// copies are rare, so only they are remembered.
 	copies := make(map[wal.Pos]bool)
+	var out []*entry
 	for _, lr := range recs {
 		rec := &lr.rec
 		q.unpinLocked(lr.pos)
-		if s.unlistLocked(rec, cancelled) {
+		if rec.Kind == wal.KindCancel {
+			cancelled[rec.ID]++
 			continue
+		}
+		if n, ok := cancelled[rec.ID]; ok && n > 0 {
+			cancelled[rec.ID] = n - 1
+		} else {
+			s.diskPending--
 		}
 		origin := originOf(rec.Origin, lr.pos)
 		if _, ok := cancelled[rec.ID]; ok || copies[origin] {
@@ -184,42 +220,9 @@ func (q *Queue) applyListLocked(a int64, recs []listRecord, arm bool) (rolls []*
 		if rec.Origin != 0 {
 			copies[origin] = true
 		}
-		if slot, ok := s.userIDs[rec.ID]; ok && slot == s.slotOf(rec.DeliverAt) {
-			delete(s.userIDs, rec.ID)
-		}
-		e := &entry{pos: lr.pos, origin: origin, id: rec.ID, topic: rec.Topic, payload: rec.Payload, deliverAt: rec.DeliverAt, attempt: rec.Attempt}
-		if s.slotOf(rec.DeliverAt) > a {
-			rolls = append(rolls, e)
-			continue
-		}
-		if !q.insertLocked(e) {
-			continue
-		}
-		s.pins[lr.pos.Segment()]++
-		if arm {
-			q.armLocked(e)
-		}
+		out = append(out, &entry{pos: lr.pos, origin: origin, id: rec.ID, topic: rec.Topic, payload: rec.Payload, deliverAt: rec.DeliverAt, attempt: rec.Attempt})
 	}
-	return rolls, nil
-}
-
-// unlistLocked accounts for one record of a list that is taken out of the disk wheel, newest
-// first, and reports whether it is a Cancel. cancelled holds, by ID, the Cancels met so far that
-// have not been matched with a Put: a Cancel already took its message off diskPending when it was
-// written, so the first Put it meets is not counted off again. A Cancel drops every older Put with
-// its ID (a chosen ID can name several messages of one list); those after the first are counted
-// off here.
-func (s *state) unlistLocked(rec *wal.Record, cancelled map[string]int) (isCancel bool) {
-	if rec.Kind == wal.KindCancel {
-		cancelled[rec.ID]++
-		return true
-	}
-	if n, ok := cancelled[rec.ID]; ok && n > 0 {
-		cancelled[rec.ID] = n - 1
-		return false
-	}
-	s.diskPending--
-	return false
+	return out
 }
 
 // countDue counts the messages of list's records, newest first, that are due in list's own slot

@@ -68,7 +68,7 @@ type state struct {
 	// no pins is deleted.
 	pins map[uint32]int64
 	// diskPending counts the messages in lists not yet loaded: their Put records less the Cancel
-	// records threaded into them, each of which cancels one of them (see unlistLocked).
+	// records threaded into them, each of which cancels one of them (see takeListLocked).
 	diskPending int64
 	// userIDs maps the chosen ID of each message in the disk wheel to its slot, for Cancel.
 	userIDs map[string]int64
