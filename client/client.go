@@ -209,7 +209,10 @@ func (c *Client) PutBatch(ctx context.Context, topic string, ms []Message) ([]st
 
 // Cancel removes the pending message id. It reports false, with a nil
 // error, when no such message is pending (never put, already delivered or
-// cancelled).
+// cancelled). Cancel is retried after a network error, so when an attempt
+// cancelled the message but its answer was lost, the retry finds nothing
+// pending and Cancel reports false: false means "not pending now", not "was
+// never cancelled".
 func (c *Client) Cancel(ctx context.Context, id string) (bool, error) {
 	err := c.do(ctx, http.MethodDelete, "/v1/messages/"+url.PathEscape(id), nil, nil, true)
 	if errors.Is(err, ErrNotFound) {
