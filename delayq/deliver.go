@@ -69,7 +69,8 @@ type topicQueue struct {
 	head, tail *entry
 	n          int
 	// signal is closed (and replaced) when entries become ready; nil when nobody waits.
-	signal chan struct{}
+	signal  chan struct{}
+	waiters int // Receive calls waiting on signal
 }
 
 // insertLocked adds a loaded message to the indexes and reports whether it did: false means a
@@ -251,6 +252,15 @@ func (q *Queue) unlinkReadyLocked(e *entry) {
 	e.prev, e.next = nil, nil
 	tq.n--
 	q.state.ready--
+	q.dropIdleTopicLocked(e.topic, tq)
+}
+
+// dropIdleTopicLocked forgets topic when it has no ready message and no waiting Receive, so that
+// Receive calls on ever new topic names (an HTTP client can make any number) keep no memory.
+func (q *Queue) dropIdleTopicLocked(topic string, tq *topicQueue) {
+	if tq.n == 0 && tq.waiters == 0 && q.state.topics[topic] == tq {
+		delete(q.state.topics, topic)
+	}
 }
 
 func (q *Queue) topicLocked(topic string) *topicQueue {
@@ -292,13 +302,22 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 			tq.signal = make(chan struct{})
 		}
 		sig := tq.signal
+		tq.waiters++
 		q.mu.Unlock()
+		var err error
 		select {
 		case <-sig:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			err = ctx.Err()
 		case <-q.closed:
-			return nil, ErrClosed
+			err = ErrClosed
+		}
+		q.mu.Lock()
+		tq.waiters--
+		q.dropIdleTopicLocked(topic, tq)
+		q.mu.Unlock()
+		if err != nil {
+			return nil, err
 		}
 	}
 }

@@ -3,6 +3,7 @@ package delayq
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -467,6 +468,46 @@ func TestHugeDelaysDoNotWrapAround(t *testing.T) {
 		}
 		if err := q.Ack(ctx, held.Receipt); err != nil {
 			t.Fatalf("ack of the long lease: %v", err)
+		}
+		check(t, q)
+	})
+}
+
+// TestReceiveOnManyTopicsKeepsNoMemory is the regression test for Receive calls on ever new topic
+// names (which any HTTP client can make) each leaving an entry in memory for good.
+func TestReceiveOnManyTopicsKeepsNoMemory(t *testing.T) {
+	base := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		q := open(t, base)
+		ctx := context.Background()
+		for i := range 1000 {
+			rctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+			if _, err := q.Receive(rctx, fmt.Sprintf("topic-%d", i), 1, time.Second); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Receive on an empty topic: %v", err)
+			}
+			cancel()
+		}
+		// A waiting Receive keeps its topic, and is woken when a message arrives.
+		got := make(chan []Delivery)
+		go func() {
+			ds, err := q.Receive(ctx, "live", 1, time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- ds
+		}()
+		synctest.Wait()
+		if _, err := q.Put(ctx, Message{Topic: "live", Payload: []byte("x"), DeliverAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+		if ds := <-got; len(ds) != 1 {
+			t.Fatalf("the waiting Receive got %d messages", len(ds))
+		}
+		q.mu.Lock()
+		n := len(q.state.topics)
+		q.mu.Unlock()
+		if n != 0 {
+			t.Fatalf("%d topics remembered after every Receive returned and no message is ready", n)
 		}
 		check(t, q)
 	})
