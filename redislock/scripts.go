@@ -69,17 +69,21 @@ end
 return -1
 `
 
-// renewSrc extends the lease of every lock in KEYS still held by the acquisition named by its token.
+// renewSrc extends the lease of every lock in KEYS still held by the acquisition named by its token
+// and owner. The owner is checked as well because tokens start again from 1 when Redis loses the
+// fence key (a restart without persistence): a new acquisition may then have the token of one from
+// before, whose holder must not renew it.
 //
-//	KEYS[i] lock key    ARGV[1] lease in milliseconds    ARGV[i+1] token of KEYS[i]
+//	KEYS[i] lock key    ARGV[1] lease in milliseconds
+//	ARGV[2i] token of KEYS[i]    ARGV[2i+1] owner of KEYS[i]
 //
 // Returns an array with, for each key, 1 if it was renewed and 0 if it is gone or held by another
 // acquisition. A key of another type counts as gone rather than failing the batch.
 const renewSrc = `
 local out = {}
 for i = 1, #KEYS do
-  local t = redis.pcall('HGET', KEYS[i], 'token')
-  if t == ARGV[i + 1] then
+  local h = redis.pcall('HMGET', KEYS[i], 'token', 'owner')
+  if h[1] == ARGV[2 * i] and h[2] == ARGV[2 * i + 1] then
     redis.call('PEXPIRE', KEYS[i], ARGV[1])
     out[i] = 1
   else
