@@ -72,7 +72,8 @@ return -1
 // renewSrc extends the lease of every lock in KEYS still held by the acquisition named by its token
 // and owner. The owner is checked as well because tokens start again from 1 when Redis loses the
 // fence key (a restart without persistence): a new acquisition may then have the token of one from
-// before, whose holder must not renew it.
+// before, whose holder must not renew it. Like acquireSrc, it only ever extends a lease: the owner may
+// also hold the lock with a longer fixed lease (WithLease), which a renewal must not cut short.
 //
 //	KEYS[i] lock key    ARGV[1] lease in milliseconds
 //	ARGV[2i] token of KEYS[i]    ARGV[2i+1] owner of KEYS[i]
@@ -84,7 +85,9 @@ local out = {}
 for i = 1, #KEYS do
   local h = redis.pcall('HMGET', KEYS[i], 'token', 'owner')
   if h[1] == ARGV[2 * i] and h[2] == ARGV[2 * i + 1] then
-    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+    if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[1]) then
+      redis.call('PEXPIRE', KEYS[i], ARGV[1])
+    end
     out[i] = 1
   else
     out[i] = 0

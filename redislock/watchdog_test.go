@@ -336,3 +336,36 @@ func TestRenewalIgnoresTokenReusedAfterRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRenewalNeverShortensLease holds a lock with a long fixed lease and, reentrantly, with the
+// watchdog. A renewal must not cut the fixed lease down to the watchdog timeout: once the watchdog
+// hold is unlocked, the key would expire long before the fixed-lease holder's Lost closes, and
+// another owner could take the lock while it still believes it holds it.
+func TestRenewalNeverShortensLease(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	const timeout, lease = time.Second, time.Minute
+	l := newLocker(t, s, WithWatchdogTimeout(timeout))
+	fixed, err := l.TryLock(ctx, "job", WithOwner("w"), WithLease(lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dog, err := l.TryLock(ctx, "job", WithOwner("w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.dog.running.Store(true)
+	l.dog.round()
+	if isClosed(dog.Lost()) {
+		t.Fatal("the watchdog hold was lost")
+	}
+	if err := dog.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := newClient(t, s).PTTL(ctx, lockKey("job")).Val(); ttl <= timeout {
+		t.Fatalf("PTTL %v after a renewal, want the fixed lease of %v kept", ttl, lease)
+	}
+	if err := fixed.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
