@@ -66,7 +66,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 		return lk.mu.result
 	}
 	keys := []string{lk.key, fenceKey(lk.name)}
-	v, err := releaseScript.Run(ctx, lk.l.rdb, keys, lk.token, lk.hold, channelName(lk.name)).Result()
+	v, err := releaseScript.Run(ctx, lk.l.rdb, keys, lk.token, lk.hold, channelName(lk.name), lk.owner).Result()
 	if err != nil {
 		return fmt.Errorf("redislock: unlock %q: %w", lk.name, err)
 	}

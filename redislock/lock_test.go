@@ -454,7 +454,7 @@ func TestUnlockIsIdempotent(t *testing.T) {
 	// must not remove another hold.
 	release := func(lk *Lock) {
 		t.Helper()
-		err := releaseScript.Run(ctx, rdb, []string{lk.key, fenceKey(lk.name)}, lk.token, lk.hold, channelName(lk.name)).Err()
+		err := releaseScript.Run(ctx, rdb, []string{lk.key, fenceKey(lk.name)}, lk.token, lk.hold, channelName(lk.name), lk.owner).Err()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -565,5 +565,35 @@ func TestWheelStopped(t *testing.T) {
 	}
 	if n := newClient(t, s).Exists(ctx, lockKey("job")).Val(); n != 0 {
 		t.Fatal("a lock that cannot be renewed was left held")
+	}
+}
+
+// TestUnlockNotHeldWhenTokenReusedAfterRestart unlocks an acquisition from before a Redis restart
+// whose token a new acquisition got since: the old holder must learn that it lost the lock, and the
+// new holder must keep it.
+func TestUnlockNotHeldWhenTokenReusedAfterRestart(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	a, b := newLocker(t, s), newLocker(t, s)
+	old, err := a.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Restart()
+	lb, err := b.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lb.Token() != old.Token() {
+		t.Fatalf("token after the restart %d, want the reused %d", lb.Token(), old.Token())
+	}
+	if err := old.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Unlock of the acquisition from before the restart: err = %v, want ErrNotHeld", err)
+	}
+	if !isClosed(old.Lost()) {
+		t.Fatal("Lost not closed by an Unlock that found the lock gone")
+	}
+	if err := lb.Unlock(ctx); err != nil {
+		t.Fatalf("the new holder's Unlock: %v", err)
 	}
 }

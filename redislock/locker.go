@@ -208,7 +208,7 @@ func (l *Locker) acquire(ctx context.Context, name string, c *lockConfig) (*Lock
 	}
 	if err != nil {
 		// The lock cannot be kept, so do not keep it.
-		_, _ = releaseScript.Run(ctx, l.rdb, []string{key, fenceKey(name)}, n, c.hold, channelName(name)).Result()
+		_, _ = releaseScript.Run(ctx, l.rdb, []string{key, fenceKey(name)}, n, c.hold, channelName(name), c.owner).Result()
 		return nil, 0, fmt.Errorf("redislock: lock %q: schedule on the wheel: %w", name, err)
 	}
 	return lk, 0, nil

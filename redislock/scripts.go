@@ -44,14 +44,18 @@ return {0, redis.call('PTTL', KEYS[1])}
 // released in the fence key and publishes the token on the release channel.
 //
 //	KEYS[1] lock key    KEYS[2] fence key
-//	ARGV[1] token       ARGV[2] hold field    ARGV[3] release channel
+//	ARGV[1] token       ARGV[2] hold field    ARGV[3] release channel    ARGV[4] owner
+//
+// The owner is checked as well as the token because tokens start again from 1 when Redis loses the
+// fence key: an acquisition from before must not take a new one with its token for its own.
 //
 // Returns 1 when the hold was removed and others remain, 0 when the lock was freed, 2 when the hold
 // had already been removed (a retry) and the lock is still held by that acquisition, 3 when that
 // acquisition had already been released (a retry), and -1 when the lock is not held by that
 // acquisition: it expired or was deleted.
 const releaseSrc = `
-if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then
+local h = redis.call('HMGET', KEYS[1], 'token', 'owner')
+if h[1] == ARGV[1] and h[2] == ARGV[4] then
   if redis.call('HDEL', KEYS[1], ARGV[2]) == 0 then
     return 2
   end
