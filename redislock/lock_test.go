@@ -597,3 +597,21 @@ func TestUnlockNotHeldWhenTokenReusedAfterRestart(t *testing.T) {
 		t.Fatalf("the new holder's Unlock: %v", err)
 	}
 }
+
+// TestNilOptionIsAnError passes nil options, as a caller that builds its option list conditionally
+// might: they must be reported as ErrInvalidOption, not panic.
+func TestNilOptionIsAnError(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	l := newLocker(t, s, nil)
+	if _, err := l.TryLock(ctx, "job"); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("TryLock of a Locker made with a nil Option: err = %v, want ErrInvalidOption", err)
+	}
+	good := newLocker(t, s)
+	if _, err := good.TryLock(ctx, "job", nil); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("TryLock with a nil LockOption: err = %v, want ErrInvalidOption", err)
+	}
+	if _, err := good.Lock(ctx, "job", WithOwner("w"), nil); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("Lock with a nil LockOption: err = %v, want ErrInvalidOption", err)
+	}
+}

@@ -50,6 +50,10 @@ type Locker struct {
 func New(rdb redis.UniversalClient, opts ...Option) *Locker {
 	l := &Locker{rdb: rdb, timeout: DefaultWatchdogTimeout, logger: slog.Default()}
 	for _, o := range opts {
+		if o == nil {
+			l.optErr = fmt.Errorf("%w: nil Option", ErrInvalidOption)
+			continue
+		}
 		o(l)
 	}
 	if rdb == nil && l.optErr == nil {
@@ -155,6 +159,10 @@ func (l *Locker) config(name string, opts []LockOption) (*lockConfig, error) {
 	}
 	c := &lockConfig{}
 	for _, o := range opts {
+		if o == nil {
+			c.err = fmt.Errorf("%w: nil LockOption", ErrInvalidOption)
+			continue
+		}
 		o(c)
 	}
 	if c.err != nil {
