@@ -615,3 +615,49 @@ func TestNilOptionIsAnError(t *testing.T) {
 		t.Errorf("Lock with a nil LockOption: err = %v, want ErrInvalidOption", err)
 	}
 }
+
+// TestLostNotClosedByRenewalRacingUnlock runs a renewal round between the moment Unlock's release
+// freed the lock in Redis and the moment Unlock takes the lock off the watchdog. The round finds the
+// key gone, but the lock was released, not lost: Lost must stay open, as after any successful Unlock.
+func TestLostNotClosedByRenewalRacingUnlock(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	l := newLocker(t, s)
+	lk, err := l.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.testHookUnlock = func() {
+		l.dog.running.Store(true)
+		l.dog.round()
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if isClosed(lk.Lost()) {
+		t.Fatal("Lost closed by a renewal that ran while a successful Unlock was in flight")
+	}
+	if n := l.dog.count(); n != 0 {
+		t.Fatalf("%d watchdog entries after Unlock", n)
+	}
+
+	// An Unlock that fails while the watchdog finds the lock gone must still report the loss.
+	lk, err = l.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := newClient(t, s).Del(ctx, lockKey("job")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := lk.Unlock(cctx); err == nil || errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Unlock with a canceled context: err = %v, want the context's error", err)
+	}
+	if !isClosed(lk.Lost()) {
+		t.Fatal("Lost not closed although the watchdog found the key gone while Unlock failed")
+	}
+	if err := lk.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Unlock retried: err = %v, want ErrNotHeld", err)
+	}
+}

@@ -41,7 +41,8 @@ type Locker struct {
 	dog watchdog
 	sub subscriber
 
-	testHookWait func() // called by Lock each time it starts waiting; nil outside tests
+	testHookWait   func() // called by Lock each time it starts waiting; nil outside tests
+	testHookUnlock func() // called by Unlock when the release script has returned; nil outside tests
 }
 
 // New returns a Locker that keeps its locks in rdb, which may be a *redis.Client (one server or

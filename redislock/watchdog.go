@@ -104,6 +104,24 @@ func (d *watchdog) add(lk *Lock, deadline time.Time) error {
 	return nil
 }
 
+// beginUnlock marks lk as being unlocked; see lostLocked.
+func (d *watchdog) beginUnlock(lk *Lock) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	lk.unlocking = true
+}
+
+// endUnlock ends what beginUnlock began. If the watchdog found lk gone meanwhile and Unlock did not
+// release it, the lock was lost.
+func (d *watchdog) endUnlock(lk *Lock, released bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if lk.goneInUnlock && !released {
+		lk.markLost()
+	}
+	lk.unlocking, lk.goneInUnlock = false, false
+}
+
 // count returns the number of acquisitions being renewed.
 func (d *watchdog) count() int {
 	d.mu.Lock()
@@ -130,10 +148,16 @@ func (d *watchdog) removeLocked(lk *Lock) {
 	}
 }
 
-// lostLocked closes Lost of every Lock of e and stops renewing it.
-func (d *watchdog) lostLocked(e *entry) {
+// lostLocked closes Lost of every Lock of e and stops renewing it. When a renewal found e's key gone
+// (found), a Lock being unlocked is left to Unlock to decide, as its release may have freed the key;
+// a lease that ran out is lost whatever Unlock finds.
+func (d *watchdog) lostLocked(e *entry, found bool) {
 	for lk := range e.locks {
 		lk.entry = nil
+		if found && lk.unlocking {
+			lk.goneInUnlock = true
+			continue
+		}
 		lk.markLost()
 	}
 	clear(e.locks)
@@ -186,7 +210,7 @@ func (d *watchdog) expire(gen uint64) {
 	var next time.Time
 	for _, e := range d.mu.entries {
 		if !e.deadline.After(now) {
-			d.lostLocked(e)
+			d.lostLocked(e, false)
 		} else if next.IsZero() || e.deadline.Before(next) {
 			next = e.deadline
 		}
@@ -197,7 +221,7 @@ func (d *watchdog) expire(gen uint64) {
 	if err := d.armExpiryLocked(next); err != nil {
 		// The wheel was stopped: nothing can be renewed or timed any more.
 		for _, e := range d.mu.entries {
-			d.lostLocked(e)
+			d.lostLocked(e, false)
 		}
 	}
 }
@@ -240,7 +264,7 @@ func (d *watchdog) round() {
 				continue // unlocked or lost during the round
 			}
 			if !renewed[i][j] {
-				d.lostLocked(e)
+				d.lostLocked(e, true)
 			} else if deadline.After(e.deadline) {
 				e.deadline = deadline
 			}
