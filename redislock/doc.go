@@ -69,16 +69,17 @@
 //     the lease; if the owner matches, add the hold field (and count it, unless it existed) and
 //     extend the lease to at least the given one. Replies {1, token} when held, or {0, PTTL} when
 //     another owner holds it.
-//   - release (KEYS: lock, fence; ARGV: token, hold field, channel): if the lock's token matches,
-//     delete the hold field and decrement count; at zero delete the lock, set fence.released to the
-//     token and publish the token on the channel.
-//   - renew (KEYS: lock keys; ARGV: lease ms, then one token per key): PEXPIRE each key whose token
-//     matches; reply 1 or 0 per key.
+//   - release (KEYS: lock, fence; ARGV: token, hold field, channel, owner): if the lock's token and
+//     owner match, delete the hold field and decrement count; at zero delete the lock, set
+//     fence.released to the token and publish the token on the channel.
+//   - renew (KEYS: lock keys; ARGV: lease ms, then a token and an owner per key): extend the lease
+//     of each key whose token and owner match to at least the given one; reply 1 or 0 per key. The
+//     owner is compared too because tokens start again when the fence key is lost.
 //
 // A client in another language acquires with the acquire script, keeps the lease alive by running
-// renew (or PEXPIRE after checking the token in a script) more often than the lease, and releases
-// with the release script. It may use any owner token and hold field; two clients sharing an owner
-// token share the lock reentrantly.
+// renew (or PEXPIRE after checking the token and owner in a script) more often than the lease, and
+// releases with the release script. It may use any owner token and hold field; two clients sharing
+// an owner token share the lock reentrantly.
 //
 // # Caveats
 //

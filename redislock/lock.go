@@ -25,6 +25,10 @@ type Lock struct {
 	entry      *entry     // the watchdog entry renewing this lock; guarded by l.dog.mu; nil for a fixed lease
 	leaseTimer tock.Timer // closes lost at the end of a fixed lease; set before the Lock is returned
 
+	// unlocking is set while Unlock's release is in flight, and goneInUnlock when the watchdog found
+	// the lock gone meanwhile: Unlock then decides whether it was lost or released. Guarded by l.dog.mu.
+	unlocking, goneInUnlock bool
+
 	mu struct {
 		sync.Mutex // serializes Unlock
 		done       bool
@@ -65,8 +69,14 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	if lk.mu.done {
 		return lk.mu.result
 	}
+	// A renewal that runs after the release below must not take the freed key for a lost lock.
+	lk.l.dog.beginUnlock(lk)
+	defer func() { lk.l.dog.endUnlock(lk, lk.mu.done && lk.mu.result == nil) }()
 	keys := []string{lk.key, fenceKey(lk.name)}
-	v, err := releaseScript.Run(ctx, lk.l.rdb, keys, lk.token, lk.hold, channelName(lk.name)).Result()
+	v, err := releaseScript.Run(ctx, lk.l.rdb, keys, lk.token, lk.hold, channelName(lk.name), lk.owner).Result()
+	if lk.l.testHookUnlock != nil {
+		lk.l.testHookUnlock()
+	}
 	if err != nil {
 		return fmt.Errorf("redislock: unlock %q: %w", lk.name, err)
 	}

@@ -454,7 +454,7 @@ func TestUnlockIsIdempotent(t *testing.T) {
 	// must not remove another hold.
 	release := func(lk *Lock) {
 		t.Helper()
-		err := releaseScript.Run(ctx, rdb, []string{lk.key, fenceKey(lk.name)}, lk.token, lk.hold, channelName(lk.name)).Err()
+		err := releaseScript.Run(ctx, rdb, []string{lk.key, fenceKey(lk.name)}, lk.token, lk.hold, channelName(lk.name), lk.owner).Err()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -565,5 +565,99 @@ func TestWheelStopped(t *testing.T) {
 	}
 	if n := newClient(t, s).Exists(ctx, lockKey("job")).Val(); n != 0 {
 		t.Fatal("a lock that cannot be renewed was left held")
+	}
+}
+
+// TestUnlockNotHeldWhenTokenReusedAfterRestart unlocks an acquisition from before a Redis restart
+// whose token a new acquisition got since: the old holder must learn that it lost the lock, and the
+// new holder must keep it.
+func TestUnlockNotHeldWhenTokenReusedAfterRestart(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	a, b := newLocker(t, s), newLocker(t, s)
+	old, err := a.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Restart()
+	lb, err := b.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lb.Token() != old.Token() {
+		t.Fatalf("token after the restart %d, want the reused %d", lb.Token(), old.Token())
+	}
+	if err := old.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Unlock of the acquisition from before the restart: err = %v, want ErrNotHeld", err)
+	}
+	if !isClosed(old.Lost()) {
+		t.Fatal("Lost not closed by an Unlock that found the lock gone")
+	}
+	if err := lb.Unlock(ctx); err != nil {
+		t.Fatalf("the new holder's Unlock: %v", err)
+	}
+}
+
+// TestNilOptionIsAnError passes nil options, as a caller that builds its option list conditionally
+// might: they must be reported as ErrInvalidOption, not panic.
+func TestNilOptionIsAnError(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	l := newLocker(t, s, nil)
+	if _, err := l.TryLock(ctx, "job"); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("TryLock of a Locker made with a nil Option: err = %v, want ErrInvalidOption", err)
+	}
+	good := newLocker(t, s)
+	if _, err := good.TryLock(ctx, "job", nil); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("TryLock with a nil LockOption: err = %v, want ErrInvalidOption", err)
+	}
+	if _, err := good.Lock(ctx, "job", WithOwner("w"), nil); !errors.Is(err, ErrInvalidOption) {
+		t.Errorf("Lock with a nil LockOption: err = %v, want ErrInvalidOption", err)
+	}
+}
+
+// TestLostNotClosedByRenewalRacingUnlock runs a renewal round between the moment Unlock's release
+// freed the lock in Redis and the moment Unlock takes the lock off the watchdog. The round finds the
+// key gone, but the lock was released, not lost: Lost must stay open, as after any successful Unlock.
+func TestLostNotClosedByRenewalRacingUnlock(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	l := newLocker(t, s)
+	lk, err := l.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.testHookUnlock = func() {
+		l.dog.running.Store(true)
+		l.dog.round()
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if isClosed(lk.Lost()) {
+		t.Fatal("Lost closed by a renewal that ran while a successful Unlock was in flight")
+	}
+	if n := l.dog.count(); n != 0 {
+		t.Fatalf("%d watchdog entries after Unlock", n)
+	}
+
+	// An Unlock that fails while the watchdog finds the lock gone must still report the loss.
+	lk, err = l.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := newClient(t, s).Del(ctx, lockKey("job")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := lk.Unlock(cctx); err == nil || errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Unlock with a canceled context: err = %v, want the context's error", err)
+	}
+	if !isClosed(lk.Lost()) {
+		t.Fatal("Lost not closed although the watchdog found the key gone while Unlock failed")
+	}
+	if err := lk.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Fatalf("Unlock retried: err = %v, want ErrNotHeld", err)
 	}
 }

@@ -41,7 +41,8 @@ type Locker struct {
 	dog watchdog
 	sub subscriber
 
-	testHookWait func() // called by Lock each time it starts waiting; nil outside tests
+	testHookWait   func() // called by Lock each time it starts waiting; nil outside tests
+	testHookUnlock func() // called by Unlock when the release script has returned; nil outside tests
 }
 
 // New returns a Locker that keeps its locks in rdb, which may be a *redis.Client (one server or
@@ -50,6 +51,10 @@ type Locker struct {
 func New(rdb redis.UniversalClient, opts ...Option) *Locker {
 	l := &Locker{rdb: rdb, timeout: DefaultWatchdogTimeout, logger: slog.Default()}
 	for _, o := range opts {
+		if o == nil {
+			l.optErr = fmt.Errorf("%w: nil Option", ErrInvalidOption)
+			continue
+		}
 		o(l)
 	}
 	if rdb == nil && l.optErr == nil {
@@ -155,6 +160,10 @@ func (l *Locker) config(name string, opts []LockOption) (*lockConfig, error) {
 	}
 	c := &lockConfig{}
 	for _, o := range opts {
+		if o == nil {
+			c.err = fmt.Errorf("%w: nil LockOption", ErrInvalidOption)
+			continue
+		}
 		o(c)
 	}
 	if c.err != nil {
@@ -208,7 +217,7 @@ func (l *Locker) acquire(ctx context.Context, name string, c *lockConfig) (*Lock
 	}
 	if err != nil {
 		// The lock cannot be kept, so do not keep it.
-		_, _ = releaseScript.Run(ctx, l.rdb, []string{key, fenceKey(name)}, n, c.hold, channelName(name)).Result()
+		_, _ = releaseScript.Run(ctx, l.rdb, []string{key, fenceKey(name)}, n, c.hold, channelName(name), c.owner).Result()
 		return nil, 0, fmt.Errorf("redislock: lock %q: schedule on the wheel: %w", name, err)
 	}
 	return lk, 0, nil

@@ -44,14 +44,18 @@ return {0, redis.call('PTTL', KEYS[1])}
 // released in the fence key and publishes the token on the release channel.
 //
 //	KEYS[1] lock key    KEYS[2] fence key
-//	ARGV[1] token       ARGV[2] hold field    ARGV[3] release channel
+//	ARGV[1] token       ARGV[2] hold field    ARGV[3] release channel    ARGV[4] owner
+//
+// The owner is checked as well as the token because tokens start again from 1 when Redis loses the
+// fence key: an acquisition from before must not take a new one with its token for its own.
 //
 // Returns 1 when the hold was removed and others remain, 0 when the lock was freed, 2 when the hold
 // had already been removed (a retry) and the lock is still held by that acquisition, 3 when that
 // acquisition had already been released (a retry), and -1 when the lock is not held by that
 // acquisition: it expired or was deleted.
 const releaseSrc = `
-if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then
+local h = redis.call('HMGET', KEYS[1], 'token', 'owner')
+if h[1] == ARGV[1] and h[2] == ARGV[4] then
   if redis.call('HDEL', KEYS[1], ARGV[2]) == 0 then
     return 2
   end
@@ -69,18 +73,25 @@ end
 return -1
 `
 
-// renewSrc extends the lease of every lock in KEYS still held by the acquisition named by its token.
+// renewSrc extends the lease of every lock in KEYS still held by the acquisition named by its token
+// and owner. The owner is checked as well because tokens start again from 1 when Redis loses the
+// fence key (a restart without persistence): a new acquisition may then have the token of one from
+// before, whose holder must not renew it. Like acquireSrc, it only ever extends a lease: the owner may
+// also hold the lock with a longer fixed lease (WithLease), which a renewal must not cut short.
 //
-//	KEYS[i] lock key    ARGV[1] lease in milliseconds    ARGV[i+1] token of KEYS[i]
+//	KEYS[i] lock key    ARGV[1] lease in milliseconds
+//	ARGV[2i] token of KEYS[i]    ARGV[2i+1] owner of KEYS[i]
 //
 // Returns an array with, for each key, 1 if it was renewed and 0 if it is gone or held by another
 // acquisition. A key of another type counts as gone rather than failing the batch.
 const renewSrc = `
 local out = {}
 for i = 1, #KEYS do
-  local t = redis.pcall('HGET', KEYS[i], 'token')
-  if t == ARGV[i + 1] then
-    redis.call('PEXPIRE', KEYS[i], ARGV[1])
+  local h = redis.pcall('HMGET', KEYS[i], 'token', 'owner')
+  if h[1] == ARGV[2 * i] and h[2] == ARGV[2 * i + 1] then
+    if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[1]) then
+      redis.call('PEXPIRE', KEYS[i], ARGV[1])
+    end
     out[i] = 1
   else
     out[i] = 0

@@ -148,3 +148,36 @@ func isClosedOrReady(c chan struct{}) bool {
 		return false
 	}
 }
+
+// TestWaiterWokenAfterRedisRestart restarts Redis while a goroutine waits for a lock with a 30 s
+// lease: the release is never published, as the restart drops the key, so the waiter must be woken
+// by the pub/sub connection's resubscription and find the lock free long before its fallback timer.
+func TestWaiterWokenAfterRedisRestart(t *testing.T) {
+	s := redistest.Start(t)
+	a, b := newLocker(t, s), newLocker(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultWatchdogTimeout/2)
+	defer cancel()
+	if _, err := a.Lock(ctx, "job"); err != nil {
+		t.Fatal(err)
+	}
+	waiting := make(chan struct{}, 1)
+	b.testHookWait = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
+	got := make(chan error, 1)
+	go func() {
+		lk, err := b.Lock(ctx, "job")
+		if err == nil {
+			err = lk.Unlock(ctx)
+		}
+		got <- err
+	}()
+	<-waiting
+	s.Restart()
+	if err := <-got; err != nil {
+		t.Fatalf("waiter across a Redis restart: %v", err)
+	}
+}

@@ -23,6 +23,7 @@ type entry struct {
 	key      string
 	token    int64
 	tokenArg string // token in decimal, as the renew script compares it
+	owner    string
 	locks    map[*Lock]struct{}
 	// deadline is the latest time the lease is known to last until: the start of the last
 	// successful renewal (or of the acquisition) plus the lease. Redis set the expiry a little after
@@ -30,9 +31,12 @@ type entry struct {
 	deadline time.Time
 }
 
+// entryKey identifies an acquisition. The owner is part of it because a Redis restart without
+// persistence lets a token be handed out again, possibly to another owner through the same Locker.
 type entryKey struct {
 	key   string
 	token int64
+	owner string
 }
 
 // watchdog renews the leases of a Locker's watchdog locks. One periodic timer on the wheel starts a
@@ -69,7 +73,7 @@ func (d *watchdog) init(l *Locker) {
 func (d *watchdog) add(lk *Lock, deadline time.Time) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	k := entryKey{lk.key, lk.token}
+	k := entryKey{lk.key, lk.token, lk.owner}
 	e := d.mu.entries[k]
 	if e == nil {
 		if len(d.mu.entries) == 0 {
@@ -83,6 +87,7 @@ func (d *watchdog) add(lk *Lock, deadline time.Time) error {
 			key:      lk.key,
 			token:    lk.token,
 			tokenArg: strconv.FormatInt(lk.token, 10),
+			owner:    lk.owner,
 			locks:    make(map[*Lock]struct{}, 1),
 		}
 		d.mu.entries[k] = e
@@ -97,6 +102,24 @@ func (d *watchdog) add(lk *Lock, deadline time.Time) error {
 		return err
 	}
 	return nil
+}
+
+// beginUnlock marks lk as being unlocked; see lostLocked.
+func (d *watchdog) beginUnlock(lk *Lock) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	lk.unlocking = true
+}
+
+// endUnlock ends what beginUnlock began. If the watchdog found lk gone meanwhile and Unlock did not
+// release it, the lock was lost.
+func (d *watchdog) endUnlock(lk *Lock, released bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if lk.goneInUnlock && !released {
+		lk.markLost()
+	}
+	lk.unlocking, lk.goneInUnlock = false, false
 }
 
 // count returns the number of acquisitions being renewed.
@@ -125,10 +148,16 @@ func (d *watchdog) removeLocked(lk *Lock) {
 	}
 }
 
-// lostLocked closes Lost of every Lock of e and stops renewing it.
-func (d *watchdog) lostLocked(e *entry) {
+// lostLocked closes Lost of every Lock of e and stops renewing it. When a renewal found e's key gone
+// (found), a Lock being unlocked is left to Unlock to decide, as its release may have freed the key;
+// a lease that ran out is lost whatever Unlock finds.
+func (d *watchdog) lostLocked(e *entry, found bool) {
 	for lk := range e.locks {
 		lk.entry = nil
+		if found && lk.unlocking {
+			lk.goneInUnlock = true
+			continue
+		}
 		lk.markLost()
 	}
 	clear(e.locks)
@@ -137,7 +166,7 @@ func (d *watchdog) lostLocked(e *entry) {
 
 // dropLocked removes e and, with the last entry, every timer of the watchdog.
 func (d *watchdog) dropLocked(e *entry) {
-	k := entryKey{e.key, e.token}
+	k := entryKey{e.key, e.token, e.owner}
 	if d.mu.entries[k] != e {
 		return
 	}
@@ -181,7 +210,7 @@ func (d *watchdog) expire(gen uint64) {
 	var next time.Time
 	for _, e := range d.mu.entries {
 		if !e.deadline.After(now) {
-			d.lostLocked(e)
+			d.lostLocked(e, false)
 		} else if next.IsZero() || e.deadline.Before(next) {
 			next = e.deadline
 		}
@@ -192,7 +221,7 @@ func (d *watchdog) expire(gen uint64) {
 	if err := d.armExpiryLocked(next); err != nil {
 		// The wheel was stopped: nothing can be renewed or timed any more.
 		for _, e := range d.mu.entries {
-			d.lostLocked(e)
+			d.lostLocked(e, false)
 		}
 	}
 }
@@ -231,11 +260,11 @@ func (d *watchdog) round() {
 		}
 		deadline := start.Add(d.l.timeout)
 		for j, e := range b {
-			if d.mu.entries[entryKey{e.key, e.token}] != e {
+			if d.mu.entries[entryKey{e.key, e.token, e.owner}] != e {
 				continue // unlocked or lost during the round
 			}
 			if !renewed[i][j] {
-				d.lostLocked(e)
+				d.lostLocked(e, true)
 			} else if deadline.After(e.deadline) {
 				e.deadline = deadline
 			}
@@ -332,11 +361,11 @@ func (d *watchdog) args(batches [][]*entry) []batchArgs {
 	out := make([]batchArgs, len(batches))
 	for i, b := range batches {
 		keys := make([]string, len(b))
-		argv := make([]any, 1+len(b))
+		argv := make([]any, 1+2*len(b))
 		argv[0] = ms
 		for j, e := range b {
 			keys[j] = e.key
-			argv[j+1] = e.tokenArg
+			argv[1+2*j], argv[2+2*j] = e.tokenArg, e.owner
 		}
 		out[i] = batchArgs{keys, argv}
 	}

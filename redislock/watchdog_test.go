@@ -290,3 +290,82 @@ func distinctSlots(n int) int {
 	}
 	return len(seen) - 1
 }
+
+// TestRenewalIgnoresTokenReusedAfterRestart restarts Redis without persistence, which resets the
+// fencing tokens, so that a new acquisition gets the token the old holder had. The old holder's next
+// renewal must find the lock gone rather than renew the new holder's lease: otherwise both hold it.
+func TestRenewalIgnoresTokenReusedAfterRestart(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	a, b := newLocker(t, s), newLocker(t, s)
+	old, err := a.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Restart()
+	// The new holders: one through another Locker, one through the old holder's own Locker.
+	other, err := b.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.Token() != old.Token() {
+		t.Fatalf("token after the restart %d, want the reused %d", other.Token(), old.Token())
+	}
+	if err := other.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := newClient(t, s).Del(ctx, fenceKey("job")).Err(); err != nil {
+		t.Fatal(err)
+	}
+	same, err := a.TryLock(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same.Token() != old.Token() {
+		t.Fatalf("token %d, want the reused %d", same.Token(), old.Token())
+	}
+	a.dog.running.Store(true)
+	a.dog.round()
+	if !isClosed(old.Lost()) {
+		t.Fatal("the holder from before the restart renewed the lock of a new acquisition with its token")
+	}
+	if isClosed(same.Lost()) {
+		t.Fatal("the new holder's Lost closed")
+	}
+	if err := same.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRenewalNeverShortensLease holds a lock with a long fixed lease and, reentrantly, with the
+// watchdog. A renewal must not cut the fixed lease down to the watchdog timeout: once the watchdog
+// hold is unlocked, the key would expire long before the fixed-lease holder's Lost closes, and
+// another owner could take the lock while it still believes it holds it.
+func TestRenewalNeverShortensLease(t *testing.T) {
+	s := redistest.Start(t)
+	ctx := context.Background()
+	const timeout, lease = time.Second, time.Minute
+	l := newLocker(t, s, WithWatchdogTimeout(timeout))
+	fixed, err := l.TryLock(ctx, "job", WithOwner("w"), WithLease(lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dog, err := l.TryLock(ctx, "job", WithOwner("w"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.dog.running.Store(true)
+	l.dog.round()
+	if isClosed(dog.Lost()) {
+		t.Fatal("the watchdog hold was lost")
+	}
+	if err := dog.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := newClient(t, s).PTTL(ctx, lockKey("job")).Val(); ttl <= timeout {
+		t.Fatalf("PTTL %v after a renewal, want the fixed lease of %v kept", ttl, lease)
+	}
+	if err := fixed.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
