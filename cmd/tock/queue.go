@@ -112,6 +112,45 @@ func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// A queueCall is what the queue commands share: a flag set with the connection flags, parsed
+// with the positional arguments checked.
+type queueCall struct {
+	name   string
+	fs     *flag.FlagSet
+	conn   connFlags
+	stderr io.Writer
+}
+
+func newQueueCall(name, usage string, stderr io.Writer) *queueCall {
+	qc := &queueCall{name: name, fs: newFlagSet(name, usage, stderr), stderr: stderr}
+	qc.conn.register(qc.fs)
+	return qc
+}
+
+// parse parses args and checks that they hold between min and max positional arguments. When
+// they do not, it reports false with the exit code to return.
+func (qc *queueCall) parse(args []string, min, max int) (pos []string, code int, ok bool) {
+	pos, err := parseArgs(qc.fs, args)
+	if err != nil {
+		return nil, parseExit(err), false
+	}
+	if len(pos) < min || len(pos) > max {
+		qc.fs.Usage()
+		return nil, exitUsage, false
+	}
+	return pos, exitOK, true
+}
+
+// client returns the client of the server the flags name, or false with the exit code to return.
+func (qc *queueCall) client() (*client.Client, int, bool) {
+	c, err := qc.conn.client()
+	if err != nil {
+		fmt.Fprintf(qc.stderr, "tock %s: %v\n", qc.name, err)
+		return nil, exitUsage, false
+	}
+	return c, exitOK, true
+}
+
 // fail prints err in words a person can act on and returns the exit code.
 func fail(stderr io.Writer, server string, err error) int {
 	var opErr *net.OpError
@@ -136,19 +175,13 @@ func fail(stderr io.Writer, server string, err error) int {
 }
 
 func putCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var conn connFlags
-	fs := newFlagSet("put", "[flags] TOPIC [PAYLOAD|-]", stderr)
-	conn.register(fs)
-	id := fs.String("id", "", "message `id` (default: the server picks one)")
-	delay := fs.Duration("delay", 0, "deliver after this `duration`, such as 10s or 1h30m")
-	at := fs.String("at", "", "deliver at this RFC 3339 `time` instead")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return parseExit(err)
-	}
-	if len(pos) < 1 || len(pos) > 2 {
-		fs.Usage()
-		return exitUsage
+	qc := newQueueCall("put", "[flags] TOPIC [PAYLOAD|-]", stderr)
+	id := qc.fs.String("id", "", "message `id` (default: the server picks one)")
+	delay := qc.fs.Duration("delay", 0, "deliver after this `duration`, such as 10s or 1h30m")
+	at := qc.fs.String("at", "", "deliver at this RFC 3339 `time` instead")
+	pos, code, ok := qc.parse(args, 1, 2)
+	if !ok {
+		return code
 	}
 	m := client.Message{ID: *id, Delay: *delay}
 	if *at != "" {
@@ -170,6 +203,7 @@ func putCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if len(pos) == 2 {
 		raw := []byte(pos[1])
 		if pos[1] == "-" {
+			var err error
 			if raw, err = io.ReadAll(os.Stdin); err != nil {
 				fmt.Fprintf(stderr, "tock put: reading stdin: %v\n", err)
 				return exitFailed
@@ -177,16 +211,15 @@ func putCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		m.Payload = payloadArg(raw)
 	}
-	c, err := conn.client()
-	if err != nil {
-		fmt.Fprintln(stderr, "tock put:", err)
-		return exitUsage
+	c, code, ok := qc.client()
+	if !ok {
+		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	ctx, cancel := context.WithTimeout(ctx, qc.conn.timeout)
 	defer cancel()
 	res, err := c.Put(ctx, pos[0], m)
 	if err != nil {
-		return fail(stderr, conn.server, err)
+		return fail(stderr, qc.conn.server, err)
 	}
 	fmt.Fprintf(stdout, "%s\t%s\n", res.ID, res.DeliverAt.Format(time.RFC3339Nano))
 	return exitOK
@@ -204,27 +237,20 @@ func payloadArg(raw []byte) json.RawMessage {
 }
 
 func cancelCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var conn connFlags
-	fs := newFlagSet("cancel", "[flags] ID", stderr)
-	conn.register(fs)
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return parseExit(err)
+	qc := newQueueCall("cancel", "[flags] ID", stderr)
+	pos, code, ok := qc.parse(args, 1, 1)
+	if !ok {
+		return code
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitUsage
+	c, code, ok := qc.client()
+	if !ok {
+		return code
 	}
-	c, err := conn.client()
-	if err != nil {
-		fmt.Fprintln(stderr, "tock cancel:", err)
-		return exitUsage
-	}
-	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	ctx, cancel := context.WithTimeout(ctx, qc.conn.timeout)
 	defer cancel()
 	ok, err := c.Cancel(ctx, pos[0])
 	if err != nil {
-		return fail(stderr, conn.server, err)
+		return fail(stderr, qc.conn.server, err)
 	}
 	if !ok {
 		fmt.Fprintf(stderr, "tock cancel: no pending message %q (already delivered, cancelled, or never put)\n", pos[0])
@@ -235,35 +261,28 @@ func cancelCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 func receiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var conn connFlags
-	fs := newFlagSet("receive", "[flags] TOPIC", stderr)
-	conn.register(fs)
-	maxN := fs.Int("max", 10, "receive at most `n` messages")
-	wait := fs.Duration("wait", 5*time.Second, "wait up to this long for a message to fall due")
-	vis := fs.Duration("visibility", 30*time.Second, "lease the messages for this long")
-	noAck := fs.Bool("no-ack", false, "leave the messages leased: they are due again after --visibility")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return parseExit(err)
-	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return exitUsage
+	qc := newQueueCall("receive", "[flags] TOPIC", stderr)
+	maxN := qc.fs.Int("max", 10, "receive at most `n` messages")
+	wait := qc.fs.Duration("wait", 5*time.Second, "wait up to this long for a message to fall due")
+	vis := qc.fs.Duration("visibility", 30*time.Second, "lease the messages for this long")
+	noAck := qc.fs.Bool("no-ack", false, "leave the messages leased: they are due again after --visibility")
+	pos, code, ok := qc.parse(args, 1, 1)
+	if !ok {
+		return code
 	}
 	if *maxN < 1 || *wait < 0 || *vis <= 0 {
 		fmt.Fprintln(stderr, "tock receive: --max and --visibility must be positive, --wait not negative")
 		return exitUsage
 	}
-	c, err := conn.client()
-	if err != nil {
-		fmt.Fprintln(stderr, "tock receive:", err)
-		return exitUsage
+	c, code, ok := qc.client()
+	if !ok {
+		return code
 	}
-	ctx, cancel := context.WithTimeout(ctx, conn.timeout+*wait)
+	ctx, cancel := context.WithTimeout(ctx, qc.conn.timeout+*wait)
 	defer cancel()
 	ds, err := c.Receive(ctx, pos[0], client.ReceiveOptions{Max: *maxN, Wait: *wait, Visibility: *vis})
 	if err != nil {
-		return fail(stderr, conn.server, err)
+		return fail(stderr, qc.conn.server, err)
 	}
 	enc := json.NewEncoder(stdout)
 	receipts := make([]string, len(ds))
@@ -282,34 +301,26 @@ func receiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		return exitOK
 	}
 	if err := c.Ack(ctx, receipts...); err != nil {
-		return fail(stderr, conn.server, err)
+		return fail(stderr, qc.conn.server, err)
 	}
 	return exitOK
 }
 
 func statsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var conn connFlags
-	fs := newFlagSet("stats", "[flags]", stderr)
-	conn.register(fs)
-	asJSON := fs.Bool("json", false, "print the raw JSON")
-	pos, err := parseArgs(fs, args)
-	if err != nil {
-		return parseExit(err)
+	qc := newQueueCall("stats", "[flags]", stderr)
+	asJSON := qc.fs.Bool("json", false, "print the raw JSON")
+	if _, code, ok := qc.parse(args, 0, 0); !ok {
+		return code
 	}
-	if len(pos) != 0 {
-		fs.Usage()
-		return exitUsage
+	c, code, ok := qc.client()
+	if !ok {
+		return code
 	}
-	c, err := conn.client()
-	if err != nil {
-		fmt.Fprintln(stderr, "tock stats:", err)
-		return exitUsage
-	}
-	ctx, cancel := context.WithTimeout(ctx, conn.timeout)
+	ctx, cancel := context.WithTimeout(ctx, qc.conn.timeout)
 	defer cancel()
 	st, err := c.Stats(ctx)
 	if err != nil {
-		return fail(stderr, conn.server, err)
+		return fail(stderr, qc.conn.server, err)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
