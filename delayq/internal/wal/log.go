@@ -239,7 +239,7 @@ func (l *Log) openLast(seg uint32) error {
 				return fmt.Errorf("wal: %w", err)
 			}
 			delete(l.sizes, seg)
-			if err := syncDir(l.dir); err != nil {
+			if err := SyncDir(l.dir); err != nil {
 				return err
 			}
 			l.startSegmentLocked(seg)
@@ -456,7 +456,7 @@ func (l *Log) switchTo(seg uint32) error {
 		return err
 	}
 	l.cur, l.curSeg = f, seg
-	return syncDir(l.dir)
+	return SyncDir(l.dir)
 }
 
 // Close writes and syncs everything appended, stops the flusher and closes the files. Later

@@ -1,7 +1,6 @@
 package wal
 
 import (
-	"fmt"
 	"os"
 	"syscall"
 )
@@ -15,19 +14,3 @@ func fdatasync(f *os.File) error {
 		}
 	}
 }
-
-// syncDir makes the creation, renaming or removal of files in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("wal: %w", err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("wal: syncing %s: %w", dir, err)
-	}
-	return nil
-}
-
-// SyncDir makes the creation, renaming or removal of files in dir durable.
-func SyncDir(dir string) error { return syncDir(dir) }
