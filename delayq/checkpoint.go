@@ -336,10 +336,11 @@ func (q *Queue) checkpoint() error {
 	return q.retain(end, ck.pins)
 }
 
-// runCheckpointer checkpoints every interval until Close.
-func (q *Queue) runCheckpointer() {
+// every calls fn every interval until Close or until fn fails. A failure other than the queue or
+// its log closing fails the queue, as a failed write does.
+func (q *Queue) every(interval time.Duration, fn func() error) {
 	defer q.bg.Done()
-	t := time.NewTicker(q.cfg.checkpoint)
+	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
@@ -347,10 +348,12 @@ func (q *Queue) runCheckpointer() {
 			return
 		case <-t.C:
 		}
-		if err := q.checkpoint(); err != nil && !errors.Is(err, wal.ErrClosed) {
-			q.mu.Lock()
-			q.failLocked(err)
-			q.mu.Unlock()
+		if err := fn(); err != nil {
+			if !errors.Is(err, ErrClosed) && !errors.Is(err, wal.ErrClosed) {
+				q.mu.Lock()
+				q.failLocked(err)
+				q.mu.Unlock()
+			}
 			return
 		}
 	}

@@ -100,37 +100,14 @@ type segCount struct {
 // age is left to empty by itself, since moving them would cost a write and save little.
 const compactPatience = 4
 
-// runCompactor compacts every checkpoint interval until Close, and checkpoints after a round
-// that relocated something, so that retention deletes the segments it freed.
-func (q *Queue) runCompactor() {
-	defer q.bg.Done()
-	if q.cfg.compactLive <= 0 {
-		return
+// compactRound is one round of the background compactor; it checkpoints after a round that
+// relocated something, so that retention deletes the segments it freed now, not an interval later.
+func (q *Queue) compactRound(c *compactor) error {
+	moved, err := q.compact(c, q.cfg.compactLive)
+	if err == nil && moved > 0 {
+		err = q.checkpoint()
 	}
-	c := newCompactor()
-	t := time.NewTicker(q.cfg.checkpoint)
-	defer t.Stop()
-	for {
-		select {
-		case <-q.closed:
-			return
-		case <-t.C:
-		}
-		moved, err := q.compact(c, q.cfg.compactLive)
-		if err == nil && moved > 0 {
-			// Delete what was freed now, not an interval later.
-			err = q.checkpoint()
-		}
-		if err != nil {
-			if errors.Is(err, ErrClosed) || errors.Is(err, wal.ErrClosed) {
-				return
-			}
-			q.mu.Lock()
-			q.failLocked(err)
-			q.mu.Unlock()
-			return
-		}
-	}
+	return err
 }
 
 // compact runs one round: it finds the target segments, those estimated less than live live, and

@@ -126,10 +126,14 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		unlockDir(lock)
 		return nil, err
 	}
-	q.bg.Add(3)
+	q.bg.Add(2)
 	go q.runLoader()
-	go q.runCheckpointer()
-	go q.runCompactor()
+	go q.every(q.cfg.checkpoint, q.checkpoint)
+	if q.cfg.compactLive > 0 {
+		q.bg.Add(1)
+		c := newCompactor()
+		go q.every(q.cfg.checkpoint, func() error { return q.compactRound(c) })
+	}
 	return q, nil
 }
 
