@@ -1,11 +1,9 @@
 package tock_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/internal/timerbench"
 )
 
@@ -17,35 +15,24 @@ import (
 // bench/ runs the same scenarios beside other Go timer libraries, and `go run ./cmd/tock bench`
 // prints them as a table.
 
-func newTock() timerbench.Scheduler[tock.Timer] { return timerbench.NewTock() }
-
-func pendingName(n int) string {
-	if n >= 1_000_000 {
-		return fmt.Sprintf("pending=%dM", n/1_000_000)
-	}
-	return fmt.Sprintf("pending=%d", n)
-}
-
-// BenchmarkMemory reports heap bytes per pending timer, handle included. It comes first because the
-// runtime frees stopped timers lazily, which would skew a reading taken after other benchmarks.
 func BenchmarkMemory(b *testing.B) {
-	b.Run("tock", func(b *testing.B) { timerbench.Memory(b, newTock, 1_000_000) })
+	b.Run("tock", func(b *testing.B) { timerbench.Memory(b, timerbench.NewTock, 1_000_000) })
 	b.Run("time", func(b *testing.B) { timerbench.Memory(b, timerbench.NewRuntime, 1_000_000) })
 }
 
 func BenchmarkAfterFuncStop(b *testing.B) {
 	for _, n := range []int{0, 1_000_000, 5_000_000} {
-		b.Run(pendingName(n)+"/tock", func(b *testing.B) { timerbench.AfterFuncStop(b, timerbench.NewTock(), n) })
-		b.Run(pendingName(n)+"/time", func(b *testing.B) { timerbench.AfterFuncStop(b, timerbench.NewRuntime(), n) })
+		b.Run("pending="+timerbench.Count(n)+"/tock", func(b *testing.B) { timerbench.AfterFuncStop(b, timerbench.NewTock(), n) })
+		b.Run("pending="+timerbench.Count(n)+"/time", func(b *testing.B) { timerbench.AfterFuncStop(b, timerbench.NewRuntime(), n) })
 	}
 }
 
 func BenchmarkAfterFuncStopParallel(b *testing.B) {
 	for _, n := range []int{0, 1_000_000} {
-		b.Run(pendingName(n)+"/tock", func(b *testing.B) {
+		b.Run("pending="+timerbench.Count(n)+"/tock", func(b *testing.B) {
 			timerbench.AfterFuncStopParallel(b, timerbench.NewTock(), n)
 		})
-		b.Run(pendingName(n)+"/time", func(b *testing.B) {
+		b.Run("pending="+timerbench.Count(n)+"/time", func(b *testing.B) {
 			timerbench.AfterFuncStopParallel(b, timerbench.NewRuntime(), n)
 		})
 	}
@@ -59,7 +46,7 @@ func BenchmarkReset(b *testing.B) {
 // BenchmarkBurst: a million timers due within 100 ms; ms-to-all-done counts from the first
 // AfterFunc to the last callback's return.
 func BenchmarkBurst(b *testing.B) {
-	b.Run("tock", func(b *testing.B) { timerbench.Burst(b, newTock, 1_000_000, 100*time.Millisecond) })
+	b.Run("tock", func(b *testing.B) { timerbench.Burst(b, timerbench.NewTock, 1_000_000, 100*time.Millisecond) })
 	b.Run("time", func(b *testing.B) { timerbench.Burst(b, timerbench.NewRuntime, 1_000_000, 100*time.Millisecond) })
 }
 

@@ -1,12 +1,10 @@
 package bench
 
 import (
-	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/internal/timerbench"
 	"github.com/zeromicro/go-zero/core/collection"
 )
@@ -43,43 +41,34 @@ func (g goZero) Stop(k uint64) bool { return g.tw.RemoveTimer(k) == nil }
 func (g goZero) Reset(k uint64, d time.Duration) bool { return g.tw.MoveTimer(k, max(d, 1)) == nil }
 func (g goZero) Close()                               { g.tw.Stop() }
 
-func newTock() timerbench.Scheduler[tock.Timer] { return timerbench.NewTock() }
-
-func pendingName(n int) string {
-	if n >= 1_000_000 {
-		return fmt.Sprintf("pending=%dM", n/1_000_000)
-	}
-	return fmt.Sprintf("pending=%d", n)
-}
-
 // BenchmarkMemory reports heap bytes per pending timer, handle included. It comes first because the
 // runtime frees stopped timers lazily, which would skew a reading taken after other benchmarks.
 func BenchmarkMemory(b *testing.B) {
-	b.Run("tock", func(b *testing.B) { timerbench.Memory(b, newTock, 1_000_000) })
+	b.Run("tock", func(b *testing.B) { timerbench.Memory(b, timerbench.NewTock, 1_000_000) })
 	b.Run("time", func(b *testing.B) { timerbench.Memory(b, timerbench.NewRuntime, 1_000_000) })
 	b.Run("go-zero", func(b *testing.B) { timerbench.Memory(b, newGoZero, 1_000_000) })
 }
 
 func BenchmarkAfterFuncStop(b *testing.B) {
 	for _, n := range []int{0, 1_000_000, 5_000_000} {
-		b.Run(pendingName(n)+"/tock", func(b *testing.B) { timerbench.AfterFuncStop(b, newTock(), n) })
-		b.Run(pendingName(n)+"/time", func(b *testing.B) { timerbench.AfterFuncStop(b, timerbench.NewRuntime(), n) })
-		b.Run(pendingName(n)+"/go-zero", func(b *testing.B) { timerbench.AfterFuncStop(b, newGoZero(), n) })
+		b.Run("pending="+timerbench.Count(n)+"/tock", func(b *testing.B) { timerbench.AfterFuncStop(b, timerbench.NewTock(), n) })
+		b.Run("pending="+timerbench.Count(n)+"/time", func(b *testing.B) { timerbench.AfterFuncStop(b, timerbench.NewRuntime(), n) })
+		b.Run("pending="+timerbench.Count(n)+"/go-zero", func(b *testing.B) { timerbench.AfterFuncStop(b, newGoZero(), n) })
 	}
 }
 
 func BenchmarkAfterFuncStopParallel(b *testing.B) {
 	for _, n := range []int{0, 1_000_000} {
-		b.Run(pendingName(n)+"/tock", func(b *testing.B) { timerbench.AfterFuncStopParallel(b, newTock(), n) })
-		b.Run(pendingName(n)+"/time", func(b *testing.B) {
+		b.Run("pending="+timerbench.Count(n)+"/tock", func(b *testing.B) { timerbench.AfterFuncStopParallel(b, timerbench.NewTock(), n) })
+		b.Run("pending="+timerbench.Count(n)+"/time", func(b *testing.B) {
 			timerbench.AfterFuncStopParallel(b, timerbench.NewRuntime(), n)
 		})
-		b.Run(pendingName(n)+"/go-zero", func(b *testing.B) { timerbench.AfterFuncStopParallel(b, newGoZero(), n) })
+		b.Run("pending="+timerbench.Count(n)+"/go-zero", func(b *testing.B) { timerbench.AfterFuncStopParallel(b, newGoZero(), n) })
 	}
 }
 
 func BenchmarkReset(b *testing.B) {
-	b.Run("pending=1M/tock", func(b *testing.B) { timerbench.Reset(b, newTock(), 1_000_000) })
+	b.Run("pending=1M/tock", func(b *testing.B) { timerbench.Reset(b, timerbench.NewTock(), 1_000_000) })
 	b.Run("pending=1M/time", func(b *testing.B) { timerbench.Reset(b, timerbench.NewRuntime(), 1_000_000) })
 	b.Run("pending=1M/go-zero", func(b *testing.B) { timerbench.Reset(b, newGoZero(), 1_000_000) })
 }
@@ -88,7 +77,7 @@ func BenchmarkReset(b *testing.B) {
 // AfterFunc to the last callback's return.
 func BenchmarkBurst(b *testing.B) {
 	const n, window = 1_000_000, 100 * time.Millisecond
-	b.Run("tock", func(b *testing.B) { timerbench.Burst(b, newTock, n, window) })
+	b.Run("tock", func(b *testing.B) { timerbench.Burst(b, timerbench.NewTock, n, window) })
 	b.Run("time", func(b *testing.B) { timerbench.Burst(b, timerbench.NewRuntime, n, window) })
 	b.Run("go-zero", func(b *testing.B) { timerbench.Burst(b, newGoZero, n, window) })
 }
@@ -97,7 +86,7 @@ func BenchmarkBurst(b *testing.B) {
 // lateness percentiles and early firings.
 func BenchmarkLateness(b *testing.B) {
 	const pending, n, span = 1_000_000, 20_000, 2 * time.Second
-	b.Run("tock", func(b *testing.B) { timerbench.Lateness(b, newTock(), pending, n, span) })
+	b.Run("tock", func(b *testing.B) { timerbench.Lateness(b, timerbench.NewTock(), pending, n, span) })
 	b.Run("time", func(b *testing.B) { timerbench.Lateness(b, timerbench.NewRuntime(), pending, n, span) })
 	b.Run("go-zero", func(b *testing.B) { timerbench.Lateness(b, newGoZero(), pending, n, span) })
 }

@@ -30,7 +30,6 @@ func scenarios(quick bool) []scenario {
 	if quick {
 		big, huge, burst = 100_000, 500_000, 100_000
 	}
-	newTock := func() timerbench.Scheduler[tock.Timer] { return timerbench.NewTock() }
 	pair := func(name, unit string, lower bool,
 		t func(*testing.B, timerbench.Scheduler[tock.Timer]),
 		r func(*testing.B, timerbench.Scheduler[*time.Timer])) scenario {
@@ -42,31 +41,31 @@ func scenarios(quick bool) []scenario {
 	// after other scenarios would miss the runtime's cost.
 	return []scenario{
 		{
-			name: fmt.Sprintf("bytes per pending timer (%s pending)", count(big)), unit: "B/pending", lower: true,
-			tock:    func(b *testing.B) { timerbench.Memory(b, newTock, big) },
+			name: fmt.Sprintf("bytes per pending timer (%s pending)", timerbench.Count(big)), unit: "B/pending", lower: true,
+			tock:    func(b *testing.B) { timerbench.Memory(b, timerbench.NewTock, big) },
 			runtime: func(b *testing.B) { timerbench.Memory(b, timerbench.NewRuntime, big) },
 		},
 		pair("AfterFunc+Stop, 0 pending", "", true,
 			func(b *testing.B, s timerbench.Scheduler[tock.Timer]) { timerbench.AfterFuncStop(b, s, 0) },
 			func(b *testing.B, s timerbench.Scheduler[*time.Timer]) { timerbench.AfterFuncStop(b, s, 0) }),
-		pair(fmt.Sprintf("AfterFunc+Stop, %s pending", count(big)), "", true,
+		pair(fmt.Sprintf("AfterFunc+Stop, %s pending", timerbench.Count(big)), "", true,
 			func(b *testing.B, s timerbench.Scheduler[tock.Timer]) { timerbench.AfterFuncStop(b, s, big) },
 			func(b *testing.B, s timerbench.Scheduler[*time.Timer]) { timerbench.AfterFuncStop(b, s, big) }),
-		pair(fmt.Sprintf("AfterFunc+Stop, %s pending", count(huge)), "", true,
+		pair(fmt.Sprintf("AfterFunc+Stop, %s pending", timerbench.Count(huge)), "", true,
 			func(b *testing.B, s timerbench.Scheduler[tock.Timer]) { timerbench.AfterFuncStop(b, s, huge) },
 			func(b *testing.B, s timerbench.Scheduler[*time.Timer]) { timerbench.AfterFuncStop(b, s, huge) }),
-		pair(fmt.Sprintf("AfterFunc+Stop, %s pending, %d goroutines", count(big), runtime.GOMAXPROCS(0)), "", true,
+		pair(fmt.Sprintf("AfterFunc+Stop, %s pending, %d goroutines", timerbench.Count(big), runtime.GOMAXPROCS(0)), "", true,
 			func(b *testing.B, s timerbench.Scheduler[tock.Timer]) { timerbench.AfterFuncStopParallel(b, s, big) },
 			func(b *testing.B, s timerbench.Scheduler[*time.Timer]) { timerbench.AfterFuncStopParallel(b, s, big) }),
-		pair(fmt.Sprintf("Reset, %s pending", count(big)), "", true,
+		pair(fmt.Sprintf("Reset, %s pending", timerbench.Count(big)), "", true,
 			func(b *testing.B, s timerbench.Scheduler[tock.Timer]) { timerbench.Reset(b, s, big) },
 			func(b *testing.B, s timerbench.Scheduler[*time.Timer]) { timerbench.Reset(b, s, big) }),
 		{
-			name: fmt.Sprintf("%s due within 100ms: first AfterFunc to last callback", count(burst)), unit: "ms-to-all-done", lower: true,
-			tock:    func(b *testing.B) { timerbench.Burst(b, newTock, burst, 100*time.Millisecond) },
+			name: fmt.Sprintf("%s due within 100ms: first AfterFunc to last callback", timerbench.Count(burst)), unit: "ms-to-all-done", lower: true,
+			tock:    func(b *testing.B) { timerbench.Burst(b, timerbench.NewTock, burst, 100*time.Millisecond) },
 			runtime: func(b *testing.B) { timerbench.Burst(b, timerbench.NewRuntime, burst, 100*time.Millisecond) },
 		},
-		pair(fmt.Sprintf("lateness p99 with %s pending", count(big)), "p99-late-ms", true,
+		pair(fmt.Sprintf("lateness p99 with %s pending", timerbench.Count(big)), "p99-late-ms", true,
 			func(b *testing.B, s timerbench.Scheduler[tock.Timer]) {
 				timerbench.Lateness(b, s, big, 20_000, 2*time.Second)
 			},
@@ -74,13 +73,6 @@ func scenarios(quick bool) []scenario {
 				timerbench.Lateness(b, s, big, 20_000, 2*time.Second)
 			}),
 	}
-}
-
-func count(n int) string {
-	if n >= 1_000_000 {
-		return fmt.Sprintf("%gM", float64(n)/1e6)
-	}
-	return fmt.Sprintf("%gk", float64(n)/1e3)
 }
 
 func benchCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {

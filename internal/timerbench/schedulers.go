@@ -9,8 +9,9 @@ import (
 // Tock is a Scheduler on a tock wheel.
 type Tock struct{ W *tock.Wheel }
 
-// NewTock returns a Scheduler on a new wheel made with opts.
-func NewTock(opts ...tock.Option) Scheduler[tock.Timer] { return Tock{tock.New(opts...)} }
+// NewTock returns a Scheduler on a new wheel with the default options. Its type is what Burst and
+// Memory take to make a facility per run.
+func NewTock() Scheduler[tock.Timer] { return Tock{tock.New()} }
 
 // AfterFunc schedules f on the wheel and panics on an error, which the scenarios never provoke.
 func (s Tock) AfterFunc(d time.Duration, f func()) tock.Timer {

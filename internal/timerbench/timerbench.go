@@ -8,6 +8,7 @@
 package timerbench
 
 import (
+	"fmt"
 	"runtime"
 	"slices"
 	"sync"
@@ -34,6 +35,17 @@ const (
 )
 
 func nop() {}
+
+// Count names a number of timers briefly, as benchmark and scenario names do: 0, 100k, 1M, 5M.
+func Count(n int) string {
+	switch {
+	case n >= 1_000_000:
+		return fmt.Sprintf("%gM", float64(n)/1e6)
+	case n >= 1_000:
+		return fmt.Sprintf("%gk", float64(n)/1e3)
+	}
+	return fmt.Sprint(n)
+}
 
 // Fill schedules n timers that stay pending for the scenario and returns their handles.
 func Fill[T any](s Scheduler[T], n int) []T {
