@@ -2,17 +2,15 @@ package bench
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/diskbench"
 	"github.com/tockwheel/tock/internal/redistest"
 )
 
@@ -28,27 +26,7 @@ func BenchmarkScheduledPut(b *testing.B) {
 	parallelism := max(1, 256/runtime.GOMAXPROCS(0))
 
 	b.Run("anchor=raw-append-fdatasync-per-256", func(b *testing.B) {
-		f, err := os.Create(filepath.Join(b.TempDir(), "raw"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer f.Close()
-		rec := make([]byte, 180)
-		buf := make([]byte, 0, 256*len(rec))
-		start := time.Now()
-		for i := 0; b.Loop(); i++ {
-			buf = append(buf, rec...)
-			if i%256 == 255 {
-				if _, err := f.Write(buf); err != nil {
-					b.Fatal(err)
-				}
-				if err := syscall.Fdatasync(int(f.Fd())); err != nil {
-					b.Fatal(err)
-				}
-				buf = buf[:0]
-			}
-		}
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+		diskbench.RawAppend(b, make([]byte, 180), 256)
 	})
 
 	b.Run("delayq", func(b *testing.B) {

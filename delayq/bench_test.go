@@ -9,11 +9,11 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/internal/diskbench"
 )
 
 // BenchmarkPut measures durable Put of 100-byte messages from 256 goroutines against its anchor,
@@ -24,28 +24,10 @@ import (
 func BenchmarkPut(b *testing.B) {
 	payload := make([]byte, 100)
 	b.Run("anchor=raw-append-fdatasync-per-256", func(b *testing.B) {
-		f, err := os.Create(filepath.Join(b.TempDir(), "raw"))
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer f.Close()
 		rec := wal.Record{Kind: wal.KindPut, Threaded: true, ListSlot: 1, Prev: 1, DeliverAt: time.Now().UnixNano(),
 			ID: makeID(0, 0), Topic: "bench", Payload: payload}
-		var buf []byte
-		start := time.Now()
-		for i := 0; b.Loop(); i++ {
-			buf, _ = rec.Append(buf)
-			if i%256 == 255 {
-				if _, err := f.Write(buf); err != nil {
-					b.Fatal(err)
-				}
-				if err := syscall.Fdatasync(int(f.Fd())); err != nil {
-					b.Fatal(err)
-				}
-				buf = buf[:0]
-			}
-		}
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+		buf, _ := rec.Append(nil)
+		diskbench.RawAppend(b, buf, 256)
 	})
 	for _, c := range []struct {
 		name string
