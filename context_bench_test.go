@@ -8,112 +8,88 @@ import (
 
 // These benchmarks compare a wheel context with the standard one, side by side in one run:
 //
-//	go test -run '^$' -bench 'WithTimeout$' -benchmem .
+//	go test -run '^$' -bench 'WithTimeout' -benchmem .
 
-func BenchmarkWithTimeout(b *testing.B) {
-	w := New()
-	defer w.Stop()
-	ctx := context.Background()
+// A timeoutFunc is w.WithTimeout or context.WithTimeout.
+type timeoutFunc func(context.Context, time.Duration) (context.Context, context.CancelFunc)
+
+// benchTimeout creates and cancels a context with a timeout under parent, asking for its done
+// channel first when askDone is set, as code that passes the context to I/O does.
+func benchTimeout(b *testing.B, parent context.Context, withTimeout timeoutFunc, askDone bool) {
 	b.ReportAllocs()
 	for b.Loop() {
-		_, cancel := w.WithTimeout(ctx, time.Second)
+		c, cancel := withTimeout(parent, time.Second)
+		if askDone {
+			_ = c.Done()
+		}
 		cancel()
 	}
+}
+
+// benchWheel returns a wheel that is stopped when the benchmark ends.
+func benchWheel(b *testing.B) *Wheel {
+	w := New()
+	b.Cleanup(func() { w.Stop() })
+	return w
+}
+
+// stdParent returns a cancelable standard context, as r.Context() in an HTTP handler is.
+func stdParent(b *testing.B) context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	return ctx
+}
+
+func BenchmarkWithTimeout(b *testing.B) {
+	benchTimeout(b, context.Background(), benchWheel(b).WithTimeout, false)
 }
 
 func BenchmarkContextWithTimeout(b *testing.B) {
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		_, cancel := context.WithTimeout(ctx, time.Second)
-		cancel()
-	}
+	benchTimeout(b, context.Background(), context.WithTimeout, false)
 }
 
-// Below a cancelable standard parent (as r.Context() in an HTTP handler is), the standard context
-// joins its parent's children; a wheel context registers with context.AfterFunc only once its done
-// channel or a child needs it, which this loop does not.
+// Below a cancelable standard parent the standard context joins its parent's children; a wheel
+// context registers with context.AfterFunc only once its done channel or a child needs it, which
+// this loop does not.
 func BenchmarkWithTimeoutStdParent(b *testing.B) {
-	w := New()
-	defer w.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	b.ReportAllocs()
-	for b.Loop() {
-		_, cancel := w.WithTimeout(ctx, time.Second)
-		cancel()
-	}
+	benchTimeout(b, stdParent(b), benchWheel(b).WithTimeout, false)
 }
 
-// The same, with the done channel asked for, as a context passed to I/O usually is: now the wheel
-// context registers with its parent.
+func BenchmarkContextWithTimeoutStdParent(b *testing.B) {
+	benchTimeout(b, stdParent(b), context.WithTimeout, false)
+}
+
+// The same with the done channel asked for: now the wheel context registers with its parent.
 func BenchmarkWithTimeoutStdParentDone(b *testing.B) {
-	w := New()
-	defer w.Stop()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	b.ReportAllocs()
-	for b.Loop() {
-		c, cancel := w.WithTimeout(ctx, time.Second)
-		_ = c.Done()
-		cancel()
-	}
+	benchTimeout(b, stdParent(b), benchWheel(b).WithTimeout, true)
 }
 
 func BenchmarkContextWithTimeoutStdParentDone(b *testing.B) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	b.ReportAllocs()
-	for b.Loop() {
-		c, cancel := context.WithTimeout(ctx, time.Second)
-		_ = c.Done()
-		cancel()
-	}
+	benchTimeout(b, stdParent(b), context.WithTimeout, true)
 }
 
 // Below a wheel context, a wheel context joins its parent's children, as the standard one does
 // below a standard parent.
 func BenchmarkWithTimeoutWheelParent(b *testing.B) {
-	w := New()
-	defer w.Stop()
-	ctx, cancel := w.WithTimeout(context.Background(), time.Hour)
-	defer cancel()
-	b.ReportAllocs()
-	for b.Loop() {
-		_, cancel := w.WithTimeout(ctx, time.Second)
-		cancel()
-	}
-}
-
-func BenchmarkContextWithTimeoutStdParent(b *testing.B) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	b.ReportAllocs()
-	for b.Loop() {
-		_, cancel := context.WithTimeout(ctx, time.Second)
-		cancel()
-	}
+	w := benchWheel(b)
+	parent, cancel := w.WithTimeout(context.Background(), time.Hour)
+	b.Cleanup(cancel)
+	benchTimeout(b, parent, w.WithTimeout, false)
 }
 
 func BenchmarkWithTimeoutParallel(b *testing.B) {
-	w := New()
-	defer w.Stop()
-	ctx := context.Background()
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			_, cancel := w.WithTimeout(ctx, time.Second)
-			cancel()
-		}
-	})
+	benchTimeoutParallel(b, benchWheel(b).WithTimeout)
 }
 
 func BenchmarkContextWithTimeoutParallel(b *testing.B) {
-	ctx := context.Background()
+	benchTimeoutParallel(b, context.WithTimeout)
+}
+
+func benchTimeoutParallel(b *testing.B, withTimeout timeoutFunc) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			_, cancel := context.WithTimeout(ctx, time.Second)
+			_, cancel := withTimeout(context.Background(), time.Second)
 			cancel()
 		}
 	})
