@@ -13,12 +13,9 @@ import (
 func wireTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
-	topic := r.PathValue("topic")
-	if err := checkTopic(topic); err != nil {
-		return err
-	}
 	var req putRequest
-	if err := decodeJSON(http.MaxBytesReader(w, r.Body, s.limits.bodyLimit()), &req, false); err != nil {
+	topic, err := decodeTopicRequest(w, r, s.limits.bodyLimit(), &req, false)
+	if err != nil {
 		return err
 	}
 	now := s.now()
@@ -42,13 +39,20 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) error {
+// decodeTopicRequest checks the topic in r's path and decodes r's body, of at most limit bytes,
+// into req (see decodeJSON for allowEmpty).
+func decodeTopicRequest(w http.ResponseWriter, r *http.Request, limit int64, req any, allowEmpty bool) (string, error) {
 	topic := r.PathValue("topic")
 	if err := checkTopic(topic); err != nil {
-		return err
+		return "", err
 	}
+	return topic, decodeJSON(http.MaxBytesReader(w, r.Body, limit), req, allowEmpty)
+}
+
+func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) error {
 	var req batchRequest
-	if err := decodeJSON(http.MaxBytesReader(w, r.Body, s.limits.batchBodyLimit()), &req, false); err != nil {
+	topic, err := decodeTopicRequest(w, r, s.limits.batchBodyLimit(), &req, false)
+	if err != nil {
 		return err
 	}
 	switch {
@@ -137,12 +141,9 @@ func payloadJSON(p []byte) json.RawMessage {
 }
 
 func (s *Server) handleReceive(w http.ResponseWriter, r *http.Request) error {
-	topic := r.PathValue("topic")
-	if err := checkTopic(topic); err != nil {
-		return err
-	}
 	var req receiveRequest
-	if err := decodeJSON(http.MaxBytesReader(w, r.Body, 64<<10), &req, true); err != nil {
+	topic, err := decodeTopicRequest(w, r, 64<<10, &req, true)
+	if err != nil {
 		return err
 	}
 	p, err := req.params(s.limits)
