@@ -98,16 +98,7 @@ func drainExactly(t *testing.T, q *Queue, want map[string]time.Time) {
 // cutLog does to a copied queue directory what a crash at position p may leave: the log ends at p.
 func cutLog(t *testing.T, dir string, p wal.Pos) {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		var seg uint32
-		if _, err := fmt.Sscanf(e.Name(), "%010d.seg", &seg); err != nil {
-			continue
-		}
-		path := filepath.Join(dir, e.Name())
+	forSegments(t, dir, func(seg uint32, path string) {
 		switch {
 		case seg > p.Segment():
 			if err := os.Remove(path); err != nil {
@@ -118,7 +109,7 @@ func cutLog(t *testing.T, dir string, p wal.Pos) {
 				t.Fatal(err)
 			}
 		}
-	}
+	})
 }
 
 // TestCompactCrash relocates lists and then reopens the queue as a crash would leave it at every

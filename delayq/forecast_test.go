@@ -131,17 +131,8 @@ func dueCountsOps(t *testing.T, rng *rand.Rand, base string) {
 				q = open(t, dir, opts...)
 			default:
 				what = "crash"
-				if err := q.log.WaitWritten(q.log.End()); err != nil {
-					t.Fatal(err)
-				}
 				crashed := filepath.Join(base, fmt.Sprintf("crash%d", step))
-				copyDir(t, dir, crashed)
-				if rng.IntN(2) == 0 {
-					loseUnsynced(t, rng, crashed, q.log.DurableEnd())
-				}
-				if err := q.Close(); err != nil {
-					t.Fatal(err)
-				}
+				crashCopy(t, rng, q, dir, crashed)
 				dir = crashed
 				q = open(t, dir, opts...)
 			}

@@ -149,17 +149,8 @@ func randomOps(t *testing.T, rng *rand.Rand, base string) {
 				q = open(t, dir, opts...)
 				leased = nil
 			default: // crash: reopen a copy of the files as they are now
-				if err := q.log.WaitWritten(q.log.End()); err != nil {
-					t.Fatal(err)
-				}
 				crashed := filepath.Join(base, fmt.Sprintf("crash%d", step))
-				copyDir(t, dir, crashed)
-				if rng.IntN(2) == 0 {
-					loseUnsynced(t, rng, crashed, q.log.DurableEnd())
-				}
-				if err := q.Close(); err != nil {
-					t.Fatal(err)
-				}
+				crashCopy(t, rng, q, dir, crashed)
 				dir = crashed
 				q = open(t, dir, opts...)
 				leased = nil
@@ -242,10 +233,25 @@ func copyDir(t testing.TB, src, dst string) {
 	}
 }
 
-// loseUnsynced does to a copied queue directory what a power loss may do: segments after the one
-// holding the sync point are gone, and that one is cut somewhere after the sync point, with
-// random bytes (a torn write) or zeros after the cut.
-func loseUnsynced(t testing.TB, rng *rand.Rand, dir string, durable wal.Pos) {
+// crashCopy copies the files of q, whose directory is dir, to crashed as a kill -9 now would leave
+// them, and as a power loss would when rng says so (see loseUnsynced), then closes q. Reopen
+// crashed to recover from the crash.
+func crashCopy(t testing.TB, rng *rand.Rand, q *Queue, dir, crashed string) {
+	t.Helper()
+	if err := q.log.WaitWritten(q.log.End()); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, dir, crashed)
+	if rng.IntN(2) == 0 {
+		loseUnsynced(t, rng, crashed, q.log.DurableEnd())
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// forSegments calls fn with the number and path of every segment file in dir.
+func forSegments(t testing.TB, dir string, fn func(seg uint32, path string)) {
 	t.Helper()
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -253,10 +259,18 @@ func loseUnsynced(t testing.TB, rng *rand.Rand, dir string, durable wal.Pos) {
 	}
 	for _, e := range ents {
 		var seg uint32
-		if _, err := fmt.Sscanf(e.Name(), "%010d.seg", &seg); err != nil {
-			continue
+		if _, err := fmt.Sscanf(e.Name(), "%010d.seg", &seg); err == nil {
+			fn(seg, filepath.Join(dir, e.Name()))
 		}
-		path := filepath.Join(dir, e.Name())
+	}
+}
+
+// loseUnsynced does to a copied queue directory what a power loss may do: segments after the one
+// holding the sync point are gone, and that one is cut somewhere after the sync point, with
+// random bytes (a torn write) or zeros after the cut.
+func loseUnsynced(t testing.TB, rng *rand.Rand, dir string, durable wal.Pos) {
+	t.Helper()
+	forSegments(t, dir, func(seg uint32, path string) {
 		switch {
 		case seg > durable.Segment():
 			os.Remove(path)
@@ -276,5 +290,5 @@ func loseUnsynced(t testing.TB, rng *rand.Rand, dir string, durable wal.Pos) {
 				t.Fatal(err)
 			}
 		}
-	}
+	})
 }
