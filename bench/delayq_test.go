@@ -36,18 +36,10 @@ func BenchmarkScheduledPut(b *testing.B) {
 		}
 		defer q.Close()
 		at := time.Now().Add(time.Hour)
-		b.SetParallelism(parallelism)
-		start := time.Now()
-		b.RunParallel(func(pb *testing.PB) {
-			ctx := context.Background()
-			for pb.Next() {
-				if _, err := q.Put(ctx, delayq.Message{Topic: "bench", Payload: payload, DeliverAt: at}); err != nil {
-					b.Error(err)
-					return
-				}
-			}
+		diskbench.Parallel(b, parallelism, func() error {
+			_, err := q.Put(context.Background(), delayq.Message{Topic: "bench", Payload: payload, DeliverAt: at})
+			return err
 		})
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
 	})
 
 	for _, c := range []struct {
@@ -64,17 +56,10 @@ func BenchmarkScheduledPut(b *testing.B) {
 			}
 			client := asynq.NewClient(asynq.RedisClientOpt{Addr: srv.Addr, PoolSize: 256})
 			defer client.Close()
-			b.SetParallelism(parallelism)
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					if _, err := client.Enqueue(asynq.NewTask("bench", payload), asynq.ProcessIn(time.Hour)); err != nil {
-						b.Error(err)
-						return
-					}
-				}
+			diskbench.Parallel(b, parallelism, func() error {
+				_, err := client.Enqueue(asynq.NewTask("bench", payload), asynq.ProcessIn(time.Hour))
+				return err
 			})
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
 		})
 	}
 }

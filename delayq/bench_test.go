@@ -40,18 +40,10 @@ func BenchmarkPut(b *testing.B) {
 			}
 			defer q.Close()
 			at := time.Now().Add(time.Hour)
-			b.SetParallelism(max(1, 256/runtime.GOMAXPROCS(0)))
-			start := time.Now()
-			b.RunParallel(func(pb *testing.PB) {
-				ctx := context.Background()
-				for pb.Next() {
-					if _, err := q.Put(ctx, Message{Topic: "bench", Payload: payload, DeliverAt: at}); err != nil {
-						b.Error(err)
-						return
-					}
-				}
+			diskbench.Parallel(b, max(1, 256/runtime.GOMAXPROCS(0)), func() error {
+				_, err := q.Put(context.Background(), Message{Topic: "bench", Payload: payload, DeliverAt: at})
+				return err
 			})
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
 		})
 	}
 }

@@ -1,7 +1,7 @@
-// Package diskbench holds the anchor that tock's durable-write benchmarks are measured against:
-// the disk's own limit for appending records with one sync per group, as delayq's group commit
-// does. delayq's benchmarks and the side-by-side bench module both run it, so they measure the
-// same thing.
+// Package diskbench holds what tock's durable-write benchmarks share: the anchor they are measured
+// against, the disk's own limit for appending records with one sync per group (as delayq's group
+// commit does), and the loop that measures a put rate beside it. delayq's benchmarks and the
+// side-by-side bench module both use them, so they measure the same thing.
 package diskbench
 
 import (
@@ -33,5 +33,21 @@ func RawAppend(b *testing.B, rec []byte, perSync int) {
 			buf = buf[:0]
 		}
 	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
+}
+
+// Parallel calls put b.N times from parallelism goroutines per processor and reports the rate as
+// msgs/s, for the systems measured against RawAppend.
+func Parallel(b *testing.B, parallelism int, put func() error) {
+	b.SetParallelism(parallelism)
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := put(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "msgs/s")
 }
