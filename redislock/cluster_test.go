@@ -102,21 +102,8 @@ func TestCluster(t *testing.T) {
 		t.Fatalf("TryLock of a held lock: err = %v, want ErrNotAcquired", err)
 	}
 	// A waiter on another client is woken by the release, published through the cluster.
-	waiting := make(chan struct{}, 1)
-	b.testHookWait = func() {
-		select {
-		case waiting <- struct{}{}:
-		default:
-		}
-	}
-	got := make(chan error, 1)
-	go func() {
-		lk, err := b.Lock(ctx, "job-0")
-		if err == nil {
-			err = lk.Unlock(ctx)
-		}
-		got <- err
-	}()
+	waiting := notifyWaits(b, 1)
+	got := lockThenUnlock(ctx, b, "job-0")
 	waitClosed(t, waiting, 10*time.Second, "waiter subscribed")
 	for _, lk := range held {
 		if err := lk.Unlock(ctx); err != nil {

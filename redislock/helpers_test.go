@@ -62,3 +62,50 @@ func isClosed(c <-chan struct{}) bool {
 		return false
 	}
 }
+
+// notifyWaits makes l report on the returned channel each time one of its Lock calls starts to
+// wait; the channel holds up to n unread reports and further ones are dropped.
+func notifyWaits(l *Locker, n int) <-chan struct{} {
+	waiting := make(chan struct{}, n)
+	l.testHookWait = func() {
+		select {
+		case waiting <- struct{}{}:
+		default:
+		}
+	}
+	return waiting
+}
+
+// lockThenUnlock locks name with l in a goroutine, unlocks it once acquired, and reports the
+// first error on the returned channel, or nil.
+func lockThenUnlock(ctx context.Context, l *Locker, name string) <-chan error {
+	got := make(chan error, 1)
+	go func() {
+		lk, err := l.Lock(ctx, name)
+		if err == nil {
+			err = lk.Unlock(ctx)
+		}
+		got <- err
+	}()
+	return got
+}
+
+// reuseTokenAfterRestart acquires name with a, restarts s without persistence, which resets the
+// fencing counter, and acquires name with b, which gets a's token again; it returns both locks.
+func reuseTokenAfterRestart(t *testing.T, s *redistest.Server, a, b *Locker, name string) (old, reused *Lock) {
+	t.Helper()
+	ctx := context.Background()
+	old, err := a.TryLock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Restart()
+	reused, err = b.TryLock(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reused.Token() != old.Token() {
+		t.Fatalf("token after the restart %d, want the reused %d", reused.Token(), old.Token())
+	}
+	return old, reused
+}

@@ -114,13 +114,7 @@ func TestLockWokenByRelease(t *testing.T) {
 	s := redistest.Start(t)
 	a, b := newLocker(t, s), newLocker(t, s)
 	b.sub.linger = 0 // check that the subscription is dropped when the waiter leaves
-	waiting := make(chan struct{}, 1)
-	b.testHookWait = func() {
-		select {
-		case waiting <- struct{}{}:
-		default:
-		}
-	}
+	waiting := notifyWaits(b, 1)
 	ctx := context.Background()
 	la, err := a.Lock(ctx, "job")
 	if err != nil {
@@ -574,19 +568,7 @@ func TestWheelStopped(t *testing.T) {
 func TestUnlockNotHeldWhenTokenReusedAfterRestart(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := context.Background()
-	a, b := newLocker(t, s), newLocker(t, s)
-	old, err := a.TryLock(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Restart()
-	lb, err := b.TryLock(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if lb.Token() != old.Token() {
-		t.Fatalf("token after the restart %d, want the reused %d", lb.Token(), old.Token())
-	}
+	old, lb := reuseTokenAfterRestart(t, s, newLocker(t, s), newLocker(t, s), "job")
 	if err := old.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Unlock of the acquisition from before the restart: err = %v, want ErrNotHeld", err)
 	}

@@ -21,13 +21,7 @@ func TestWaitersServedInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waiting := make(chan struct{}, 16)
-	b.testHookWait = func() {
-		select {
-		case waiting <- struct{}{}:
-		default:
-		}
-	}
+	waiting := notifyWaits(b, 16)
 	order := make(chan int, 3)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -68,27 +62,14 @@ func TestSubscriptionLingers(t *testing.T) {
 	a, b := newLocker(t, s), newLocker(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	waiting := make(chan struct{}, 1)
-	b.testHookWait = func() {
-		select {
-		case waiting <- struct{}{}:
-		default:
-		}
-	}
+	waiting := notifyWaits(b, 1)
 	wait := func() {
 		t.Helper()
 		held, err := a.Lock(ctx, "job")
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := make(chan error, 1)
-		go func() {
-			lk, err := b.Lock(ctx, "job")
-			if err == nil {
-				err = lk.Unlock(ctx)
-			}
-			got <- err
-		}()
+		got := lockThenUnlock(ctx, b, "job")
 		<-waiting
 		if err := held.Unlock(ctx); err != nil {
 			t.Fatal(err)
@@ -160,21 +141,8 @@ func TestWaiterWokenAfterRedisRestart(t *testing.T) {
 	if _, err := a.Lock(ctx, "job"); err != nil {
 		t.Fatal(err)
 	}
-	waiting := make(chan struct{}, 1)
-	b.testHookWait = func() {
-		select {
-		case waiting <- struct{}{}:
-		default:
-		}
-	}
-	got := make(chan error, 1)
-	go func() {
-		lk, err := b.Lock(ctx, "job")
-		if err == nil {
-			err = lk.Unlock(ctx)
-		}
-		got <- err
-	}()
+	waiting := notifyWaits(b, 1)
+	got := lockThenUnlock(ctx, b, "job")
 	<-waiting
 	s.Restart()
 	if err := <-got; err != nil {
