@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -36,11 +35,7 @@ func forecastModel(due map[string]time.Time, from time.Time, step time.Duration,
 // DueCounts over the horizon with the due times a reference model holds. Set DELAYQ_SEED to
 // repeat a run.
 func TestDueCountsMatchModel(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("DELAYQ_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (set DELAYQ_SEED to repeat)", seed)
+	seed := testSeed(t)
 	for run := range 3 {
 		t.Run(fmt.Sprint(run), func(t *testing.T) {
 			dueCountsOps(t, rand.New(rand.NewPCG(seed, uint64(run))), t.TempDir())

@@ -16,6 +16,17 @@ import (
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
+// testSeed returns the seed of a randomized test, DELAYQ_SEED when it is set, and logs it so that
+// a failing run can be repeated.
+func testSeed(t *testing.T) uint64 {
+	seed := uint64(time.Now().UnixNano())
+	if s := os.Getenv("DELAYQ_SEED"); s != "" {
+		seed, _ = strconv.ParseUint(s, 10, 64)
+	}
+	t.Logf("seed %d (set DELAYQ_SEED to repeat)", seed)
+	return seed
+}
+
 // TestRandomOps runs random sequences of puts (due in the past, in the near window, within and
 // far beyond the horizon; with generated and chosen IDs), cancels, receives, acks, nacks, lease
 // expiries, compaction rounds (besides the background ones), clean reopens and simulated crashes
@@ -24,11 +35,7 @@ import (
 // checking the state's invariants after every step and, at the end, that exactly the messages a
 // reference model expects are delivered, none early. Set DELAYQ_SEED to repeat a run.
 func TestRandomOps(t *testing.T) {
-	seed := uint64(time.Now().UnixNano())
-	if s := os.Getenv("DELAYQ_SEED"); s != "" {
-		seed, _ = strconv.ParseUint(s, 10, 64)
-	}
-	t.Logf("seed %d (set DELAYQ_SEED to repeat)", seed)
+	seed := testSeed(t)
 	for run := range 4 {
 		t.Run(fmt.Sprint(run), func(t *testing.T) {
 			randomOps(t, rand.New(rand.NewPCG(seed, uint64(run))), t.TempDir())
