@@ -29,7 +29,6 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.puts.Add(1)
 	s.metrics.puts.Inc()
 	s.activity.put(now, []time.Time{m.DeliverAt})
 	writeJSON(w, http.StatusCreated, struct {
@@ -87,7 +86,6 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.puts.Add(uint64(len(ms)))
 	s.metrics.puts.Add(float64(len(ms)))
 	s.activity.put(now, due)
 	writeJSON(w, http.StatusCreated, struct {
@@ -110,7 +108,6 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) error {
 	if !ok {
 		return &requestError{http.StatusNotFound, fmt.Sprintf("no pending message %q", id)}
 	}
-	s.cancels.Add(1)
 	s.metrics.cancels.Inc()
 	s.activity.cancelled(s.now())
 	w.WriteHeader(http.StatusNoContent)
@@ -178,7 +175,6 @@ func (s *Server) handleReceive(w http.ResponseWriter, r *http.Request) error {
 			s.metrics.lateness.Observe(max(l, 0).Seconds())
 		}
 	}
-	s.deliveries.Add(uint64(len(ds)))
 	s.metrics.deliveries.Add(float64(len(ds)))
 	s.activity.delivered(now, late)
 	writeJSON(w, http.StatusOK, struct {
@@ -220,7 +216,6 @@ func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.acks.Add(uint64(len(req.Receipts)))
 	s.metrics.acks.Add(float64(len(req.Receipts)))
 	s.activity.acked(s.now(), len(req.Receipts))
 	w.WriteHeader(http.StatusNoContent)
@@ -249,7 +244,6 @@ func (s *Server) handleNack(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	s.nacks.Add(1)
 	s.metrics.nacks.Inc()
 	s.activity.nacked(s.now())
 	w.WriteHeader(http.StatusNoContent)
@@ -324,11 +318,11 @@ func (s *Server) stats(now time.Time, hist, ahead int) Stats {
 		Pending:       st.Pending,
 		Due:           st.Due,
 		Leased:        st.Leased,
-		Puts:          s.puts.Load(),
-		Deliveries:    s.deliveries.Load(),
-		Acks:          s.acks.Load(),
-		Nacks:         s.nacks.Load(),
-		Cancels:       s.cancels.Load(),
+		Puts:          counterValue(s.metrics.puts),
+		Deliveries:    counterValue(s.metrics.deliveries),
+		Acks:          counterValue(s.metrics.acks),
+		Nacks:         counterValue(s.metrics.nacks),
+		Cancels:       counterValue(s.metrics.cancels),
 		Lateness:      late,
 		History:       h,
 		Forecast:      f,

@@ -1,6 +1,7 @@
 package server
 
 import (
+	dto "github.com/prometheus/client_model/go"
 	"net/http"
 	"strconv"
 	"time"
@@ -147,4 +148,14 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 // wrote records the duration of a store write that began at start.
 func (m *metrics) wrote(op string, start time.Time) {
 	m.writes.WithLabelValues(op).Observe(time.Since(start).Seconds())
+}
+
+// counterValue reads c, so that the totals of /v1/stats are the counters /metrics exports rather
+// than a second count kept beside them.
+func counterValue(c prometheus.Counter) uint64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		return 0
+	}
+	return uint64(m.GetCounter().GetValue())
 }

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -26,9 +25,6 @@ type Server struct {
 	mux      *http.ServeMux
 	metrics  *metrics
 	activity activity
-
-	// Totals since start, for the stats endpoint.
-	puts, deliveries, acks, nacks, cancels atomic.Uint64
 
 	drainOnce sync.Once
 	drained   chan struct{} // closed by Drain
