@@ -40,13 +40,18 @@ type shardHint struct{ s *shard }
 
 // New returns a wheel configured by opts. Without options it has a 1 ms tick, no bound on pending
 // timers, one shard per processor, and runs callbacks on a pool of at most DefaultPoolSize
-// goroutines. New panics on an invalid option value, as documented with each option.
+// goroutines. A nil Option is ignored. New panics on an invalid option value, naming the option (as
+// documented with each option), since only a bug in the calling program can pass one.
 func New(opts ...Option) *Wheel {
 	c := defaultConfig()
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
-	c.validate()
+	if c.bad != "" {
+		panic(c.bad)
+	}
 	w := &Wheel{
 		tick:       int64(c.tick),
 		epoch:      time.Now(),
