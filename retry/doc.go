@@ -7,7 +7,7 @@
 // registrations with a registry: the caller's attempt failed, so it hands the operation to the
 // queue and goes on.
 //
-//	q := retry.New(w, retry.WithBackoff(retry.Exponential(time.Second, time.Minute)))
+//	q := retry.New(retry.WithWheel(w), retry.WithBackoff(retry.Exponential(time.Second, time.Minute)))
 //	defer q.Close()
 //	if err := register(ctx); err != nil {
 //		q.Add("register", register) // retried until it succeeds
@@ -39,7 +39,7 @@
 // A Queue cancels the context of a running attempt on Cancel and Close, but cannot stop an
 // operation that ignores its context; Close waits for it.
 //
-// A Queue or Do given no wheel uses one private to the package, made on first use and never
-// stopped. Tests in a testing/synctest bubble must pass a wheel made in the bubble (New's argument,
-// or WithWheel for Do).
+// A Queue given no wheel ([WithWheel]) makes one of its own, which Close stops; Do given none waits
+// on the Go runtime's timers. Tests in a testing/synctest bubble that share a wheel must make it
+// in the bubble.
 package retry

@@ -24,7 +24,8 @@ var (
 	// Queue panicked. A panic is not retried.
 	ErrPanicked = errors.New("retry: operation panicked")
 
-	// ErrInvalidOption is returned by Add and Do when an option has an invalid value (each option
-	// says which values are valid), and when the operation is nil.
+	// ErrInvalidOption is wrapped into the value [New] panics with and the error [Do] returns when
+	// an option has an invalid value (each option says which values it refuses), and into the
+	// error [Queue.Add] and Do return when the operation is nil.
 	ErrInvalidOption = errors.New("retry: invalid option")
 )
