@@ -246,12 +246,14 @@ func (w *Wheel) withDeadline(parent context.Context, d time.Time, dur time.Durat
 }
 
 // afterFuncAt schedules f on w to run at nanoseconds after the wheel's epoch: AfterFunc without its
-// own reading of the clock, since the caller has just read it. It reports ErrStopped if w is nil.
+// own reading of the clock, since the caller has just read it. The timer outlives the wheel (see
+// handoff.go), so that the context's deadline holds whatever becomes of the wheel. It reports
+// ErrStopped if w is nil.
 func (w *Wheel) afterFuncAt(at int64, f func()) (Timer, error) {
 	if w == nil {
 		return Timer{}, ErrStopped
 	}
-	return w.schedule(w.tickAt(at), f, nil, flagContext)
+	return w.scheduleHandOff(w.tickAt(at), f)
 }
 
 // fire is the timer's callback, the CancelFunc, and the function context.AfterFunc calls when a

@@ -56,17 +56,6 @@ func (t Timer) Stop() bool {
 	return false
 }
 
-// stopHandedOffLocked stops the runtime timer that took over node i's wheel-context timer when the
-// wheel stopped, if there is one, and reports whether that stopped it before it fired.
-func (s *shard) stopHandedOffLocked(i uint32) bool {
-	rt, ok := s.handoff[i]
-	if !ok {
-		return false
-	}
-	delete(s.handoff, i)
-	return rt.Stop()
-}
-
 // Reset changes a pending timer to fire d from now, as if it had just been scheduled with d, and
 // returns true. It does nothing and returns false if the timer has already fired, has been
 // stopped, or its wheel was stopped: the timer's node may already serve another timer, so schedule

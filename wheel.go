@@ -126,42 +126,9 @@ func (w *Wheel) Stop() []Timer {
 	return unfired
 }
 
-func (s *shard) stop(unfired []Timer) []Timer {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopped = true
-	for lvl := range s.levels {
-		for s.occupied[lvl] != 0 {
-			for i := s.detachLocked(lvl, firstSlot(s.occupied[lvl])); i != 0; {
-				n := s.node(i)
-				if n.state&flagContext != 0 {
-					// A wheel context's deadline holds whatever becomes of the wheel (see
-					// WithDeadline): a runtime timer takes over, and Timer.Stop stops that.
-					if s.handoff == nil {
-						s.handoff = make(map[uint32]*time.Timer)
-					}
-					s.handoff[i] = time.AfterFunc(s.w.untilTick(n.at), n.f)
-				} else {
-					unfired = append(unfired, Timer{s: s, i: i, gen: n.gen})
-				}
-				next := n.next
-				s.release(i, n)
-				i = next
-			}
-		}
-	}
-	if s.w.maxPending > 0 {
-		s.w.reserved.Add(-int64(s.pending)) // else a full wheel would refuse with ErrTooManyPending
-	}
-	s.pending = 0
-	s.periodic = nil
-	s.batch = nil
-	return unfired
-}
-
 // schedule adds a timer due at tick at on the current processor's shard. p is nil for a one-shot
-// timer, else the periodic record whose run method is f. flags is flagContext for the timer of a
-// wheel context, else 0.
+// timer, else the periodic record whose run method is f. flags is flagHandOff for a timer that
+// outlives the wheel (see handoff.go), else 0.
 func (w *Wheel) schedule(at int64, f func(), p *periodic, flags uint32) (Timer, error) {
 	if f == nil {
 		return Timer{}, ErrNilFunc
