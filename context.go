@@ -96,28 +96,31 @@ func (w *Wheel) until(d time.Time) (time.Duration, int64) {
 // fire tells the roles apart (see fire). Everything that only some contexts need (children, a
 // custom cause, a fallback timer) lives in extra, made on first need.
 //
-// mu guards every change of the state word, as it guards the context package's cancelCtx: the
-// error bits go from zero to non-zero once, under mu, together with closing done; flags are set
-// once, under mu, and never cleared. Calls that only look (Err, Done once the channel is made,
-// fire's first check) read the word atomically without mu. Fields documented as published by a
-// flag are written before the flag is set, so whoever observes the flag may read them without mu.
+// The state word decides every race. Its error bits go from zero to non-zero once, by a
+// compare-and-swap in cancel; flags are set once and never cleared. A context without extra is
+// canceled without taking mu: Done, which makes the done channel under mu, publishes it with a
+// compare-and-swap too, so exactly one of them sees the other (cancel closes the channel, or Done
+// hands out the closed closedchan). Whoever makes extra sets flagExtra under mu and looks at the
+// error bits it got back, which sends every later cancel through mu. Fields documented as published
+// by a flag are written before the flag is set, so whoever observes the flag may read them without
+// mu.
 type deadlineCtx struct {
 	parent   context.Context
 	deadline time.Time
 	timer    Timer         // the wheel timer; published by flagArmed
 	done     chan struct{} // written under mu; published by flagDoneMade
-	extra    *ctxExtra     // guarded by mu; never replaced once made
+	extra    *ctxExtra     // written under mu; published by flagExtra; never replaced once made
 
 	// stopParent ends the context.AfterFunc registration with a foreign parent (see register).
 	// Guarded by mu. It lives here rather than in extra because the struct has room for it in its
 	// size class, and a request context under http.Request.Context is the common case.
 	stopParent func() bool
 	mu         sync.Mutex
-	state      atomic.Uint32 // written under mu
+	state      atomic.Uint32
 }
 
 // ctxExtra holds what only some deadline contexts need. Its fields are guarded by the owner's mu,
-// except rtimer, which is published by flagArmed, and cause, which is published by flagCause.
+// except rtimer, which is published by flagArmed.
 type ctxExtra struct {
 	children      map[canceler]struct{} // wheel contexts and AfterFunc registrations to cancel with this one; nil once done
 	rtimer        *time.Timer           // the fallback timer when the wheel refused ours
@@ -133,7 +136,7 @@ const (
 	errMask     = 3
 
 	flagDoneMade      = 1 << 2 // done is set
-	flagCause         = 1 << 3 // canceled with a cause other than its error, in extra.cause
+	flagExtra         = 1 << 3 // extra is set: cancel must take mu
 	flagArmed         = 1 << 4 // the timer (or extra.rtimer) is set: fire must stop it to tell a cancel from the deadline
 	flagNoTimer       = 1 << 5 // the context never has a timer: every call of fire is a cancel
 	flagRuntimeTimer  = 1 << 6 // the timer is extra.rtimer, a runtime timer, not a wheel timer
@@ -212,52 +215,34 @@ func (w *Wheel) withDeadline(parent context.Context, d time.Time, dur time.Durat
 	}
 	if cause != nil {
 		c.extra = &ctxExtra{deadlineCause: cause}
+		c.state.Store(flagExtra)
 	}
 	if c.propagate(parent) {
 		return c, f // parent was already done, and so is c
 	}
 	if dur <= 0 {
-		c.set(flagNoTimer)
+		c.state.Or(flagNoTimer)
 		c.cancel(errDeadline, nil, true)
 		return c, f
 	}
-	// fire may run before flagArmed is set, which it reads as the timer firing: right, since no
-	// one else has f yet.
-	var armed uint32
 	if t, err := w.afterFuncAt(at, f); err == nil {
-		armed = c.arm(t, nil)
+		c.timer = t
+		c.state.Or(flagArmed)
 	} else {
-		// The wheel cannot take the timer; a runtime timer keeps the deadline.
-		armed = c.arm(Timer{}, time.AfterFunc(dur, f))
+		// The wheel cannot take the timer; a runtime timer keeps the deadline. fire may run before
+		// flagArmed is set, which it reads as the timer firing: right, since no one else has f.
+		rt := time.AfterFunc(dur, f)
+		c.mu.Lock()
+		c.extraLocked().rtimer = rt
+		c.mu.Unlock()
+		c.state.Or(flagArmed | flagRuntimeTimer)
 	}
-	if armed&errMask != 0 {
-		// parent canceled c while the timer was being armed, and did not stop it.
+	if c.state.Load()&errMask != 0 {
+		// parent canceled c while the timer was being armed. If cancel came before flagArmed it
+		// did not stop the timer; if after, it did, and stopping again does no harm.
 		c.stopTimer()
 	}
 	return c, f
-}
-
-// set sets flags in c's state.
-func (c *deadlineCtx) set(flags uint32) {
-	c.mu.Lock()
-	c.state.Store(c.state.Load() | flags)
-	c.mu.Unlock()
-}
-
-// arm records c's timer, t on the wheel or else the runtime timer rt, and returns the state it
-// found.
-func (c *deadlineCtx) arm(t Timer, rt *time.Timer) uint32 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.state.Load()
-	if rt != nil {
-		c.extraLocked().rtimer = rt
-		c.state.Store(s | flagArmed | flagRuntimeTimer)
-	} else {
-		c.timer = t
-		c.state.Store(s | flagArmed)
-	}
-	return s
 }
 
 // afterFuncAt schedules f on w to run at nanoseconds after the wheel's epoch: AfterFunc without its
@@ -325,35 +310,56 @@ func (c *deadlineCtx) parentErr() bool {
 // that. Otherwise its parent is canceling it: the timer is stopped, and the parent has already
 // dropped c.
 //
-// Children are canceled after mu is released, so no lock is held while taking another, and lock
-// order never matters.
+// A context with extra, or a cause to keep, is canceled under mu; others without it. Children are
+// canceled after mu is released, so no lock is held while taking another, and lock order never
+// matters.
 func (c *deadlineCtx) cancel(e uint32, cause error, self bool) {
 	if cause == errOf(e) {
 		cause = nil
 	}
-	c.mu.Lock()
-	s := c.state.Load()
-	if s&errMask != 0 {
-		c.mu.Unlock()
-		return
+	var s uint32
+	for {
+		s = c.state.Load()
+		if s&errMask != 0 {
+			return
+		}
+		if s&flagExtra != 0 || cause != nil {
+			c.cancelLocked(e, cause, self)
+			return
+		}
+		if c.state.CompareAndSwap(s, s|e) {
+			break
+		}
 	}
-	ex := c.extra
-	if self && e == errDeadline && ex != nil && ex.deadlineCause != nil {
-		cause = ex.deadlineCause
-	}
-	var children map[canceler]struct{}
-	if ex != nil {
-		children, ex.children = ex.children, nil
-	}
-	n := s | e
-	if cause != nil {
-		c.extraLocked().cause = cause
-		n |= flagCause
-	}
-	c.state.Store(n)
 	if s&flagDoneMade != 0 {
 		close(c.done)
 	}
+	c.detach(s, self)
+}
+
+func (c *deadlineCtx) cancelLocked(e uint32, cause error, self bool) {
+	c.mu.Lock()
+	ex := c.extraLocked() // before the error bits, so causeValue finds extra once it sees them
+	var s uint32
+	for {
+		s = c.state.Load()
+		if s&errMask != 0 {
+			c.mu.Unlock()
+			return
+		}
+		if c.state.CompareAndSwap(s, s|e) {
+			break
+		}
+	}
+	if self && e == errDeadline && ex.deadlineCause != nil {
+		cause = ex.deadlineCause
+	}
+	ex.cause = cause
+	if s&flagDoneMade != 0 {
+		close(c.done)
+	}
+	children := ex.children
+	ex.children = nil
 	c.mu.Unlock()
 
 	for k := range children {
@@ -418,7 +424,7 @@ func (c *deadlineCtx) propagate(parent context.Context) bool {
 	if p, ok := parent.Value(&deadlineCtxKey).(*deadlineCtx); ok && p.Done() == done {
 		return c.joinParent(p)
 	}
-	c.set(flagForeignParent)
+	c.state.Or(flagForeignParent)
 	return false
 }
 
@@ -433,20 +439,18 @@ func (c *deadlineCtx) propagate(parent context.Context) bool {
 // caller registers; a concurrent one may return before that is complete, which only delays a
 // cancel that was racing with it anyway.
 func (c *deadlineCtx) register() {
-	if s := c.state.Load(); s&flagForeignParent == 0 || s&(flagRegistered|errMask) != 0 {
-		return
+	for {
+		s := c.state.Load()
+		if s&flagForeignParent == 0 || s&(flagRegistered|errMask) != 0 {
+			return
+		}
+		if c.parentErr() {
+			return
+		}
+		if c.state.CompareAndSwap(s, s|flagRegistered) {
+			break
+		}
 	}
-	if c.parentErr() {
-		return
-	}
-	c.mu.Lock()
-	s := c.state.Load()
-	if s&(flagRegistered|errMask) != 0 {
-		c.mu.Unlock()
-		return
-	}
-	c.state.Store(s | flagRegistered)
-	c.mu.Unlock()
 	stop := context.AfterFunc(c.parent, c.fire)
 	c.mu.Lock()
 	c.stopParent = stop
@@ -463,7 +467,7 @@ func (c *deadlineCtx) joinParent(p *deadlineCtx) bool {
 		c.cancel(e, cause, false)
 		return true
 	}
-	c.set(flagWheelChild)
+	c.state.Or(flagWheelChild)
 	return false
 }
 
@@ -507,9 +511,12 @@ func (c *deadlineCtx) removeChild(k canceler) bool {
 }
 
 // extraLocked returns c.extra, making it first if need be.
+// Once it returns, every cancel of c takes mu, so a caller that finds c not done (under mu, after
+// the call) may change extra knowing that cancel will see the change.
 func (c *deadlineCtx) extraLocked() *ctxExtra {
 	if c.extra == nil {
 		c.extra = new(ctxExtra)
+		c.state.Or(flagExtra)
 	}
 	return c.extra
 }
@@ -528,13 +535,19 @@ func (c *deadlineCtx) Done() <-chan struct{} {
 	c.register()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if s := c.state.Load(); s&flagDoneMade == 0 {
-		if s&errMask != 0 {
-			c.done = closedchan
-		} else {
-			c.done = make(chan struct{})
+	if c.state.Load()&flagDoneMade == 0 {
+		ch := make(chan struct{})
+		for {
+			s := c.state.Load()
+			if s&errMask != 0 {
+				c.done = closedchan
+			} else {
+				c.done = ch
+			}
+			if c.state.CompareAndSwap(s, s|flagDoneMade) {
+				break
+			}
 		}
-		c.state.Store(s | flagDoneMade)
 	}
 	return c.done
 }
@@ -570,11 +583,15 @@ func (c *deadlineCtx) Value(key any) any {
 // causeValue answers context.Cause's question: a canceled standard context holding the cause if c
 // was canceled with a cause other than its error, else nil, so context.Cause returns c.Err().
 func (c *deadlineCtx) causeValue(key any) any {
-	if c.state.Load()&flagCause == 0 {
-		return nil // not done, or done without a cause of its own
+	if s := c.state.Load(); s&errMask == 0 || s&flagExtra == 0 {
+		return nil // not done, or done without a cause of its own (a cause needs extra, made first)
 	}
 	c.mu.Lock()
 	ex := c.extra
+	if ex.cause == nil {
+		c.mu.Unlock()
+		return nil
+	}
 	if ex.carrier == nil {
 		carrier, cancel := context.WithCancelCause(context.Background())
 		cancel(ex.cause)
