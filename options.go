@@ -6,14 +6,14 @@ import (
 	"time"
 )
 
-// DefaultTick is the tick used when WithTick is not given: timers fire at most this much after their
-// deadline (plus the time it takes the Go scheduler to run the driver).
+// DefaultTick is the tick used when [WithTick] is not given: timers fire at most this much after
+// their deadline (plus the time it takes the Go scheduler to run the driver).
 const DefaultTick = time.Millisecond
 
 // MinTick is the finest tick [WithTick] accepts.
 const MinTick = time.Microsecond
 
-// DefaultPoolSize is the bound on callback goroutines of the default executor.
+// DefaultPoolSize is the bound on callback goroutines of the default executor, [WithPoolExecutor].
 const DefaultPoolSize = 256
 
 // An Option configures a [Wheel] in [New]. A nil Option is ignored, so that options can be chosen
@@ -62,14 +62,14 @@ func WithTick(d time.Duration) Option {
 }
 
 // WithMaxPending bounds the number of pending timers: scheduling beyond n returns
-// ErrTooManyPending. n <= 0 means no bound, the default. The bound costs one atomic counter shared by
-// all goroutines, so leave it unset where contention matters more than the bound.
+// [ErrTooManyPending]. n <= 0 means no bound, the default. The bound costs one atomic counter
+// shared by all goroutines, so leave it unset where contention matters more than the bound.
 func WithMaxPending(n int) Option {
 	return func(c *config) { c.maxPending = n }
 }
 
 // WithShards sets how many independent shards, each with its own lock and driver goroutine, the
-// wheel is split into. The default is runtime.GOMAXPROCS(0), which lets schedule and cancel scale
+// wheel is split into. The default is [runtime.GOMAXPROCS](0), which lets schedule and cancel scale
 // with cores. [New] panics if n < 1.
 func WithShards(n int) Option {
 	return func(c *config) {
@@ -82,9 +82,9 @@ func WithShards(n int) Option {
 }
 
 // WithPoolExecutor runs callbacks on a pool of at most n goroutines. This is the default, with n =
-// DefaultPoolSize. The driver hands each tick's due callbacks to the pool as one batch and starts a
-// worker for it; workers share batches, taking one callback at a time, and exit when none is left,
-// so an idle wheel holds no goroutines and a burst of due timers runs on a few goroutines. A
+// [DefaultPoolSize]. The driver hands each tick's due callbacks to the pool as one batch and starts
+// a worker for it; workers share batches, taking one callback at a time, and exit when none is
+// left, so an idle wheel holds no goroutines and a burst of due timers runs on a few goroutines. A
 // callback that blocks holds only its own worker: up to n callbacks can block at once before others
 // are held up. [New] panics if n < 1.
 func WithPoolExecutor(n int) Option {
@@ -104,7 +104,7 @@ func WithInlineExecutor() Option {
 	return func(c *config) { c.executor = executorInline }
 }
 
-// WithGoroutineExecutor runs each callback in a goroutine of its own, as time.AfterFunc does. No
+// WithGoroutineExecutor runs each callback in a goroutine of its own, as [time.AfterFunc] does. No
 // callback can delay another, at the cost of starting a goroutine per fire.
 func WithGoroutineExecutor() Option {
 	return func(c *config) { c.executor = executorGoroutine }

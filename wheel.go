@@ -10,12 +10,12 @@ import (
 	"time"
 )
 
-// A Wheel schedules callbacks to run after a duration, like time.AfterFunc, on a hierarchical
+// A Wheel schedules callbacks to run after a duration, like [time.AfterFunc], on a hierarchical
 // timing wheel: scheduling, stopping and resetting a timer take constant time and allocate nothing
 // however many timers are pending, and a pending timer costs 48 bytes.
 //
 // A Wheel is safe for concurrent use by any number of goroutines. It starts its goroutines when the
-// first timer is scheduled and lets them exit when no timer is pending. Create one with New; the
+// first timer is scheduled and lets them exit when no timer is pending. Create one with [New]; the
 // zero Wheel is not usable.
 type Wheel struct {
 	tick   int64  // nanoseconds
@@ -39,7 +39,7 @@ type Wheel struct {
 type shardHint struct{ s *shard }
 
 // New returns a wheel configured by opts. Without options it has a 1 ms tick, no bound on pending
-// timers, one shard per processor, and runs callbacks on a pool of at most DefaultPoolSize
+// timers, one shard per processor, and runs callbacks on a pool of at most [DefaultPoolSize]
 // goroutines. A nil Option is ignored. New panics on an invalid option value, naming the option (as
 // documented with each option), since only a bug in the calling program can pass one.
 func New(opts ...Option) *Wheel {
@@ -80,17 +80,17 @@ func New(opts ...Option) *Wheel {
 }
 
 // AfterFunc schedules f to run once, d from now, and returns a handle to stop or reset it. f runs
-// no earlier than d from now and at most about one tick later (see WithTick), on the wheel's
+// no earlier than d from now and at most about one tick later (see [WithTick]), on the wheel's
 // executor. A d of zero or less means as soon as possible: by the next tick.
 //
-// It returns ErrStopped if the wheel has been stopped, ErrTooManyPending if the bound set with
-// WithMaxPending is reached, and ErrNilFunc if f is nil.
+// It returns [ErrStopped] if the wheel has been stopped, [ErrTooManyPending] if the bound set with
+// [WithMaxPending] is reached, and [ErrNilFunc] if f is nil.
 func (w *Wheel) AfterFunc(d time.Duration, f func()) (Timer, error) {
 	return w.schedule(w.deadline(d), f, nil, 0)
 }
 
-// AtFunc schedules f to run once at t, as AfterFunc does for time.Until(t). A t in the past means as
-// soon as possible.
+// AtFunc schedules f to run once at t, as [Wheel.AfterFunc] does for [time.Until](t). A t in the
+// past means as soon as possible.
 func (w *Wheel) AtFunc(t time.Time, f func()) (Timer, error) {
 	return w.AfterFunc(time.Until(t), f)
 }
@@ -110,11 +110,11 @@ func (w *Wheel) Pending() int {
 
 // Stop stops the wheel and returns the timers that were pending and will now never fire, in no
 // particular order. Callbacks that had fired before Stop may still be running or about to run;
-// Stop does not wait for them. After Stop, scheduling returns ErrStopped, and Stop and Reset of any
-// timer of the wheel return false. A second call returns nil.
+// Stop does not wait for them. After Stop, scheduling returns [ErrStopped], and [Timer.Stop] and
+// [Timer.Reset] of any timer of the wheel return false. A second call returns nil.
 //
-// Contexts from the wheel's WithTimeout and WithDeadline keep their deadlines: runtime timers take
-// over theirs, and they are not among the timers returned.
+// Contexts from the wheel's [Wheel.WithTimeout] and [Wheel.WithDeadline] keep their deadlines:
+// runtime timers take over theirs, and they are not among the timers returned.
 func (w *Wheel) Stop() []Timer {
 	var unfired []Timer
 	w.stopOnce.Do(func() {

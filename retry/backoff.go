@@ -8,9 +8,9 @@ import (
 )
 
 // A Backoff says how long to wait before the next attempt. Delay(n) is the wait after the n-th
-// failure in a row, n >= 1; for a Queue the failure that led to Add is the first. Delay must be
-// safe for concurrent use: one Backoff serves every key of a Queue, which is why it is given the
-// count instead of keeping state.
+// failure in a row, n >= 1; for a [Queue] the failure that led to [Queue.Add] is the first. Delay
+// must be safe for concurrent use: one Backoff serves every key of a Queue, which is why it is
+// given the count instead of keeping state.
 type Backoff interface {
 	Delay(n int) time.Duration
 }

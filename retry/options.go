@@ -9,11 +9,11 @@ import (
 
 // Defaults for options not given.
 const (
-	// DefaultWorkers bounds the attempts a Queue runs at once when WithWorkers is not given.
+	// DefaultWorkers bounds the attempts a [Queue] runs at once when [WithWorkers] is not given.
 	DefaultWorkers = 16
 
-	// DefaultInitialDelay and DefaultMaxDelay are the parameters of the default Backoff,
-	// Exponential(DefaultInitialDelay, DefaultMaxDelay).
+	// DefaultInitialDelay and DefaultMaxDelay are the parameters of the default [Backoff],
+	// [Exponential](DefaultInitialDelay, DefaultMaxDelay).
 	DefaultInitialDelay = 100 * time.Millisecond
 	DefaultMaxDelay     = 30 * time.Second
 )

@@ -16,9 +16,10 @@ import (
 // failed call or re-registers with a registry later while the caller goes on.
 //
 // A key waiting for its next attempt is a timer on the wheel and a small entry in a map: no
-// goroutine and no runtime timer, so a hundred thousand waiting keys cost a few tens of megabytes at
-// most. Due attempts run on a bounded set of worker goroutines (WithWorkers) that exist only while
-// attempts are due, so a slow operation never holds up the wheel or other keys beyond that bound.
+// goroutine and no runtime timer, so a hundred thousand waiting keys cost a few tens of megabytes
+// at most. Due attempts run on a bounded set of worker goroutines ([WithWorkers]) that exist only
+// while attempts are due, so a slow operation never holds up the wheel or other keys beyond that
+// bound.
 //
 // A Queue is safe for concurrent use by any number of goroutines.
 type Queue struct {
@@ -88,9 +89,9 @@ func New(opts ...Option) *Queue {
 }
 
 // Add puts key in the queue to run op until it succeeds (returns nil), returns an error wrapped
-// with Permanent, or runs out of attempts or time. The first attempt runs after the backoff's first
-// delay, because Add is meant for work that has just failed; each attempt gets a context that is
-// canceled by Cancel(key) and Close (and expires per WithAttemptTimeout).
+// with [Permanent], or runs out of attempts or time. The first attempt runs after the backoff's
+// first delay, because Add is meant for work that has just failed; each attempt gets a context that
+// is canceled by [Queue.Cancel](key) and [Queue.Close] (and expires per [WithAttemptTimeout]).
 //
 // Add returns nil once key is queued, [ErrAlreadyPending] if key is in the queue already (the
 // queued operation stays; none is added), [ErrFull] if the queue holds [WithMaxPending] keys,
@@ -164,8 +165,8 @@ func (q *Queue) Pending() int {
 	return len(q.entries)
 }
 
-// Close stops the queue: Add returns ErrClosed from then on, waiting keys are dropped and their
-// timers stopped, and the contexts of running attempts are canceled. Close waits for running
+// Close stops the queue: [Queue.Add] returns [ErrClosed] from then on, waiting keys are dropped and
+// their timers stopped, and the contexts of running attempts are canceled. Close waits for running
 // attempts to return (an operation that ignores its context delays it), then returns, sorted, the
 // keys that left the queue without success, so that the caller may keep them for later: a key whose
 // running attempt succeeded is not among them. No hook is called for them. A second Close returns
