@@ -150,8 +150,8 @@ func WithWorkers(n int) Option {
 
 // WithWheel sets the wheel on which a [Queue] times its attempts, and on which [Do] waits between
 // attempts, so that a program can run all of tock on one wheel. The wheel is never stopped by the
-// queue or by Do; once the caller stops it, Add returns an error wrapping [tock.ErrStopped] and
-// retries in progress give up with one.
+// queue or by Do; once the caller stops it, [Queue.Add] returns an error wrapping [tock.ErrStopped]
+// and retries in progress give up with one.
 //
 // Without it, a Queue makes a wheel of its own, which holds no goroutine while no attempt is
 // waiting and which [Queue.Close] stops; Do waits on the Go runtime's timers, since one blocking
