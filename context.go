@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// WithTimeout returns WithDeadline(parent, time.Now().Add(timeout)), but reads the clock more
-// cheaply: the deadline is the wheel's creation time plus the monotonic time since then plus
-// timeout. Its monotonic reading, which time.Until, Sub, Before and the net package use, is exact;
-// its wall-clock reading (what String, Unix and Format show) differs from time.Now().Add(timeout)
-// by however much the wall clock has been set or has drifted since New.
+// WithTimeout returns [Wheel.WithDeadline](parent, time.Now().Add(timeout)), but reads the clock
+// more cheaply: the deadline is the wheel's creation time plus the monotonic time since then plus
+// timeout. Its monotonic reading, which [time.Until], Sub, Before and the net package use, is
+// exact; its wall-clock reading (what String, Unix and Format show) differs from
+// time.Now().Add(timeout) by however much the wall clock has been set or has drifted since New.
 //
 // Canceling the returned context releases the resources associated with it, so code should call
 // cancel as soon as the operations running in it complete:
@@ -25,9 +25,9 @@ func (w *Wheel) WithTimeout(parent context.Context, timeout time.Duration) (cont
 	return w.withDeadline(parent, d, timeout, at, nil)
 }
 
-// WithTimeoutCause behaves like WithTimeout but also sets the cause of the returned context when
-// the timeout expires: context.Cause then returns cause. The returned CancelFunc does not set the
-// cause.
+// WithTimeoutCause behaves like [Wheel.WithTimeout] but also sets the cause of the returned context
+// when the timeout expires: [context.Cause] then returns cause. The returned CancelFunc does not
+// set the cause.
 func (w *Wheel) WithTimeoutCause(parent context.Context, timeout time.Duration, cause error) (context.Context, context.CancelFunc) {
 	d, at := w.deadlineAfter(timeout)
 	return w.withDeadline(parent, d, timeout, at, cause)
@@ -46,35 +46,35 @@ func (w *Wheel) deadlineAfter(timeout time.Duration) (time.Time, int64) {
 
 // WithDeadline returns a derived context that points to parent and is done when the deadline d
 // passes, when the returned cancel function is called, or when parent is done, whichever happens
-// first. It is context.WithDeadline with the timer kept on the wheel instead of the runtime's timer
-// heap, which makes it cheaper to create and cancel: for servers that put a deadline on every
+// first. It is [context.WithDeadline] with the timer kept on the wheel instead of the runtime's
+// timer heap, which makes it cheaper to create and cancel: for servers that put a deadline on every
 // request, most of which finish in time.
 //
-// The returned context behaves as context.WithDeadline's does: Deadline reports d, or parent's
-// deadline if that is earlier (the context then has no timer of its own, as context.WithCancel's);
-// Err returns context.DeadlineExceeded after the deadline and context.Canceled after cancel;
-// when parent is done first, Err returns what parent's Err returns (mapped to one of those two)
-// and context.Cause returns parent's cause; values are those of parent. Contexts derived from it
-// with the context package, and other wheel contexts, are canceled with it without a goroutine
-// each. Under a parent of another kind, such as a standard context, the context joins the parent
-// (with context.AfterFunc) only when its Done channel or a derived context needs that; until then
-// Err and cancel consult the parent.
+// The returned [context.Context] behaves as context.WithDeadline's does: Deadline reports d, or
+// parent's deadline if that is earlier (the context then has no timer of its own, as
+// [context.WithCancel]'s); Err returns [context.DeadlineExceeded] after the deadline and
+// [context.Canceled] after cancel; when parent is done first, Err returns what parent's Err returns
+// (mapped to one of those two) and context.Cause returns parent's cause; values are those of
+// parent. Contexts derived from it with the context package, and other wheel contexts, are canceled
+// with it without a goroutine each. Under a parent of another kind, such as a standard context, the
+// context joins the parent (with [context.AfterFunc]) only when its Done channel or a derived
+// context needs that; until then Err and cancel consult the parent.
 //
 // The deadline is honoured as the wheel honours a timer: Done is closed no earlier than d and
-// normally within a tick after it (see WithTick). If the wheel has been stopped, is full (see
-// WithMaxPending) or w is nil, the context falls back to a runtime timer, and one takes over the
+// normally within a tick after it (see [WithTick]). If the wheel has been stopped, is full (see
+// [WithMaxPending]) or w is nil, the context falls back to a runtime timer, and one takes over the
 // timer when the wheel is stopped later, so the deadline always holds.
 //
 // The returned CancelFunc may be called any number of times, from any goroutine; calls after the
-// first do nothing. WithDeadline panics if parent is nil, as context.WithDeadline does.
+// first do nothing. WithDeadline panics if parent is nil, as [context.WithDeadline] does.
 func (w *Wheel) WithDeadline(parent context.Context, d time.Time) (context.Context, context.CancelFunc) {
 	dur, at := w.until(d)
 	return w.withDeadline(parent, d, dur, at, nil)
 }
 
-// WithDeadlineCause behaves like WithDeadline but also sets the cause of the returned context when
-// the deadline is exceeded: context.Cause then returns cause. The returned CancelFunc does not set
-// the cause.
+// WithDeadlineCause behaves like [Wheel.WithDeadline] but also sets the cause of the returned
+// context when the deadline is exceeded: [context.Cause] then returns cause. The returned
+// CancelFunc does not set the cause.
 func (w *Wheel) WithDeadlineCause(parent context.Context, d time.Time, cause error) (context.Context, context.CancelFunc) {
 	dur, at := w.until(d)
 	return w.withDeadline(parent, d, dur, at, cause)
@@ -246,12 +246,14 @@ func (w *Wheel) withDeadline(parent context.Context, d time.Time, dur time.Durat
 }
 
 // afterFuncAt schedules f on w to run at nanoseconds after the wheel's epoch: AfterFunc without its
-// own reading of the clock, since the caller has just read it. It reports ErrStopped if w is nil.
+// own reading of the clock, since the caller has just read it. The timer outlives the wheel (see
+// handoff.go), so that the context's deadline holds whatever becomes of the wheel. It reports
+// ErrStopped if w is nil.
 func (w *Wheel) afterFuncAt(at int64, f func()) (Timer, error) {
 	if w == nil {
 		return Timer{}, ErrStopped
 	}
-	return w.schedule(w.tickAt(at), f, nil, flagContext)
+	return w.scheduleHandOff(w.tickAt(at), f)
 }
 
 // fire is the timer's callback, the CancelFunc, and the function context.AfterFunc calls when a

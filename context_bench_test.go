@@ -33,8 +33,8 @@ func benchWheel(b *testing.B) *Wheel {
 	return w
 }
 
-// stdParent returns a cancelable standard context, as r.Context() in an HTTP handler is.
-func stdParent(b *testing.B) context.Context {
+// cancelableStdParent returns a cancelable standard context, as r.Context() in an HTTP handler is.
+func cancelableStdParent(b *testing.B) context.Context {
 	ctx, cancel := context.WithCancel(context.Background())
 	b.Cleanup(cancel)
 	return ctx
@@ -52,20 +52,20 @@ func BenchmarkContextWithTimeout(b *testing.B) {
 // context registers with context.AfterFunc only once its done channel or a child needs it, which
 // this loop does not.
 func BenchmarkWithTimeoutStdParent(b *testing.B) {
-	benchTimeout(b, stdParent(b), benchWheel(b).WithTimeout, false)
+	benchTimeout(b, cancelableStdParent(b), benchWheel(b).WithTimeout, false)
 }
 
 func BenchmarkContextWithTimeoutStdParent(b *testing.B) {
-	benchTimeout(b, stdParent(b), context.WithTimeout, false)
+	benchTimeout(b, cancelableStdParent(b), context.WithTimeout, false)
 }
 
 // The same with the done channel asked for: now the wheel context registers with its parent.
 func BenchmarkWithTimeoutStdParentDone(b *testing.B) {
-	benchTimeout(b, stdParent(b), benchWheel(b).WithTimeout, true)
+	benchTimeout(b, cancelableStdParent(b), benchWheel(b).WithTimeout, true)
 }
 
 func BenchmarkContextWithTimeoutStdParentDone(b *testing.B) {
-	benchTimeout(b, stdParent(b), context.WithTimeout, true)
+	benchTimeout(b, cancelableStdParent(b), context.WithTimeout, true)
 }
 
 // Below a wheel context, a wheel context joins its parent's children, as the standard one does

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -11,6 +12,26 @@ import (
 	"testing/synctest"
 	"time"
 )
+
+// An outcome is what a context reports: not done (the zero outcome), or done with an error and a
+// cause.
+type outcome struct{ err, cause error }
+
+var (
+	notDone  = outcome{}
+	canceled = outcome{context.Canceled, context.Canceled}
+	expired  = outcome{context.DeadlineExceeded, context.DeadlineExceeded}
+)
+
+func canceledWith(cause error) outcome { return outcome{context.Canceled, cause} }
+func expiredWith(cause error) outcome  { return outcome{context.DeadlineExceeded, cause} }
+
+func (o outcome) String() string {
+	if o == notDone {
+		return "not done"
+	}
+	return fmt.Sprintf("done with %v (cause %v)", o.err, o.cause)
+}
 
 // isDone reports whether ctx's Done channel is closed.
 func isDone(ctx context.Context) bool {
@@ -22,36 +43,23 @@ func isDone(ctx context.Context) bool {
 	}
 }
 
-// checkDone fails t unless ctx is done with err and cause.
-func checkDone(t *testing.T, ctx context.Context, err, cause error) {
+// mustBe fails t unless ctx reports o through Done, Err and context.Cause alike.
+func mustBe(t *testing.T, ctx context.Context, o outcome) {
 	t.Helper()
-	if !isDone(ctx) {
-		t.Fatalf("Done not closed; want done with %v", err)
+	if done := isDone(ctx); done != (o != notDone) {
+		t.Fatalf("Done closed: %v; want %v (Err %v)", done, o, ctx.Err())
 	}
-	if got := ctx.Err(); got != err {
-		t.Fatalf("Err() = %v, want %v", got, err)
+	if got := ctx.Err(); got != o.err {
+		t.Fatalf("Err() = %v; want %v", got, o)
 	}
-	if got := context.Cause(ctx); got != cause {
-		t.Fatalf("Cause() = %v, want %v", got, cause)
+	if got := context.Cause(ctx); got != o.cause {
+		t.Fatalf("Cause() = %v; want %v", got, o)
 	}
 }
 
-// checkNotDone fails t if ctx is done.
-func checkNotDone(t *testing.T, ctx context.Context) {
-	t.Helper()
-	if isDone(ctx) {
-		t.Fatalf("Done closed early (Err %v)", ctx.Err())
-	}
-	if err := ctx.Err(); err != nil {
-		t.Fatalf("Err() = %v before done", err)
-	}
-	if cause := context.Cause(ctx); cause != nil {
-		t.Fatalf("Cause() = %v before done", cause)
-	}
-}
-
-// watchers counts the goroutines with which the context package watches parents it does not know.
-func watchers() int {
+// parentWatchers counts the goroutines with which the context package watches parents it does not
+// know.
+func parentWatchers() int {
 	buf := make([]byte, 1<<20)
 	n := 0
 	for g := range strings.SplitSeq(string(buf[:runtime.Stack(buf, true)]), "\n\n") {
@@ -65,8 +73,8 @@ func watchers() int {
 	return n
 }
 
-// children returns the number of children and AfterFunc registrations of a wheel context.
-func children(ctx context.Context) int {
+// childCount returns the number of children and AfterFunc registrations of a wheel context.
+func childCount(ctx context.Context) int {
 	c := ctx.(*deadlineCtx)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -76,150 +84,353 @@ func children(ctx context.Context) int {
 	return len(c.extra.children)
 }
 
-func TestWithTimeoutExpires(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := New()
-		defer w.Stop()
-		start := time.Now()
-		ctx, cancel := w.WithTimeout(context.Background(), 100*time.Millisecond)
-		defer cancel()
-		if dl, ok := ctx.Deadline(); !ok || !dl.Equal(start.Add(100*time.Millisecond)) {
-			t.Fatalf("Deadline() = %v, %v; want %v, true", dl, ok, start.Add(100*time.Millisecond))
-		}
-		if w.Pending() != 1 {
-			t.Fatalf("Pending() = %d, want 1", w.Pending())
-		}
-		time.Sleep(100*time.Millisecond - time.Nanosecond)
-		synctest.Wait()
-		checkNotDone(t, ctx)
-		<-ctx.Done()
-		if d := time.Since(start); d < 100*time.Millisecond || d > 100*time.Millisecond+DefaultTick {
-			t.Fatalf("done after %v, want 100ms to 100ms+tick", d)
-		}
-		checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
-		cancel() // after expiry: no change
-		checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
-		if w.Pending() != 0 {
-			t.Fatalf("Pending() = %d after expiry, want 0", w.Pending())
-		}
-	})
+// A ctxFixture is one run of a row of TestContextLifecycle: a wheel, a parent, and the context
+// under test, made with one of the four constructors.
+type ctxFixture struct {
+	w            *Wheel
+	filler       int  // timers on w that are not the contexts'
+	accepts      bool // w takes the contexts' timers (it is running and has room)
+	start        time.Time
+	parent       context.Context
+	cancelParent func(cause error) // nil if the parent cannot be canceled
+	wheelParent  context.Context   // the parent if it is a wheel context, perhaps beneath a value
+	ctx          context.Context
+	cancel       context.CancelFunc
+	ownDeadline  bool // ctx's deadline is its own, not an earlier parent's: it has a timer
 }
 
-// Wheel contexts behave the same whichever executor runs the wheel's callbacks.
-func TestWithTimeoutExecutors(t *testing.T) {
-	for name, opt := range map[string]Option{
-		"pool":      WithPoolExecutor(2),
-		"inline":    WithInlineExecutor(),
-		"goroutine": WithGoroutineExecutor(),
-	} {
-		t.Run(name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				w := New(opt)
-				defer w.Stop()
-				start := time.Now()
-				parent, pcancel := w.WithTimeout(context.Background(), time.Hour)
-				defer pcancel()
-				var ctxs []context.Context
-				for i := range 100 {
-					ctx, cancel := w.WithTimeout(parent, time.Duration(i+1)*time.Millisecond)
-					defer cancel()
-					ctxs = append(ctxs, ctx)
-					if i%2 == 1 {
-						cancel()
-					}
-				}
-				for i, ctx := range ctxs {
-					<-ctx.Done()
-					if i%2 == 1 {
-						checkDone(t, ctx, context.Canceled, context.Canceled)
-						continue
-					}
-					if d := time.Since(start); d < time.Duration(i+1)*time.Millisecond {
-						t.Fatalf("context %d done after %v, before its deadline", i, d)
-					}
-					checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
-				}
-				synctest.Wait() // a child leaves its parent just after closing its done channel
-				if n := children(parent); n != 0 {
-					t.Fatalf("parent keeps %d children, want 0", n)
-				}
-			})
-		})
+// A parentKind makes the parent of a row's context on the fixture's wheel.
+type parentKind func(f *ctxFixture)
+
+func background(f *ctxFixture) { f.parent = context.Background() }
+
+// stdParent is a cancelable standard context, as an HTTP request's context is.
+func stdParent(f *ctxFixture) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	f.parent, f.cancelParent = ctx, cancel
+}
+
+// stdParentDone is a standard context canceled with cause before the context is made.
+func stdParentDone(cause error) parentKind {
+	return func(f *ctxFixture) {
+		stdParent(f)
+		f.cancelParent(cause)
 	}
 }
 
-func TestWithTimeoutCancel(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := New()
-		defer w.Stop()
-		ctx, cancel := w.WithTimeout(context.Background(), time.Hour)
-		done := ctx.Done() // a channel made before the cancel must be closed by it
-		cancel()
-		select {
-		case <-done:
-		default:
-			t.Fatal("Done channel made before cancel not closed by it")
-		}
-		checkDone(t, ctx, context.Canceled, context.Canceled)
-		if w.Pending() != 0 {
-			t.Fatalf("Pending() = %d after cancel, want 0: the timer must be stopped", w.Pending())
-		}
-		cancel()
-		time.Sleep(2 * time.Hour)
-		checkDone(t, ctx, context.Canceled, context.Canceled)
-	})
+// stdParentTimeout is a standard context with a timeout (and a cause, if not nil).
+func stdParentTimeout(d time.Duration, cause error) parentKind {
+	return func(f *ctxFixture) {
+		ctx, cancel := context.WithTimeoutCause(context.Background(), d, cause)
+		f.parent, f.cancelParent = ctx, func(error) { cancel() }
+	}
 }
 
-// A cancel called after the deadline passed but before anyone looked is still a cancel if it
-// stopped the timer, and a deadline if the timer fired first: the wheel decides.
-func TestWithTimeoutCancelAtDeadline(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := New()
-		defer w.Stop()
-		ctx, cancel := w.WithTimeout(context.Background(), time.Millisecond)
-		time.Sleep(10 * time.Millisecond)
-		synctest.Wait()
-		cancel()
-		checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
-	})
+// wheelParent is a wheel context with a timeout on the fixture's wheel (and a cause, if not nil).
+func wheelParent(d time.Duration, cause error) parentKind {
+	return func(f *ctxFixture) {
+		ctx, cancel := f.w.WithTimeoutCause(context.Background(), d, cause)
+		f.parent, f.wheelParent, f.cancelParent = ctx, ctx, func(error) { cancel() }
+	}
 }
 
-func TestWithDeadlineInThePast(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := New()
-		defer w.Stop()
-		for _, d := range []time.Duration{0, -time.Nanosecond, -time.Hour} {
-			ctx, cancel := w.WithTimeout(context.Background(), d)
-			checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
-			cancel()
-			checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
-			ctx, cancel = w.WithDeadline(context.Background(), time.Now().Add(d))
-			checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
-			cancel()
-		}
-		if w.Pending() != 0 {
-			t.Fatalf("Pending() = %d, want 0: a past deadline needs no timer", w.Pending())
-		}
-	})
+// underValue puts parent beneath a context.WithValue wrapper.
+func underValue(parent parentKind) parentKind {
+	return func(f *ctxFixture) {
+		parent(f)
+		f.parent = context.WithValue(f.parent, key("k"), "v")
+	}
 }
 
-func TestWithDeadlineFarFuture(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := New()
-		defer w.Stop()
-		far := time.Now().Add(1<<63 - 1)
-		ctx, cancel := w.WithDeadline(context.Background(), far)
-		if dl, _ := ctx.Deadline(); !dl.Equal(far) {
-			t.Fatalf("Deadline() = %v, want %v", dl, far)
+// A customCtx is a context of a kind the context package does not know, with its own done
+// channel: a child must follow it through context.AfterFunc's goroutine.
+type customCtx struct {
+	context.Context
+	done chan struct{}
+}
+
+func (c *customCtx) Done() <-chan struct{} { return c.done }
+func (c *customCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.Canceled
+	default:
+		return nil
+	}
+}
+
+func customParent(f *ctxFixture) {
+	c := &customCtx{Context: context.Background(), done: make(chan struct{})}
+	var once sync.Once
+	f.parent, f.cancelParent = c, func(error) { once.Do(func() { close(c.done) }) }
+}
+
+// A step acts on the fixture; then the test waits for the bubble to settle and checks the
+// context's outcome, its deadline and the wheel's count of pending timers.
+type step struct {
+	do   func(f *ctxFixture)
+	want outcome
+}
+
+func sleep(d time.Duration) func(*ctxFixture) { return func(*ctxFixture) { time.Sleep(d) } }
+func cancel(f *ctxFixture)                    { f.cancel() }
+func askDone(f *ctxFixture)                   { _ = f.ctx.Done() }
+func stopWheel(f *ctxFixture)                 { f.w.Stop(); f.accepts = false }
+func look(*ctxFixture)                        {}
+
+func cancelParent(cause error) func(*ctxFixture) {
+	return func(f *ctxFixture) { f.cancelParent(cause) }
+}
+
+// then runs steps one after the other, with no look at the context between them.
+func then(steps ...func(*ctxFixture)) func(*ctxFixture) {
+	return func(f *ctxFixture) {
+		for _, s := range steps {
+			s(f)
 		}
-		time.Sleep(24 * 365 * time.Hour)
-		checkNotDone(t, ctx)
-		cancel()
-		checkDone(t, ctx, context.Canceled, context.Canceled)
-		ctx, cancel = w.WithTimeout(context.Background(), 1<<63-1)
-		checkNotDone(t, ctx)
-		cancel()
-	})
+	}
+}
+
+// wantPending returns the number of timers the wheel must hold: the filler, and one for each
+// context of the fixture that is not done and has a deadline of its own, if the wheel took it.
+func (f *ctxFixture) wantPending() int {
+	n := f.filler
+	if !f.accepts {
+		return n
+	}
+	if f.wheelParent != nil && f.wheelParent.Err() == nil {
+		n++
+	}
+	if f.ctx.Err() == nil && f.ownDeadline {
+		n++
+	}
+	return n
+}
+
+// wheelKinds are the wheels a row runs on: running ones with each executor, and the three a
+// context must fall back to a runtime timer on.
+var wheelKinds = []struct {
+	name string
+	make func(f *ctxFixture)
+}{
+	{"pool", func(f *ctxFixture) { f.w, f.accepts = New(WithPoolExecutor(2)), true }},
+	{"inline", func(f *ctxFixture) { f.w, f.accepts = New(WithInlineExecutor()), true }},
+	{"goroutine", func(f *ctxFixture) { f.w, f.accepts = New(WithGoroutineExecutor()), true }},
+	{"full", func(f *ctxFixture) {
+		f.w, f.filler = New(WithMaxPending(1)), 1
+		if _, err := f.w.AfterFunc(math.MaxInt64, func() {}); err != nil {
+			panic(err)
+		}
+	}},
+	{"stopped", func(f *ctxFixture) { f.w = New(); f.w.Stop() }},
+	{"nil", func(f *ctxFixture) {}},
+}
+
+// constructors are the four ways to make a wheel context, given a timeout from the fixture's
+// start and a cause (nil for the forms without one).
+var constructors = []struct {
+	name string
+	make func(f *ctxFixture, timeout time.Duration, cause error) (context.Context, context.CancelFunc)
+}{
+	{"WithTimeout", func(f *ctxFixture, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+		if cause != nil {
+			return f.w.WithTimeoutCause(f.parent, d, cause)
+		}
+		return f.w.WithTimeout(f.parent, d)
+	}},
+	{"WithDeadline", func(f *ctxFixture, d time.Duration, cause error) (context.Context, context.CancelFunc) {
+		if cause != nil {
+			return f.w.WithDeadlineCause(f.parent, f.start.Add(d), cause)
+		}
+		return f.w.WithDeadline(f.parent, f.start.Add(d))
+	}},
+}
+
+// TestContextLifecycle is the specification of a wheel context's life: how each parent, each
+// event and the wheel's own state end it. Each row runs on every kind of wheel (skipping those
+// that cannot run it) with WithTimeout and WithDeadline. After every step it checks the outcome,
+// and that the wheel holds a timer exactly for each live context with a deadline of its own; at
+// the start, that Deadline reports the context's deadline, or its parent's if that is earlier.
+func TestContextLifecycle(t *testing.T) {
+	errBoom := errors.New("boom")
+	errSlow := errors.New("slow")
+	tests := []struct {
+		name    string
+		parent  parentKind // background if nil
+		timeout time.Duration
+		cause   error // made with WithTimeoutCause or WithDeadlineCause if set
+		running bool  // the row stops the wheel, so it runs only on running wheels
+		steps   []step
+	}{
+		// Its own deadline and cancel.
+		{name: "expires at its deadline, never early, at most a tick late", timeout: 100 * time.Millisecond, steps: []step{
+			{sleep(100*time.Millisecond - time.Nanosecond), notDone},
+			{sleep(time.Nanosecond + DefaultTick), expired},
+			{cancel, expired},
+		}},
+		{name: "cancel closes a Done channel made before it and stops the timer", timeout: time.Hour, steps: []step{
+			{askDone, notDone},
+			{cancel, canceled},
+			{cancel, canceled},
+			{sleep(2 * time.Hour), canceled},
+		}},
+		{name: "cancel after the deadline passed, before anyone looked", timeout: time.Millisecond, steps: []step{
+			{then(sleep(10*time.Millisecond), cancel), expired},
+		}},
+		{name: "zero timeout is done at once", timeout: 0, steps: []step{{look, expired}, {cancel, expired}}},
+		{name: "deadline a nanosecond ago is done at once", timeout: -time.Nanosecond, steps: []step{{look, expired}, {cancel, expired}}},
+		{name: "deadline an hour ago is done at once", timeout: -time.Hour, steps: []step{{look, expired}, {cancel, expired}}},
+		{name: "the largest timeout never expires", timeout: math.MaxInt64, steps: []step{
+			{sleep(100 * 365 * 24 * time.Hour), notDone},
+			{cancel, canceled},
+		}},
+
+		// A cause of its own.
+		{name: "expires with its cause", timeout: time.Second, cause: errSlow, steps: []step{
+			{sleep(time.Second), expiredWith(errSlow)},
+			{cancel, expiredWith(errSlow)},
+		}},
+		{name: "cancel does not set the cause", timeout: time.Second, cause: errSlow, steps: []step{
+			{cancel, canceled},
+			{sleep(time.Second), canceled},
+		}},
+		{name: "a past deadline has its cause", timeout: -time.Second, cause: errSlow, steps: []step{
+			{look, expiredWith(errSlow)},
+		}},
+
+		// A standard parent.
+		{name: "std parent canceled", parent: stdParent, timeout: time.Hour, steps: []step{
+			{cancelParent(nil), canceled},
+		}},
+		{name: "std parent canceled with a cause", parent: stdParent, timeout: time.Hour, steps: []step{
+			{look, notDone},
+			{cancelParent(errBoom), canceledWith(errBoom)},
+		}},
+		{name: "std parent canceled while registered", parent: stdParent, timeout: time.Hour, steps: []step{
+			{askDone, notDone},
+			{cancelParent(errBoom), canceledWith(errBoom)},
+		}},
+		{name: "cancel just after the std parent was canceled reports the parent's", parent: stdParent, timeout: time.Hour, steps: []step{
+			{then(cancelParent(errBoom), cancel), canceledWith(errBoom)},
+		}},
+		{name: "expires under a live std parent, which cannot change it later", parent: stdParent, timeout: time.Second, steps: []step{
+			{sleep(2 * time.Second), expired},
+			{cancelParent(errBoom), expired},
+		}},
+		{name: "std parent canceled before", parent: stdParentDone(errBoom), timeout: time.Hour, steps: []step{
+			{look, canceledWith(errBoom)},
+			{cancel, canceledWith(errBoom)},
+		}},
+		{name: "std parent expired before", parent: stdParentTimeout(-1, nil), timeout: time.Hour, steps: []step{
+			{look, expired},
+		}},
+		{name: "std parent's earlier deadline rules", parent: stdParentTimeout(time.Second, errBoom), timeout: time.Hour, steps: []step{
+			{look, notDone},
+			{sleep(time.Second), expiredWith(errBoom)},
+		}},
+		{name: "cancel under a std parent with an earlier deadline", parent: stdParentTimeout(time.Second, nil), timeout: time.Hour, steps: []step{
+			{cancel, canceled},
+			{sleep(time.Second), canceled},
+		}},
+
+		// A custom parent.
+		{name: "custom parent done, with no one waiting", parent: customParent, timeout: time.Minute, steps: []step{
+			{cancelParent(nil), canceled},
+		}},
+		{name: "custom parent done while registered", parent: customParent, timeout: time.Minute, steps: []step{
+			{askDone, notDone},
+			{cancelParent(nil), canceled},
+		}},
+
+		// A wheel parent.
+		{name: "wheel parent canceled", parent: wheelParent(time.Hour, nil), timeout: time.Minute, steps: []step{
+			{cancelParent(nil), canceled},
+		}},
+		{name: "wheel parent beneath a value canceled", parent: underValue(wheelParent(time.Hour, nil)), timeout: time.Minute, steps: []step{
+			{cancelParent(nil), canceled},
+		}},
+		{name: "wheel parent expires with its cause", parent: wheelParent(time.Second, errSlow), timeout: time.Minute, steps: []step{
+			{sleep(time.Second), expiredWith(errSlow)},
+			{cancel, expiredWith(errSlow)},
+		}},
+		{name: "wheel parent's earlier deadline rules", parent: wheelParent(time.Hour, nil), timeout: 2 * time.Hour, steps: []step{
+			{sleep(time.Hour), expired},
+		}},
+		{name: "wheel parent done before", parent: wheelParent(-1, errSlow), timeout: time.Minute, steps: []step{
+			{look, expiredWith(errSlow)},
+		}},
+		{name: "expires under a live wheel parent", parent: wheelParent(time.Hour, nil), timeout: time.Minute, steps: []step{
+			{sleep(time.Minute), expired},
+			{cancelParent(nil), expired},
+		}},
+
+		// The wheel stops.
+		{name: "wheel stopped: the deadline holds", timeout: time.Hour, running: true, steps: []step{
+			{stopWheel, notDone},
+			{sleep(time.Hour - time.Nanosecond), notDone},
+			{sleep(time.Nanosecond + DefaultTick), expired},
+		}},
+		{name: "wheel stopped, then canceled", timeout: time.Hour, running: true, steps: []step{
+			{stopWheel, notDone},
+			{cancel, canceled},
+			{sleep(3 * time.Hour), canceled},
+		}},
+		{name: "wheel stopped, then wheel parent canceled", parent: wheelParent(time.Hour, nil), timeout: 2 * time.Hour, running: true, steps: []step{
+			{stopWheel, notDone},
+			{cancelParent(nil), canceled},
+			{sleep(3 * time.Hour), canceled},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, wk := range wheelKinds {
+				if tt.running && !strings.Contains("pool inline goroutine", wk.name) {
+					continue
+				}
+				for _, ctor := range constructors {
+					t.Run(wk.name+"/"+ctor.name, func(t *testing.T) {
+						synctest.Test(t, func(t *testing.T) {
+							f := &ctxFixture{}
+							wk.make(f)
+							if f.w != nil {
+								defer f.w.Stop()
+							}
+							f.start = time.Now()
+							parent := tt.parent
+							if parent == nil {
+								parent = background
+							}
+							parent(f)
+							if f.cancelParent != nil {
+								defer f.cancelParent(nil)
+							}
+							f.ctx, f.cancel = ctor.make(f, tt.timeout, tt.cause)
+							defer f.cancel()
+
+							want := f.start.Add(tt.timeout)
+							f.ownDeadline = true
+							if pdl, ok := f.parent.Deadline(); ok && pdl.Before(want) {
+								want, f.ownDeadline = pdl, false
+							}
+							if dl, ok := f.ctx.Deadline(); !ok || !dl.Equal(want) {
+								t.Fatalf("Deadline() = %v, %v; want %v, true", dl, ok, want)
+							}
+							for i, s := range tt.steps {
+								s.do(f)
+								synctest.Wait()
+								mustBe(t, f.ctx, s.want)
+								if f.w != nil {
+									if got, want := f.w.Pending(), f.wantPending(); got != want {
+										t.Fatalf("after step %d: wheel Pending() = %d, want %d", i, got, want)
+									}
+								}
+							}
+						})
+					})
+				}
+			}
+		})
+	}
 }
 
 type key string
@@ -246,124 +457,7 @@ func TestWithTimeoutValues(t *testing.T) {
 	})
 }
 
-func TestParentDeadlineEarlier(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := New()
-		defer w.Stop()
-		parent, pcancel := context.WithTimeout(context.Background(), time.Second)
-		defer pcancel()
-		pdl, _ := parent.Deadline()
-		ctx, cancel := w.WithTimeout(parent, time.Hour)
-		defer cancel()
-		if dl, ok := ctx.Deadline(); !ok || !dl.Equal(pdl) {
-			t.Fatalf("Deadline() = %v, %v; want parent's %v", dl, ok, pdl)
-		}
-		if w.Pending() != 0 {
-			t.Fatalf("Pending() = %d, want 0: parent's deadline rules", w.Pending())
-		}
-		time.Sleep(time.Second)
-		synctest.Wait()
-		checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
-
-		// The same with a cancel before the parent's deadline.
-		parent, pcancel = context.WithTimeout(context.Background(), time.Second)
-		defer pcancel()
-		ctx, cancel = w.WithTimeout(parent, time.Hour)
-		cancel()
-		checkDone(t, ctx, context.Canceled, context.Canceled)
-		checkNotDone(t, parent)
-	})
-}
-
-func TestStdParentCanceled(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := New()
-		defer w.Stop()
-		parent, pcancel := context.WithCancel(context.Background())
-		ctx, cancel := w.WithTimeout(parent, time.Hour)
-		defer cancel()
-		checkNotDone(t, ctx)
-		pcancel()
-		synctest.Wait()
-		checkDone(t, ctx, context.Canceled, context.Canceled)
-		if w.Pending() != 0 {
-			t.Fatalf("Pending() = %d, want 0: a canceled child stops its timer", w.Pending())
-		}
-	})
-}
-
-func TestStdParentCause(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := New()
-		defer w.Stop()
-		errBoom := errors.New("boom")
-		parent, pcancel := context.WithCancelCause(context.Background())
-		ctx, cancel := w.WithTimeout(parent, time.Hour)
-		defer cancel()
-		// A wheel context below a standard one reports its own state to context.Cause.
-		checkNotDone(t, ctx)
-		pcancel(errBoom)
-		synctest.Wait()
-		checkDone(t, ctx, context.Canceled, errBoom)
-
-		// Expiry under a live standard parent: the cause is DeadlineExceeded, not nil.
-		parent, pcancel = context.WithCancelCause(context.Background())
-		defer pcancel(nil)
-		ctx, cancel = w.WithTimeout(parent, time.Second)
-		defer cancel()
-		time.Sleep(2 * time.Second)
-		checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
-		// A later cause on the parent does not change the child.
-		pcancel(errBoom)
-		synctest.Wait()
-		checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
-	})
-}
-
-// A cancel that comes after a standard parent was canceled, but perhaps before context.AfterFunc's
-// goroutine reached the child, reports the parent's error, as a standard child would.
-func TestCancelAfterStdParentDone(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := New()
-		defer w.Stop()
-		errBoom := errors.New("boom")
-		parent, pcancel := context.WithCancelCause(context.Background())
-		ctx, cancel := w.WithTimeout(parent, time.Hour)
-		pcancel(errBoom)
-		cancel()
-		checkDone(t, ctx, context.Canceled, errBoom)
-		synctest.Wait()
-		checkDone(t, ctx, context.Canceled, errBoom)
-		if w.Pending() != 0 {
-			t.Fatalf("Pending() = %d, want 0", w.Pending())
-		}
-	})
-}
-
-func TestStdParentAlreadyDone(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := New()
-		defer w.Stop()
-		errBoom := errors.New("boom")
-		parent, pcancel := context.WithCancelCause(context.Background())
-		pcancel(errBoom)
-		ctx, cancel := w.WithTimeout(parent, time.Hour)
-		checkDone(t, ctx, context.Canceled, errBoom)
-		cancel()
-		checkDone(t, ctx, context.Canceled, errBoom)
-		if w.Pending() != 0 {
-			t.Fatalf("Pending() = %d, want 0", w.Pending())
-		}
-
-		expired, ecancel := context.WithTimeout(context.Background(), -1)
-		defer ecancel()
-		ctx, cancel = w.WithTimeout(expired, time.Hour)
-		defer cancel()
-		checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
-	})
-}
-
-func TestWheelParent(t *testing.T) {
+func TestWheelParentCancelsChildrenSynchronously(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := New()
 		defer w.Stop()
@@ -375,7 +469,7 @@ func TestWheelParent(t *testing.T) {
 		valued := context.WithValue(parent, key("k"), "v")
 		child3, c3cancel := w.WithTimeout(valued, time.Minute) // found beneath WithValue
 		defer c3cancel()
-		if n := children(parent); n != 3 {
+		if n := childCount(parent); n != 3 {
 			t.Fatalf("parent has %d children, want 3: wheel parents link children directly", n)
 		}
 		if w.Pending() != 3 {
@@ -383,7 +477,7 @@ func TestWheelParent(t *testing.T) {
 		}
 		pcancel()
 		for _, c := range []context.Context{parent, child, child2, child3} {
-			checkDone(t, c, context.Canceled, context.Canceled) // synchronously, no goroutine
+			mustBe(t, c, canceled) // synchronously, no goroutine
 		}
 		if w.Pending() != 0 {
 			t.Fatalf("Pending() = %d, want 0", w.Pending())
@@ -391,7 +485,7 @@ func TestWheelParent(t *testing.T) {
 	})
 }
 
-func TestWheelParentExpires(t *testing.T) {
+func TestWheelParentExpiryReachesDescendants(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := New()
 		defer w.Stop()
@@ -404,14 +498,14 @@ func TestWheelParentExpires(t *testing.T) {
 		defer scancel()
 		time.Sleep(time.Second)
 		synctest.Wait()
-		checkDone(t, parent, context.DeadlineExceeded, errSlow)
-		checkDone(t, child, context.DeadlineExceeded, errSlow)
-		checkDone(t, std, context.DeadlineExceeded, errSlow)
+		mustBe(t, parent, expiredWith(errSlow))
+		mustBe(t, child, expiredWith(errSlow))
+		mustBe(t, std, expiredWith(errSlow))
 
 		// A child made after its wheel parent is done is done at once.
 		late, lcancel := w.WithTimeout(parent, time.Minute)
 		defer lcancel()
-		checkDone(t, late, context.DeadlineExceeded, errSlow)
+		mustBe(t, late, expiredWith(errSlow))
 	})
 }
 
@@ -429,31 +523,31 @@ func TestChildLeavesWheelParent(t *testing.T) {
 		defer cancel()
 		time.Sleep(time.Second)
 		synctest.Wait()
-		if n := children(parent); n != 0 {
+		if n := childCount(parent); n != 0 {
 			t.Fatalf("parent keeps %d children after they were canceled or expired, want 0", n)
 		}
-		checkNotDone(t, parent)
+		mustBe(t, parent, notDone)
 	})
 }
 
-func TestStdChildOfWheelContext(t *testing.T) {
+func TestStdChildRegistersThroughAfterFunc(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := New()
 		defer w.Stop()
 		ctx, cancel := w.WithTimeout(context.Background(), time.Hour)
 		std, scancel := context.WithCancel(ctx)
 		defer scancel()
-		if n := children(ctx); n != 1 {
+		if n := childCount(ctx); n != 1 {
 			t.Fatalf("wheel context has %d registrations, want 1: context.WithCancel must use its AfterFunc method", n)
 		}
 		scancel()
-		if n := children(ctx); n != 0 {
+		if n := childCount(ctx); n != 0 {
 			t.Fatalf("wheel context keeps %d registrations after the child was canceled, want 0", n)
 		}
 		std, scancel = context.WithCancel(ctx)
 		defer scancel()
 		cancel()
-		checkDone(t, std, context.Canceled, context.Canceled)
+		mustBe(t, std, canceled)
 	})
 }
 
@@ -498,24 +592,7 @@ func TestContextAfterFunc(t *testing.T) {
 	})
 }
 
-// A context of a kind the context package does not know, with its own done channel: the child must
-// follow it, through context.AfterFunc's goroutine.
-type customCtx struct {
-	context.Context
-	done chan struct{}
-}
-
-func (c *customCtx) Done() <-chan struct{} { return c.done }
-func (c *customCtx) Err() error {
-	select {
-	case <-c.done:
-		return context.Canceled
-	default:
-		return nil
-	}
-}
-
-func TestCustomParent(t *testing.T) {
+func TestCustomParentIsNotBypassed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := New()
 		defer w.Stop()
@@ -525,13 +602,13 @@ func TestCustomParent(t *testing.T) {
 		parent := &customCtx{Context: inner, done: make(chan struct{})}
 		ctx, cancel := w.WithTimeout(parent, time.Minute)
 		defer cancel()
-		if n := children(inner); n != 0 {
+		if n := childCount(inner); n != 0 {
 			t.Fatalf("child linked to a wheel context behind a custom one (%d children)", n)
 		}
 		close(parent.done)
 		synctest.Wait()
-		checkDone(t, ctx, context.Canceled, context.Canceled)
-		checkNotDone(t, inner)
+		mustBe(t, ctx, canceled)
+		mustBe(t, inner, notDone)
 
 		// Canceling the child ends the goroutine that watched the parent.
 		parent = &customCtx{Context: context.Background(), done: make(chan struct{})}
@@ -539,7 +616,7 @@ func TestCustomParent(t *testing.T) {
 		_ = ctx.Done()
 		cancel()
 		synctest.Wait()
-		if n := watchers(); n != 0 {
+		if n := parentWatchers(); n != 0 {
 			t.Fatalf("%d goroutines watch a parent after cancel, want 0", n)
 		}
 	})
@@ -554,18 +631,18 @@ func TestForeignParentRegistersLazily(t *testing.T) {
 		parent := &customCtx{Context: context.Background(), done: make(chan struct{})}
 		ctx, cancel := w.WithTimeout(parent, time.Minute)
 		synctest.Wait()
-		if n := watchers(); n != 0 {
+		if n := parentWatchers(); n != 0 {
 			t.Fatalf("%d goroutines watch the parent after WithTimeout, want 0: no registration yet", n)
 		}
-		checkNotDone(t, ctx)
+		mustBe(t, ctx, notDone)
 		_ = ctx.Done()
 		synctest.Wait()
-		if n := watchers(); n != 1 {
+		if n := parentWatchers(); n != 1 {
 			t.Fatalf("%d goroutines watch the parent after Done, want 1: registered", n)
 		}
 		cancel()
 		synctest.Wait()
-		if n := watchers(); n != 0 {
+		if n := parentWatchers(); n != 0 {
 			t.Fatalf("%d goroutines watch the parent after cancel, want 0", n)
 		}
 
@@ -577,69 +654,9 @@ func TestForeignParentRegistersLazily(t *testing.T) {
 		if err := ctx.Err(); err != context.Canceled {
 			t.Fatalf("Err() = %v after the parent was done, want context.Canceled", err)
 		}
-		checkDone(t, ctx, context.Canceled, context.Canceled)
+		mustBe(t, ctx, canceled)
 		if w.Pending() != 0 {
 			t.Fatalf("Pending() = %d, want 0: adopting the parent's end stops the timer", w.Pending())
-		}
-	})
-}
-
-func TestWithTimeoutCause(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := New()
-		defer w.Stop()
-		errSlow := errors.New("slow")
-		ctx, cancel := w.WithTimeoutCause(context.Background(), time.Second, errSlow)
-		time.Sleep(time.Second)
-		synctest.Wait()
-		checkDone(t, ctx, context.DeadlineExceeded, errSlow)
-		cancel()
-		checkDone(t, ctx, context.DeadlineExceeded, errSlow)
-
-		ctx, cancel = w.WithDeadlineCause(context.Background(), time.Now().Add(time.Second), errSlow)
-		cancel() // the cancel function does not set the cause
-		checkDone(t, ctx, context.Canceled, context.Canceled)
-
-		ctx, cancel = w.WithDeadlineCause(context.Background(), time.Now().Add(-time.Second), errSlow)
-		defer cancel()
-		checkDone(t, ctx, context.DeadlineExceeded, errSlow)
-	})
-}
-
-// When the wheel refuses the timer, a runtime timer keeps the deadline.
-func TestFallbackTimer(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		full := New(WithMaxPending(1))
-		defer full.Stop()
-		if _, err := full.AfterFunc(time.Hour, func() {}); err != nil {
-			t.Fatal(err)
-		}
-		stopped := New()
-		stopped.Stop()
-		var none *Wheel
-		for name, w := range map[string]*Wheel{"full": full, "stopped": stopped, "nil": none} {
-			start := time.Now()
-			ctx, cancel := w.WithTimeout(context.Background(), time.Second)
-			<-ctx.Done()
-			if d := time.Since(start); d != time.Second {
-				t.Errorf("%s: done after %v, want 1s", name, d)
-			}
-			checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
-			cancel()
-			checkDone(t, ctx, context.DeadlineExceeded, context.DeadlineExceeded)
-
-			ctx, cancel = w.WithTimeout(context.Background(), time.Second)
-			cancel()
-			checkDone(t, ctx, context.Canceled, context.Canceled)
-			time.Sleep(2 * time.Second)
-			checkDone(t, ctx, context.Canceled, context.Canceled)
-
-			parent, pcancel := context.WithCancel(context.Background())
-			ctx, cancel = w.WithTimeout(parent, time.Second)
-			pcancel()
-			synctest.Wait()
-			checkDone(t, ctx, context.Canceled, context.Canceled)
-			cancel()
 		}
 	})
 }
@@ -839,55 +856,6 @@ func TestConcurrentForeignParent(t *testing.T) {
 		synctest.Wait()
 		if w.Pending() != 0 {
 			t.Fatalf("Pending() = %d, want 0", w.Pending())
-		}
-	})
-}
-
-// TestWheelStopKeepsContextDeadline checks a wheel context made before the wheel is stopped: its
-// deadline used to be dropped with the wheel's timers, so Done was never closed.
-func TestWheelStopKeepsContextDeadline(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := New()
-		start := time.Now()
-		ctx, cancel := w.WithTimeout(context.Background(), time.Hour)
-		defer cancel()
-		if unfired := w.Stop(); len(unfired) != 0 {
-			t.Errorf("Stop returned %d timers, want none: the context's is not the caller's", len(unfired))
-		}
-		time.Sleep(time.Hour - time.Millisecond)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("Err = %v before the deadline", err)
-		}
-		<-ctx.Done()
-		if d := time.Since(start); d < time.Hour || d > time.Hour+2*time.Millisecond {
-			t.Errorf("done after %v, want 1h (+1 tick)", d)
-		}
-		if err := ctx.Err(); err != context.DeadlineExceeded {
-			t.Errorf("Err = %v, want DeadlineExceeded", err)
-		}
-	})
-}
-
-// TestCancelAfterWheelStop checks canceling a wheel context after its wheel was stopped: cancel
-// used to read the wheel's refusal to stop the timer as the timer having fired, and reported
-// DeadlineExceeded an hour before the deadline.
-func TestCancelAfterWheelStop(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := New()
-		ctx, cancel := w.WithTimeout(context.Background(), time.Hour)
-		child, cancelChild := w.WithTimeout(ctx, 2*time.Hour)
-		defer cancelChild()
-		w.Stop()
-		cancel()
-		if err := ctx.Err(); err != context.Canceled {
-			t.Errorf("Err = %v, want Canceled", err)
-		}
-		if err := child.Err(); err != context.Canceled {
-			t.Errorf("child Err = %v, want Canceled", err)
-		}
-		time.Sleep(3 * time.Hour) // the runtime timers that took over were stopped: nothing changes
-		if err := ctx.Err(); err != context.Canceled {
-			t.Errorf("Err = %v after the deadline, want Canceled", err)
 		}
 	})
 }

@@ -49,7 +49,7 @@ func (s *shard) linkLocked(i uint32, n *node) {
 	}
 	*head = i
 	s.occupied[lvl] |= 1 << slot
-	n.state = list<<listShift | n.state&(flagPeriodic|flagContext) | statePending
+	n.state = list<<listShift | n.state&flagsKept | statePending
 }
 
 // moveLocked changes the deadline of the pending node i to tick at. A node whose slot stays the

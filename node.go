@@ -29,8 +29,9 @@ const (
 
 	stateMask    = 3
 	flagPeriodic = 4
-	flagContext  = 8 // the timer of a wheel context, which Stop hands to a runtime timer
-	listShift    = 8 // state>>listShift is level*slotCount+slot while pending
+	flagHandOff  = 8                          // outlives the wheel: Wheel.Stop hands it to a runtime timer (see handoff.go)
+	flagsKept    = flagPeriodic | flagHandOff // the flags a node keeps from scheduling until it is freed
+	listShift    = 8                          // state>>listShift is level*slotCount+slot while pending
 )
 
 func (n *node) status() uint32 { return n.state & stateMask }

@@ -6,9 +6,10 @@ import "time"
 // call, however late earlier runs were, so the series does not drift. Runs never overlap: if a run
 // takes longer than a period, the runs it overlapped are skipped, not made up in a burst, and the
 // next run is the first one due at or after the overrunning run returned. Stop the returned timer
-// to end the series; Stop may be called from inside f.
+// ([Timer.Stop]) to end the series; Stop may be called from inside f.
 //
-// It returns ErrNonPositivePeriod if period <= 0, and otherwise the errors AfterFunc returns.
+// It returns [ErrNonPositivePeriod] if period <= 0, and otherwise the errors [Wheel.AfterFunc]
+// returns.
 func (w *Wheel) Every(period time.Duration, f func()) (Timer, error) {
 	return w.every(period, f, false)
 }
@@ -17,7 +18,8 @@ func (w *Wheel) Every(period time.Duration, f func()) (Timer, error) {
 // fixed delay between runs, for work whose runs must be spaced rather than kept to a rate. Stop the
 // returned timer to end the series; Stop may be called from inside f.
 //
-// It returns ErrNonPositivePeriod if delay <= 0, and otherwise the errors AfterFunc returns.
+// It returns [ErrNonPositivePeriod] if delay <= 0, and otherwise the errors [Wheel.AfterFunc]
+// returns.
 func (w *Wheel) EveryDelay(delay time.Duration, f func()) (Timer, error) {
 	return w.every(delay, f, true)
 }

@@ -27,7 +27,7 @@ type shard struct {
 	running  bool                 // a driver goroutine is running
 	wakeAt   int64                // the tick the driver sleeps until; meaningful while running
 	stopped  bool
-	handoff  map[uint32]*time.Timer // after Stop, the runtime timers that took over wheel contexts' timers, by node
+	handoff  map[uint32]*time.Timer // after Stop, the runtime timers that took over timers with flagHandOff, by node
 	batch    []func()               // callbacks that fired in the current advance
 
 	_ [64]byte // keep shards in separate cache lines
@@ -38,7 +38,7 @@ func newShard(w *Wheel, levels int) *shard {
 }
 
 // scheduleLocked adds a timer due at tick at and makes sure the driver will wake up for it. p is
-// nil for a one-shot timer; flags is 0 or flagContext.
+// nil for a one-shot timer; flags is 0 or flagHandOff.
 func (s *shard) scheduleLocked(at int64, f func(), p *periodic, flags uint32) (Timer, error) {
 	i, ok := s.alloc()
 	if !ok {
@@ -58,6 +58,38 @@ func (s *shard) scheduleLocked(at int64, f func(), p *periodic, flags uint32) (T
 	s.pending++
 	s.wakeForLocked(n.at)
 	return Timer{s: s, i: i, gen: n.gen}, nil
+}
+
+// stop stops the shard for Wheel.Stop: it empties every slot, appends the handles of the timers
+// that will now never fire to unfired, hands the timers that outlive the wheel to runtime timers,
+// and empties the rest of the shard. A running driver notices stopped and exits; a periodic timer
+// whose run is in progress is freed when the run returns.
+func (s *shard) stop(unfired []Timer) []Timer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	for lvl := range s.levels {
+		for s.occupied[lvl] != 0 {
+			for i := s.detachLocked(lvl, firstSlot(s.occupied[lvl])); i != 0; {
+				n := s.node(i)
+				if n.state&flagHandOff != 0 {
+					s.handOffLocked(i, n)
+				} else {
+					unfired = append(unfired, Timer{s: s, i: i, gen: n.gen})
+				}
+				next := n.next
+				s.release(i, n)
+				i = next
+			}
+		}
+	}
+	if s.w.maxPending > 0 {
+		s.w.reserved.Add(-int64(s.pending)) // else a full wheel would refuse with ErrTooManyPending
+	}
+	s.pending = 0
+	s.periodic = nil
+	s.batch = nil
+	return unfired
 }
 
 // wakeForLocked makes sure the driver runs at or before tick at: it starts a driver if none runs

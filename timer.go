@@ -2,7 +2,7 @@ package tock
 
 import "time"
 
-// A Timer is a handle to a timer scheduled on a Wheel. It is a small value: copy it freely and
+// A Timer is a handle to a timer scheduled on a [Wheel]. It is a small value: copy it freely and
 // compare it with ==. The zero Timer refers to no timer; its Stop and Reset return false.
 //
 // A handle names its timer's node and the node's generation, and the wheel recycles nodes, so a
@@ -22,9 +22,9 @@ type Timer struct {
 // the timer had already fired (its callback has run, is running, or is about to run), had been
 // stopped before, or its wheel was stopped. Stop does not wait for a running callback.
 //
-// For a timer from Every or EveryDelay, Stop ends the series: no run starts after Stop returns,
-// and a run in progress (Stop may be called from inside it) finishes. Stop returns true if it ended
-// the series.
+// For a timer from [Wheel.Every] or [Wheel.EveryDelay], Stop ends the series: no run starts after
+// Stop returns, and a run in progress (Stop may be called from inside it) finishes. Stop returns
+// true if it ended the series.
 func (t Timer) Stop() bool {
 	s := t.s
 	if s == nil {
@@ -56,25 +56,14 @@ func (t Timer) Stop() bool {
 	return false
 }
 
-// stopHandedOffLocked stops the runtime timer that took over node i's wheel-context timer when the
-// wheel stopped, if there is one, and reports whether that stopped it before it fired.
-func (s *shard) stopHandedOffLocked(i uint32) bool {
-	rt, ok := s.handoff[i]
-	if !ok {
-		return false
-	}
-	delete(s.handoff, i)
-	return rt.Stop()
-}
-
 // Reset changes a pending timer to fire d from now, as if it had just been scheduled with d, and
 // returns true. It does nothing and returns false if the timer has already fired, has been
 // stopped, or its wheel was stopped: the timer's node may already serve another timer, so schedule
-// a new one with AfterFunc instead.
+// a new one with [Wheel.AfterFunc] instead.
 //
-// For a timer from Every or EveryDelay, Reset moves the next run to d from now and counts later
-// runs from there; called while a run is in progress, it sets the run after that one. Reset
-// returns true as long as the series has not been stopped.
+// For a timer from [Wheel.Every] or [Wheel.EveryDelay], Reset moves the next run to d from now and
+// counts later runs from there; called while a run is in progress, it sets the run after that one.
+// Reset returns true as long as the series has not been stopped.
 func (t Timer) Reset(d time.Duration) bool {
 	s := t.s
 	if s == nil {

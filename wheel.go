@@ -10,12 +10,12 @@ import (
 	"time"
 )
 
-// A Wheel schedules callbacks to run after a duration, like time.AfterFunc, on a hierarchical
+// A Wheel schedules callbacks to run after a duration, like [time.AfterFunc], on a hierarchical
 // timing wheel: scheduling, stopping and resetting a timer take constant time and allocate nothing
 // however many timers are pending, and a pending timer costs 48 bytes.
 //
 // A Wheel is safe for concurrent use by any number of goroutines. It starts its goroutines when the
-// first timer is scheduled and lets them exit when no timer is pending. Create one with New; the
+// first timer is scheduled and lets them exit when no timer is pending. Create one with [New]; the
 // zero Wheel is not usable.
 type Wheel struct {
 	tick   int64  // nanoseconds
@@ -39,14 +39,19 @@ type Wheel struct {
 type shardHint struct{ s *shard }
 
 // New returns a wheel configured by opts. Without options it has a 1 ms tick, no bound on pending
-// timers, one shard per processor, and runs callbacks on a pool of at most DefaultPoolSize
-// goroutines. New panics on an invalid option value, as documented with each option.
+// timers, one shard per processor, and runs callbacks on a pool of at most [DefaultPoolSize]
+// goroutines. A nil Option is ignored. New panics on an invalid option value, naming the option (as
+// documented with each option), since only a bug in the calling program can pass one.
 func New(opts ...Option) *Wheel {
 	c := defaultConfig()
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o(&c)
+		}
 	}
-	c.validate()
+	if c.bad != "" {
+		panic(c.bad)
+	}
 	w := &Wheel{
 		tick:       int64(c.tick),
 		epoch:      time.Now(),
@@ -75,17 +80,17 @@ func New(opts ...Option) *Wheel {
 }
 
 // AfterFunc schedules f to run once, d from now, and returns a handle to stop or reset it. f runs
-// no earlier than d from now and at most about one tick later (see WithTick), on the wheel's
+// no earlier than d from now and at most about one tick later (see [WithTick]), on the wheel's
 // executor. A d of zero or less means as soon as possible: by the next tick.
 //
-// It returns ErrStopped if the wheel has been stopped, ErrTooManyPending if the bound set with
-// WithMaxPending is reached, and ErrNilFunc if f is nil.
+// It returns [ErrStopped] if the wheel has been stopped, [ErrTooManyPending] if the bound set with
+// [WithMaxPending] is reached, and [ErrNilFunc] if f is nil.
 func (w *Wheel) AfterFunc(d time.Duration, f func()) (Timer, error) {
 	return w.schedule(w.deadline(d), f, nil, 0)
 }
 
-// AtFunc schedules f to run once at t, as AfterFunc does for time.Until(t). A t in the past means as
-// soon as possible.
+// AtFunc schedules f to run once at t, as [Wheel.AfterFunc] does for [time.Until](t). A t in the
+// past means as soon as possible.
 func (w *Wheel) AtFunc(t time.Time, f func()) (Timer, error) {
 	return w.AfterFunc(time.Until(t), f)
 }
@@ -105,11 +110,11 @@ func (w *Wheel) Pending() int {
 
 // Stop stops the wheel and returns the timers that were pending and will now never fire, in no
 // particular order. Callbacks that had fired before Stop may still be running or about to run;
-// Stop does not wait for them. After Stop, scheduling returns ErrStopped, and Stop and Reset of any
-// timer of the wheel return false. A second call returns nil.
+// Stop does not wait for them. After Stop, scheduling returns [ErrStopped], and [Timer.Stop] and
+// [Timer.Reset] of any timer of the wheel return false. A second call returns nil.
 //
-// Contexts from the wheel's WithTimeout and WithDeadline keep their deadlines: runtime timers take
-// over theirs, and they are not among the timers returned.
+// Contexts from the wheel's [Wheel.WithTimeout] and [Wheel.WithDeadline] keep their deadlines:
+// runtime timers take over theirs, and they are not among the timers returned.
 func (w *Wheel) Stop() []Timer {
 	var unfired []Timer
 	w.stopOnce.Do(func() {
@@ -121,42 +126,9 @@ func (w *Wheel) Stop() []Timer {
 	return unfired
 }
 
-func (s *shard) stop(unfired []Timer) []Timer {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stopped = true
-	for lvl := range s.levels {
-		for s.occupied[lvl] != 0 {
-			for i := s.detachLocked(lvl, firstSlot(s.occupied[lvl])); i != 0; {
-				n := s.node(i)
-				if n.state&flagContext != 0 {
-					// A wheel context's deadline holds whatever becomes of the wheel (see
-					// WithDeadline): a runtime timer takes over, and Timer.Stop stops that.
-					if s.handoff == nil {
-						s.handoff = make(map[uint32]*time.Timer)
-					}
-					s.handoff[i] = time.AfterFunc(s.w.untilTick(n.at), n.f)
-				} else {
-					unfired = append(unfired, Timer{s: s, i: i, gen: n.gen})
-				}
-				next := n.next
-				s.release(i, n)
-				i = next
-			}
-		}
-	}
-	if s.w.maxPending > 0 {
-		s.w.reserved.Add(-int64(s.pending)) // else a full wheel would refuse with ErrTooManyPending
-	}
-	s.pending = 0
-	s.periodic = nil
-	s.batch = nil
-	return unfired
-}
-
 // schedule adds a timer due at tick at on the current processor's shard. p is nil for a one-shot
-// timer, else the periodic record whose run method is f. flags is flagContext for the timer of a
-// wheel context, else 0.
+// timer, else the periodic record whose run method is f. flags is flagHandOff for a timer that
+// outlives the wheel (see handoff.go), else 0.
 func (w *Wheel) schedule(at int64, f func(), p *periodic, flags uint32) (Timer, error) {
 	if f == nil {
 		return Timer{}, ErrNilFunc

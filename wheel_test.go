@@ -385,20 +385,6 @@ func TestBadArguments(t *testing.T) {
 			t.Errorf("rejected calls left %d pending", w.Pending())
 		}
 	})
-	for name, opt := range map[string]Option{
-		"tick":   WithTick(time.Nanosecond),
-		"shards": WithShards(0),
-		"pool":   WithPoolExecutor(0),
-	} {
-		t.Run(name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Fatal("New accepted an invalid option value")
-				}
-			}()
-			New(opt)
-		})
-	}
 }
 
 func TestPanickingCallback(t *testing.T) {

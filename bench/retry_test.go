@@ -35,7 +35,7 @@ func BenchmarkPendingRetries(b *testing.B) {
 			op := func(context.Context) error { return errDown }
 			var q *retry.Queue
 			m := measure(func() {
-				q = retry.New(w, retry.WithBackoff(retry.Constant(time.Hour)))
+				q = retry.New(retry.WithWheel(w), retry.WithBackoff(retry.Constant(time.Hour)))
 				for _, k := range keys {
 					if err := q.Add(k, op); err != nil {
 						b.Fatal(err)

@@ -40,41 +40,69 @@ func TestDoRetriesUntilSuccess(t *testing.T) {
 	})
 }
 
+// Do stops on a permanent error or when attempts or time run out, and returns an error that says
+// why, which the give-up hook receives too.
 func TestDoGivesUp(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		w := tock.New()
-		defer w.Stop()
-		errBad := errors.New("bad")
-		err := retry.Do(t.Context(), func(context.Context) error { return retry.Permanent(errBad) }, retry.WithWheel(w))
-		if err != errBad {
-			t.Fatalf("Do with a permanent error = %v, want the error itself", err)
-		}
-
-		var hookErr error
-		start := time.Now()
-		err = retry.Do(t.Context(), func(context.Context) error { return errFlaky }, retry.WithWheel(w),
-			retry.WithBackoff(retry.Constant(time.Second)), retry.WithMaxAttempts(4),
-			retry.WithOnGiveUp(func(_ string, attempts int, err error) { hookErr = err }))
-		if !errors.Is(err, retry.ErrGaveUp) || !errors.Is(err, errFlaky) || err.Error() != "retry: gave up after 4 attempts: flaky" {
-			t.Fatalf("Do = %v, want ErrGaveUp after 4 attempts wrapping the last error", err)
-		}
-		if hookErr != err {
-			t.Fatalf("give-up hook got %v, want %v", hookErr, err)
-		}
-		if d := time.Since(start); d != 3*time.Second {
-			t.Fatalf("gave up after %v, want 3s", d)
-		}
-
-		start = time.Now()
-		err = retry.Do(t.Context(), func(context.Context) error { return errFlaky }, retry.WithWheel(w),
-			retry.WithBackoff(retry.Constant(time.Second)), retry.WithMaxElapsed(2500*time.Millisecond))
-		if !errors.Is(err, retry.ErrGaveUp) || !errors.Is(err, errFlaky) {
-			t.Fatalf("Do = %v, want ErrGaveUp wrapping the last error", err)
-		}
-		if d := time.Since(start); d != 2500*time.Millisecond {
-			t.Fatalf("gave up after %v, want 2.5s: the last attempt at the limit", d)
-		}
-	})
+	errBad := errors.New("bad")
+	tests := []struct {
+		name      string
+		opts      []retry.Option
+		op        func() error
+		wantErr   []error
+		wantSame  error // Do returns this very error, unwrapped
+		wantMsg   string
+		wantAfter time.Duration
+	}{{
+		name:     "permanent error is returned itself",
+		op:       func() error { return retry.Permanent(errBad) },
+		wantErr:  []error{errBad},
+		wantSame: errBad,
+		wantMsg:  "bad",
+	}, {
+		name:      "max attempts",
+		opts:      []retry.Option{retry.WithMaxAttempts(4)},
+		op:        func() error { return errFlaky },
+		wantErr:   []error{retry.ErrGaveUp, errFlaky},
+		wantMsg:   "retry: gave up after 4 attempts: flaky",
+		wantAfter: 3 * time.Second,
+	}, {
+		name:      "max elapsed: the last attempt at the limit",
+		opts:      []retry.Option{retry.WithMaxElapsed(2500 * time.Millisecond)},
+		op:        func() error { return errFlaky },
+		wantErr:   []error{retry.ErrGaveUp, errFlaky},
+		wantMsg:   "retry: gave up after 4 attempts in 2.5s: flaky",
+		wantAfter: 2500 * time.Millisecond,
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := tock.New()
+				defer w.Stop()
+				var hookErr error
+				opts := append([]retry.Option{retry.WithWheel(w), retry.WithBackoff(retry.Constant(time.Second)),
+					retry.WithOnGiveUp(func(_ string, _ int, err error) { hookErr = err })}, tt.opts...)
+				start := time.Now()
+				err := retry.Do(t.Context(), func(context.Context) error { return tt.op() }, opts...)
+				for _, want := range tt.wantErr {
+					if !errors.Is(err, want) {
+						t.Errorf("Do = %v, which is not %v", err, want)
+					}
+				}
+				if tt.wantSame != nil && err != tt.wantSame {
+					t.Errorf("Do = %#v, want the error itself, %#v", err, tt.wantSame)
+				}
+				if err == nil || err.Error() != tt.wantMsg {
+					t.Errorf("Do = %v, want %q", err, tt.wantMsg)
+				}
+				if hookErr != err {
+					t.Errorf("give-up hook got %v, want Do's error %v", hookErr, err)
+				}
+				if d := time.Since(start); d != tt.wantAfter {
+					t.Errorf("gave up after %v, want %v", d, tt.wantAfter)
+				}
+			})
+		})
+	}
 }
 
 func TestDoContextDone(t *testing.T) {

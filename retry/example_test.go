@@ -11,11 +11,8 @@ import (
 )
 
 func ExampleQueue() {
-	w := tock.New()
-	defer w.Stop()
-
 	done := make(chan struct{})
-	q := retry.New(w,
+	q := retry.New(
 		retry.WithBackoff(retry.Constant(10*time.Millisecond)),
 		retry.WithMaxAttempts(5),
 		retry.WithOnFailure(func(key string, attempt int, err error, next time.Duration) {
@@ -44,6 +41,25 @@ func ExampleQueue() {
 	// register:svc-a: attempt 1 failed: registry unavailable; next in 10ms
 	// register:svc-a: attempt 2 failed: registry unavailable; next in 10ms
 	// registered
+}
+
+// A program runs all of tock on one wheel: here a retry queue and the deadlines of requests.
+func ExampleWithWheel() {
+	w := tock.New()
+	defer w.Stop()
+
+	q := retry.New(retry.WithWheel(w), retry.WithAttemptTimeout(time.Second))
+	defer q.Close() // does not stop w
+
+	done := make(chan struct{})
+	q.Add("warm-cache", func(ctx context.Context) error {
+		defer close(done)
+		_, hasDeadline := ctx.Deadline() // a deadline on w
+		fmt.Println("attempt with a deadline:", hasDeadline)
+		return nil
+	})
+	<-done
+	// Output: attempt with a deadline: true
 }
 
 func ExampleDo() {

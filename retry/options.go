@@ -2,7 +2,6 @@ package retry
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/tockwheel/tock"
@@ -10,18 +9,21 @@ import (
 
 // Defaults for options not given.
 const (
-	// DefaultWorkers bounds the attempts a Queue runs at once when WithWorkers is not given.
+	// DefaultWorkers bounds the attempts a [Queue] runs at once when [WithWorkers] is not given.
 	DefaultWorkers = 16
 
-	// DefaultInitialDelay and DefaultMaxDelay are the parameters of the default Backoff,
-	// Exponential(DefaultInitialDelay, DefaultMaxDelay).
+	// DefaultInitialDelay and DefaultMaxDelay are the parameters of the default [Backoff],
+	// [Exponential](DefaultInitialDelay, DefaultMaxDelay).
 	DefaultInitialDelay = 100 * time.Millisecond
 	DefaultMaxDelay     = 30 * time.Second
 )
 
-// An Option configures a Queue (New) or a single call (Do). Options that make sense for only one of
-// them say so and are ignored by the other. An invalid value is reported by Add and Do as
-// ErrInvalidOption.
+// An Option configures a [Queue] ([New]) or a single call ([Do]). Options that make sense for only
+// one of them say so and are ignored by the other. A nil Option is ignored, so that options can be
+// chosen conditionally.
+//
+// An invalid value is reported at once: New panics with an error wrapping [ErrInvalidOption] that
+// names the option, and Do returns that error before the first attempt.
 type Option func(*config)
 
 type config struct {
@@ -38,9 +40,10 @@ type config struct {
 	err            error // the first invalid option
 }
 
-func newConfig(opts []Option) config {
+// newConfig applies opts to the defaults and returns the first invalid option's error, if any.
+func newConfig(opts []Option) (config, error) {
 	c := config{
-		backoff: Exponential(DefaultInitialDelay, DefaultMaxDelay),
+		backoff: defaultBackoff(),
 		workers: DefaultWorkers,
 	}
 	for _, o := range opts {
@@ -48,36 +51,40 @@ func newConfig(opts []Option) config {
 			o(&c)
 		}
 	}
-	if c.err == nil {
-		if v, ok := c.backoff.(interface{ validate() error }); ok {
-			c.err = v.validate()
-		}
-	}
-	return c
+	return c, c.err
 }
 
-// invalid records the first invalid option.
+func defaultBackoff() Backoff { return Exponential(DefaultInitialDelay, DefaultMaxDelay) }
+
+// invalid records the first invalid option, described by format and args.
 func (c *config) invalid(format string, args ...any) {
 	if c.err == nil {
 		c.err = fmt.Errorf("%w: "+format, append([]any{ErrInvalidOption}, args...)...)
 	}
 }
 
-// WithBackoff sets how long to wait between attempts; see Constant and Exponential. The default is
-// Exponential(DefaultInitialDelay, DefaultMaxDelay). b must not be nil.
+// WithBackoff sets how long to wait between attempts; see [Constant] and [Exponential]. The
+// default is Exponential([DefaultInitialDelay], [DefaultMaxDelay]); a nil b means the default. A
+// Constant or Exponential made with values they refuse is an invalid option.
 func WithBackoff(b Backoff) Option {
 	return func(c *config) {
 		if b == nil {
-			c.invalid("WithBackoff(nil)")
+			c.backoff = defaultBackoff()
 			return
+		}
+		if v, ok := b.(interface{ validate() string }); ok {
+			if problem := v.validate(); problem != "" {
+				c.invalid("WithBackoff(%v): %s", b, problem)
+				return
+			}
 		}
 		c.backoff = b
 	}
 }
 
-// WithMaxAttempts stops retrying after n attempts. For a Queue, n counts the attempts the queue
-// makes (not the failure that led to Add); for Do, all calls of the operation. Zero, the default,
-// means no limit; n must not be negative.
+// WithMaxAttempts stops retrying after n attempts. For a [Queue], n counts the attempts the queue
+// makes (not the failure that led to [Queue.Add]); for [Do], all calls of the operation. Zero, the
+// default, means no limit; a negative n is invalid.
 func WithMaxAttempts(n int) Option {
 	return func(c *config) {
 		if n < 0 {
@@ -88,10 +95,10 @@ func WithMaxAttempts(n int) Option {
 	}
 }
 
-// WithMaxElapsed stops retrying once d has passed since Add (for Do, since the first attempt
-// started): no attempt starts later than that, and a delay that would end past it is shortened to
-// end at it, so the last attempt runs at the limit. Zero, the default, means no limit; d must not be
-// negative.
+// WithMaxElapsed stops retrying once d has passed since [Queue.Add] (for [Do], since the first
+// attempt started): no attempt starts later than that, and a delay that would end past it is
+// shortened to end at it, so the last attempt runs at the limit. Zero, the default, means no limit;
+// a negative d is invalid.
 func WithMaxElapsed(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {
@@ -103,8 +110,8 @@ func WithMaxElapsed(d time.Duration) Option {
 }
 
 // WithAttemptTimeout gives each attempt a context that expires d after the attempt starts (a
-// deadline on the wheel, see tock.Wheel.WithTimeout). Zero, the default, means no timeout of its
-// own; d must not be negative.
+// deadline on the wheel, see [tock.Wheel.WithTimeout]). Zero, the default, means no timeout of its
+// own; a negative d is invalid.
 func WithAttemptTimeout(d time.Duration) Option {
 	return func(c *config) {
 		if d < 0 {
@@ -115,8 +122,9 @@ func WithAttemptTimeout(d time.Duration) Option {
 	}
 }
 
-// WithMaxPending bounds the number of keys a Queue holds, waiting or running: Add returns ErrFull
-// beyond it. Zero, the default, means no bound; n must not be negative. Do ignores it.
+// WithMaxPending bounds the number of keys a [Queue] holds, waiting or running: [Queue.Add]
+// returns [ErrFull] beyond it. Zero, the default, means no bound; a negative n is invalid. Do
+// ignores it.
 func WithMaxPending(n int) Option {
 	return func(c *config) {
 		if n < 0 {
@@ -127,8 +135,8 @@ func WithMaxPending(n int) Option {
 	}
 }
 
-// WithWorkers bounds the number of attempts a Queue runs at once, each on a goroutine of its own
-// that exists only while attempts are due. The default is DefaultWorkers; n must be positive. Do
+// WithWorkers bounds the number of attempts a [Queue] runs at once, each on a goroutine of its own
+// that exists only while attempts are due. The default is [DefaultWorkers]; n must be positive. Do
 // ignores it.
 func WithWorkers(n int) Option {
 	return func(c *config) {
@@ -140,51 +148,43 @@ func WithWorkers(n int) Option {
 	}
 }
 
-// WithWheel sets the wheel that Do waits on between attempts (New takes its wheel as an argument,
-// and uses this one only if that is nil). Without it, Do uses a wheel private to the package, made
-// on first use and never stopped. Tests that call Do inside a testing/synctest bubble must pass a
-// wheel made in the bubble.
+// WithWheel sets the wheel on which a [Queue] times its attempts, and on which [Do] waits between
+// attempts, so that a program can run all of tock on one wheel. The wheel is never stopped by the
+// queue or by Do; once the caller stops it, [Queue.Add] returns an error wrapping [tock.ErrStopped]
+// and retries in progress give up with one.
+//
+// Without it, a Queue makes a wheel of its own, which holds no goroutine while no attempt is
+// waiting and which [Queue.Close] stops; Do waits on the Go runtime's timers, since one blocking
+// call waits for one timer at a time. A nil w means the same as no WithWheel.
 func WithWheel(w *tock.Wheel) Option {
 	return func(c *config) { c.wheel = w }
 }
 
 // WithOnFailure sets a function called after each failed attempt that will be retried, with the
-// key (empty for Do), the number of attempts made so far, the attempt's error and the delay before
-// the next attempt. A Queue calls it on its worker goroutines, concurrently for different keys but
-// in order for one key: the next attempt is scheduled when it returns (so it should be quick). It
-// may call the queue's methods other than Close, which waits for it.
+// key (empty for [Do]), the number of attempts made so far, the attempt's error and the delay
+// before the next attempt. A [Queue] calls it on its worker goroutines, concurrently for different
+// keys but in order for one key: the next attempt is scheduled when it returns (so it should be
+// quick). It may call the queue's methods other than [Queue.Close], which waits for it. A nil f
+// means no hook, the default.
 func WithOnFailure(f func(key string, attempt int, err error, next time.Duration)) Option {
 	return func(c *config) { c.onFailure = f }
 }
 
 // WithOnGiveUp sets a function called when retries of a key stop without success for any reason
-// other than Cancel or Close: a Permanent error (err is the error Permanent wrapped), attempts or
-// time ran out or the wheel refused the next attempt (err wraps ErrGaveUp and the last error), or
-// the operation panicked (err wraps ErrPanicked). The key has left the queue when it is called, so
-// it may Add the key again. A Queue calls it on its worker goroutines; Do calls it with an empty
-// key before returning the same error. Like WithOnFailure's function, it must not call Close.
+// other than [Queue.Cancel] or [Queue.Close]: a [Permanent] error (err is the error Permanent
+// wrapped), attempts or time ran out or the wheel refused the next attempt (err wraps [ErrGaveUp]
+// and the last error), or the operation panicked (err wraps [ErrPanicked]). The key has left the
+// queue when it is called, so it may Add the key again. A [Queue] calls it on its worker
+// goroutines; [Do] calls it with an empty key before returning the same error. Like
+// [WithOnFailure]'s function, it must not call Close. A nil f means no hook, the default.
 func WithOnGiveUp(f func(key string, attempts int, err error)) Option {
 	return func(c *config) { c.onGiveUp = f }
 }
 
-// WithOnOverflow sets a function called with the key when Add refuses it because the queue is
-// full (see WithMaxPending), for example to count or log what was not retried. It runs on the
-// goroutine that called Add, which also gets ErrFull. Do ignores it.
+// WithOnOverflow sets a function called with the key when [Queue.Add] refuses it because the
+// queue is full (see [WithMaxPending]), for example to count or log what was not retried. It runs
+// on the goroutine that called Add, which also gets [ErrFull]. Do ignores it. A nil f means no
+// hook, the default.
 func WithOnOverflow(f func(key string)) Option {
 	return func(c *config) { c.onOverflow = f }
-}
-
-// defaultWheel is the wheel of queues and Do calls not given one: made on first use and never
-// stopped, it holds no goroutine while no timer is pending.
-var defaultWheel = sync.OnceValue(func() *tock.Wheel { return tock.New() })
-
-// wheelFor returns w, else the configured wheel, else the package's own.
-func (c *config) wheelFor(w *tock.Wheel) *tock.Wheel {
-	switch {
-	case w != nil:
-		return w
-	case c.wheel != nil:
-		return c.wheel
-	}
-	return defaultWheel()
 }

@@ -2,9 +2,9 @@ package retry
 
 import "errors"
 
-// Permanent wraps err to tell Do and Queue that the failure is not worth retrying: they stop at
-// once, and Do returns err itself. errors.Is and errors.As see through the wrapper. Permanent(nil)
-// returns nil.
+// Permanent wraps err to tell [Do] and [Queue] that the failure is not worth retrying: they stop at
+// once, and Do returns err itself. [errors.Is] and [errors.As] see through the wrapper.
+// Permanent(nil) returns nil.
 func Permanent(err error) error {
 	if err == nil {
 		return nil

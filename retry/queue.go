@@ -16,14 +16,16 @@ import (
 // failed call or re-registers with a registry later while the caller goes on.
 //
 // A key waiting for its next attempt is a timer on the wheel and a small entry in a map: no
-// goroutine and no runtime timer, so a hundred thousand waiting keys cost a few tens of megabytes at
-// most. Due attempts run on a bounded set of worker goroutines (WithWorkers) that exist only while
-// attempts are due, so a slow operation never holds up the wheel or other keys beyond that bound.
+// goroutine and no runtime timer, so a hundred thousand waiting keys cost a few tens of megabytes
+// at most. Due attempts run on a bounded set of worker goroutines ([WithWorkers]) that exist only
+// while attempts are due, so a slow operation never holds up the wheel or other keys beyond that
+// bound.
 //
 // A Queue is safe for concurrent use by any number of goroutines.
 type Queue struct {
-	w   *tock.Wheel
-	cfg config
+	w        *tock.Wheel
+	ownWheel bool // w was made by New, and Close stops it
+	cfg      config
 
 	ctx    context.Context // the parent of attempts' contexts, canceled by Close
 	cancel context.CancelFunc
@@ -60,34 +62,43 @@ const (
 	removed                   // out of the queue: succeeded, gave up, canceled or closed
 )
 
-// New returns a queue that schedules attempts on w (nil means the wheel of WithWheel, else a
-// wheel private to the package). Options that are invalid make Add return ErrInvalidOption. The
-// queue holds no goroutine while no attempt is due. Close it when done with it; w is not stopped.
-func New(w *tock.Wheel, opts ...Option) *Queue {
-	cfg := newConfig(opts)
+// New returns a queue configured by opts. It times attempts on the wheel of [WithWheel], or on a
+// wheel of its own that [Queue.Close] stops. The queue holds no goroutine while no attempt is due.
+// Close it when done with it.
+//
+// New panics if an option is invalid, with an error that wraps [ErrInvalidOption] and names the
+// option, since only a bug in the calling program can pass one; a program that builds options from
+// configuration checks the values first.
+func New(opts ...Option) *Queue {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		panic(err)
+	}
 	q := &Queue{
-		w:       cfg.wheelFor(w),
+		w:       cfg.wheel,
 		cfg:     cfg,
 		entries: make(map[string]*entry),
+	}
+	if q.w == nil {
+		// Wheel callbacks here only queue an entry or cancel a context, which never blocks, so
+		// they run on the wheel's own goroutines.
+		q.w, q.ownWheel = tock.New(tock.WithInlineExecutor()), true
 	}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	return q
 }
 
 // Add puts key in the queue to run op until it succeeds (returns nil), returns an error wrapped
-// with Permanent, or runs out of attempts or time. The first attempt runs after the backoff's first
-// delay, because Add is meant for work that has just failed; each attempt gets a context that is
-// canceled by Cancel(key) and Close (and expires per WithAttemptTimeout).
+// with [Permanent], or runs out of attempts or time. The first attempt runs after the backoff's
+// first delay, because Add is meant for work that has just failed; each attempt gets a context that
+// is canceled by [Queue.Cancel](key) and [Queue.Close] (and expires per [WithAttemptTimeout]).
 //
-// Add returns nil once key is queued, ErrAlreadyPending if key is in the queue already (the queued
-// operation stays; none is added), ErrFull if the queue holds WithMaxPending keys, ErrClosed after
-// Close, ErrInvalidOption if op is nil or an option of New was invalid, and the wheel's error
-// (tock.ErrTooManyPending, tock.ErrStopped) if the wheel refuses the timer. A key leaves the queue
-// when its retries end, and may then be added again.
+// Add returns nil once key is queued, [ErrAlreadyPending] if key is in the queue already (the
+// queued operation stays; none is added), [ErrFull] if the queue holds [WithMaxPending] keys,
+// [ErrClosed] after Close, an error wrapping [ErrInvalidOption] if op is nil, and the wheel's error
+// ([tock.ErrTooManyPending], [tock.ErrStopped]) if the wheel refuses the timer. A key leaves the
+// queue when its retries end, and may then be added again.
 func (q *Queue) Add(key string, op func(context.Context) error) error {
-	if q.cfg.err != nil {
-		return q.cfg.err
-	}
 	if op == nil {
 		return fmt.Errorf("%w: nil operation for key %q", ErrInvalidOption, key)
 	}
@@ -154,12 +165,12 @@ func (q *Queue) Pending() int {
 	return len(q.entries)
 }
 
-// Close stops the queue: Add returns ErrClosed from then on, waiting keys are dropped and their
-// timers stopped, and the contexts of running attempts are canceled. Close waits for running
+// Close stops the queue: [Queue.Add] returns [ErrClosed] from then on, waiting keys are dropped and
+// their timers stopped, and the contexts of running attempts are canceled. Close waits for running
 // attempts to return (an operation that ignores its context delays it), then returns, sorted, the
 // keys that left the queue without success, so that the caller may keep them for later: a key whose
 // running attempt succeeded is not among them. No hook is called for them. A second Close returns
-// nil. Close does not stop the wheel.
+// nil. Close stops the queue's wheel if New made it, and never a wheel given with [WithWheel].
 func (q *Queue) Close() []string {
 	q.mu.Lock()
 	if q.closed {
@@ -190,6 +201,9 @@ func (q *Queue) Close() []string {
 	}
 	q.cancel()
 	q.wg.Wait()
+	if q.ownWheel {
+		q.w.Stop()
+	}
 
 	q.mu.Lock()
 	keys = append(keys, q.leftover...)

