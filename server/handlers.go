@@ -266,8 +266,9 @@ func (s *Server) handleNack(w http.ResponseWriter, r *http.Request) error {
 }
 
 // Stats is the answer of GET /v1/stats: the store's counts, this server's
-// totals since it started, delivery lateness over the last minute, the
-// recent history and the forecast of what falls due.
+// totals since it started, lateness, the recent history and the forecast
+// of what falls due. Totals and history are kept in memory: they start
+// from zero when the server restarts.
 type Stats struct {
 	Time          time.Time `json:"time"`
 	UptimeSeconds float64   `json:"uptime_seconds"`
@@ -279,9 +280,24 @@ type Stats struct {
 	Acks          uint64    `json:"acks"`
 	Nacks         uint64    `json:"nacks"`
 	Cancels       uint64    `json:"cancels"`
-	Lateness      Lateness  `json:"lateness"`
-	History       History   `json:"history"`
-	Forecast      Forecast  `json:"forecast"`
+	// Lateness is the time from due to first delivery over the last
+	// minute: the queue's own lateness plus any time messages waited for a
+	// consumer to ask.
+	Lateness Lateness `json:"lateness"`
+	// QueueLateness is the queue's own lateness: how long after their due
+	// time recent messages became available to receive, whether or not a
+	// consumer was there to take them.
+	QueueLateness QueueLateness `json:"queue_lateness"`
+	History       History       `json:"history"`
+	Forecast      Forecast      `json:"forecast"`
+}
+
+// QueueLateness summarizes the store's recent lateness, in seconds (see
+// [StoreStats]). It is zero for a store that does not measure it.
+type QueueLateness struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
 }
 
 // Forecast counts messages falling due in each second from Start (a Unix
@@ -339,6 +355,7 @@ func (s *Server) stats(now time.Time, hist, ahead int) Stats {
 		Nacks:         counterValue(s.metrics.nacks),
 		Cancels:       counterValue(s.metrics.cancels),
 		Lateness:      late,
+		QueueLateness: QueueLateness{P50: seconds(st.LatenessP50), P99: seconds(st.LatenessP99), Max: seconds(st.LatenessMax)},
 		History:       h,
 		Forecast:      f,
 	}
