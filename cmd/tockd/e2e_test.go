@@ -81,8 +81,21 @@ var listening = regexp.MustCompile(`msg="tockd listening" addr=(\S+)`)
 // it is still running.
 func startTockd(t *testing.T, dir string, env []string, args ...string) *daemon {
 	t.Helper()
+	return startTockdWithFiles(t, 0, dir, env, args...)
+}
+
+// startTockdWithFiles is startTockd with the open-files limit of the
+// process set to files (0: the test's own).
+func startTockdWithFiles(t *testing.T, files int, dir string, env []string, args ...string) *daemon {
+	t.Helper()
 	bin := tockdBinary(t)
-	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0", "-data", dir}, args...)...)
+	args = append([]string{"-addr", "127.0.0.1:0", "-data", dir}, args...)
+	cmd := exec.Command(bin, args...)
+	if files > 0 {
+		// The shell sets the limit and execs tockd in its place, keeping
+		// the pid that the tests signal.
+		cmd = exec.Command("/bin/sh", append([]string{"-c", fmt.Sprintf(`ulimit -n %d && exec "$0" "$@"`, files), bin}, args...)...)
+	}
 	cmd.Env = append(os.Environ(), env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -281,9 +294,22 @@ func TestBadInputE2E(t *testing.T) {
 		{"POST", "/v1/nack", `{"receipt":"forged"}`, 400},
 		{"DELETE", "/v1/messages/nobody", ``, 404},
 		{"GET", "/v1/topics/jobs/messages", ``, 405},
+		{"POST", "/v1/topics//messages", `{}`, 400},
+		{"POST", "/v1/topics/../messages", `{}`, 400},
+		{"POST", "/v1/topics/jobs/messages", `text`, 415},
+		{"POST", "/v1/topics/jobs/messages", `{}`, 403},
 	} {
 		req, _ := http.NewRequest(tc.method, d.url+tc.path, strings.NewReader(tc.body))
-		req.Header.Set("Content-Type", "application/json")
+		switch tc.status {
+		case 415:
+			req.Header.Set("Content-Type", "text/plain")
+		case 403:
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Origin", "http://evil.example")
+			req.Header.Set("Sec-Fetch-Site", "cross-site")
+		default:
+			req.Header.Set("Content-Type", "application/json")
+		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
