@@ -115,7 +115,8 @@ type Message struct {
 	DeliverAt time.Time
 }
 
-// A PutResult is the server's answer to a put.
+// A PutResult is the server's answer to a put. DeliverAt is when the
+// message is due: the later of the time asked for and the server's now.
 type PutResult struct {
 	ID        string    `json:"id"`
 	DeliverAt time.Time `json:"deliver_at"`
