@@ -262,33 +262,29 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 // jsonErrorWriter turns the mux's plain-text 404 and 405 answers into JSON
 // errors, keeping their headers (Allow on a 405). A redirect, which the mux
-// gives for paths admit lets through only if net/http's notion of clean
-// changes, becomes a 404 too: the API never redirects.
+// gives for a path that is not clean and which admit refuses first, would
+// become a 404: the API never redirects.
 type jsonErrorWriter struct {
 	http.ResponseWriter
 	status int
 }
 
 func (w *jsonErrorWriter) WriteHeader(code int) {
-	w.status = code
-	switch {
-	case code < 300:
+	if code < 300 {
+		w.status = code
 		w.ResponseWriter.WriteHeader(code)
 		return
-	case code < 400:
+	}
+	e := &requestError{status: code, msg: http.StatusText(code)}
+	switch {
+	case code < 400, code == http.StatusNotFound:
 		w.Header().Del("Location")
-		code = http.StatusNotFound
+		e.status, e.code, e.msg = http.StatusNotFound, codeNoRoute, "no such route; see the API reference"
+	case code == http.StatusMethodNotAllowed:
+		e.msg = fmt.Sprintf("method not allowed; allowed: %s", w.Header().Get("Allow"))
 	}
-	msg := http.StatusText(code)
-	errCode := ""
-	switch code {
-	case http.StatusNotFound:
-		msg, errCode = "no such route; see the API reference", codeNoRoute
-	case http.StatusMethodNotAllowed:
-		msg = fmt.Sprintf("method not allowed; allowed: %s", w.Header().Get("Allow"))
-	}
-	w.status = code
-	writeError(w.ResponseWriter, &requestError{status: code, code: errCode, msg: msg})
+	w.status = e.status
+	writeError(w.ResponseWriter, e)
 }
 
 func (w *jsonErrorWriter) Write(p []byte) (int, error) {

@@ -5,11 +5,13 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -36,7 +38,9 @@ import (
 // The limiter also serves TLS when given a config, and rewrites the
 // plain-text error answers that net/http writes on its own, before any
 // handler runs (a malformed request line, headers over the limit), as JSON
-// errors like every other answer of the API. To do so it must sit above
+// errors like every other answer of the API; where net/http closes a
+// connection whose headers did not arrive in time without a word, it
+// answers 408 first. To do so it must sit above
 // TLS, so that net/http sees its connections rather than *tls.Conn: tockd
 // serves HTTP/1.1 only, and handlers see no r.TLS.
 //
@@ -85,9 +89,13 @@ type trackedConn struct {
 	bodyDone   bool // the handler's request body has been read to its end
 	closed     bool
 
-	// inHandler is inRequest for Write, which must not take l.mu: set when a
-	// handler starts, cleared when the connection goes idle.
+	// inHandler is inRequest for Read and Write, which must not take l.mu:
+	// set when a handler starts, cleared when the connection goes idle.
 	inHandler atomic.Bool
+	// partial counts the bytes of a request read before its handler starts:
+	// a read deadline that passes with some read is a request too slow to
+	// arrive, not an idle connection.
+	partial atomic.Int64
 }
 
 // Accept waits for a connection and returns it, making room for it first
@@ -219,6 +227,7 @@ func (l *connLimiter) connState(nc net.Conn, state http.ConnState) {
 	case http.StateIdle:
 		c.inRequest, c.bodyDone = false, false
 		c.inHandler.Store(false)
+		c.partial.Store(0)
 		l.moveLocked(c, &l.idle, onIdle)
 	case http.StateHijacked, http.StateClosed:
 		l.closeLocked(c)
@@ -372,6 +381,22 @@ func (l *connLimiter) stats() (open int, shed, refused int64) {
 	return open, l.shed.Load(), l.refused.Load()
 }
 
+// Read reads from the connection. When the read deadline of request
+// headers passes with part of them read, net/http closes the connection
+// without a word; Read answers 408 with a JSON error first.
+func (c *trackedConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if c.inHandler.Load() {
+		return n, err
+	}
+	if c.partial.Add(int64(n)) > 0 && err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		c.partial.Store(0)
+		_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
+		_, _ = c.Conn.Write(jsonAnswer(http.StatusRequestTimeout, ""))
+	}
+	return n, err
+}
+
 // netHTTPErrorHeaders end the status line of the answers net/http writes
 // itself when it cannot read a request (server.go, conn.serve); their body
 // follows.
@@ -385,6 +410,14 @@ const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConn
 func (c *trackedConn) Write(p []byte) (int, error) {
 	if c.inHandler.Load() || !bytes.HasPrefix(p, []byte("HTTP/1.1 ")) {
 		return c.Conn.Write(p)
+	}
+	if bytes.HasPrefix(p, []byte("HTTP/1.1 417 ")) {
+		// An Expect header other than 100-continue: net/http answers
+		// through the response, with an empty body.
+		if _, err := c.Conn.Write(jsonAnswer(http.StatusExpectationFailed, "")); err != nil {
+			return 0, err
+		}
+		return len(p), nil
 	}
 	i := bytes.Index(p, []byte(netHTTPErrorHeaders))
 	if i < 0 {
@@ -415,6 +448,10 @@ func jsonAnswer(status int, text string) []byte {
 		code = "not_implemented"
 	case http.StatusHTTPVersionNotSupported:
 		code = "http_version"
+	case http.StatusRequestTimeout:
+		msg, code = "the request headers did not arrive in time", "header_timeout"
+	case http.StatusExpectationFailed:
+		msg, code = "unsupported Expect header: only 100-continue is", "expectation_failed"
 	default:
 		code = "error"
 	}

@@ -119,3 +119,43 @@ func TestLimiterMakesRoomFromIdleThenSlow(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// TestHeaderTimeoutAnswers408 checks that headers cut short by the header
+// timeout get a JSON 408, while a connection that sent nothing, or went
+// idle after a request, is closed without a word, as HTTP/1.1 expects.
+func TestHeaderTimeoutAnswers408(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pl := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
+		l := newConnLimiter(pl, 10, nil, slog.New(slog.DiscardHandler))
+		hs := &http.Server{
+			Handler:           l.handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})),
+			ReadHeaderTimeout: time.Second, IdleTimeout: 5 * time.Second,
+			ConnState: l.connState, ConnContext: l.connContext,
+		}
+		go hs.Serve(l)
+
+		slow := pl.dial()
+		send(slow, "GET / HTTP/1.1\r\nHost: x\r\n")
+		resp, err := http.ReadResponse(bufio.NewReader(slow), nil)
+		if err != nil || resp.StatusCode != 408 || resp.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("slow headers: %v, %v; want a JSON 408", resp, err)
+		}
+
+		silent := pl.dial()
+		if b, err := io.ReadAll(silent); len(b) != 0 || err != nil {
+			t.Errorf("connection that sent nothing: read %q, %v; want a silent close", b, err)
+		}
+
+		idle := pl.dial()
+		send(idle, "GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+		br := bufio.NewReader(idle)
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("request: %v, %v", resp, err)
+		}
+		if b, err := io.ReadAll(br); len(b) != 0 || err != nil {
+			t.Errorf("idle connection: read %q, %v; want a silent close", b, err)
+		}
+		hs.Close()
+		synctest.Wait()
+	})
+}
