@@ -85,12 +85,12 @@ type trackedConn struct {
 	// head of each list is the one that has been on it longest.
 	list       int
 	prev, next *trackedConn
-	inRequest  bool // a handler has started since the connection was last idle
-	bodyDone   bool // the handler's request body has been read to its end
+	bodyDone   bool // the running handler's request body has been read to its end
 	closed     bool
 
-	// inHandler is inRequest for Read and Write, which must not take l.mu:
-	// set when a handler starts, cleared when the connection goes idle.
+	// inHandler is set when a handler starts and cleared when the
+	// connection goes idle; atomic, for Read and Write, which must not take
+	// l.mu.
 	inHandler atomic.Bool
 	// partial counts the bytes of a request read before its handler starts:
 	// a read deadline that passes with some read is a request too slow to
@@ -225,7 +225,7 @@ func (l *connLimiter) connState(nc net.Conn, state http.ConnState) {
 			l.slow.pushLocked(c, onSlow)
 		}
 	case http.StateIdle:
-		c.inRequest, c.bodyDone = false, false
+		c.bodyDone = false
 		c.inHandler.Store(false)
 		c.partial.Store(0)
 		l.moveLocked(c, &l.idle, onIdle)
@@ -290,23 +290,18 @@ func (l *connLimiter) handler(h http.Handler) http.Handler {
 		}
 		c.inHandler.Store(true)
 		waiting := r.ContentLength != 0 && r.Body != nil && r.Body != http.NoBody
-		l.mu.Lock()
-		if !c.closed {
-			c.inRequest = true
-			if !waiting {
-				c.bodyDone = true
-				l.listOf(c.list).removeLocked(c) // busy: never shed
-			}
-		}
-		l.mu.Unlock()
 		if waiting {
+			// It stays where it is, among the slow, until its body arrives.
 			r.Body = &watchedBody{ReadCloser: r.Body, c: c}
+		} else {
+			c.bodyArrived()
 		}
 		h.ServeHTTP(w, r)
 	})
 }
 
-// bodyArrived marks c's request body as read: its handler is busy now.
+// bodyArrived marks c's request body as read, or absent: its handler is
+// busy now, and c is never closed to make room until it is idle again.
 func (c *trackedConn) bodyArrived() {
 	c.l.mu.Lock()
 	defer c.l.mu.Unlock()
