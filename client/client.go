@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -23,32 +24,50 @@ type Client struct {
 	backoff time.Duration
 }
 
-// An Option configures a Client.
-type Option func(*Client)
+// An Option configures a Client. A nil Option is ignored.
+type Option func(*config)
 
-// WithToken sends token as a bearer token with every request.
-func WithToken(token string) Option { return func(c *Client) { c.token = token } }
-
-// WithHTTPClient makes the Client send its requests with hc instead of
-// http.DefaultClient. hc should have no overall Timeout shorter than the
-// longest Receive wait; use contexts to bound calls instead.
-func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
-
-// WithRetries sets how many times an idempotent call is retried after a
-// network error or a 502, 503 or 504 (default 3; 0 disables retries), and
-// the first backoff, doubled after each attempt with jitter (default 100ms).
-func WithRetries(n int, backoff time.Duration) Option {
-	return func(c *Client) {
-		c.retries = max(n, 0)
-		if backoff > 0 {
-			c.backoff = backoff
-		}
-	}
+// config is what the options set; New checks it.
+type config struct {
+	token   string
+	http    *http.Client
+	retries int
+	backoff time.Duration
 }
 
+// WithToken sends token as a bearer token with every request. An empty
+// token, the default, sends none.
+func WithToken(token string) Option { return func(c *config) { c.token = token } }
+
+// WithHTTPClient makes the Client send its requests with hc. hc should have
+// no overall Timeout shorter than the longest Receive wait; use contexts to
+// bound calls instead. A nil hc means [http.DefaultClient], the default.
+func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.http = hc } }
+
+// WithRetries sets how many times an idempotent call ([Client.Cancel],
+// [Client.Stats], [Client.Healthy], [Client.Ready]) is retried, and the
+// wait before the first retry. A call is retried after an error that
+// leaves it unanswered (the connection was refused, reset or timed out)
+// and after the answers 429, 502, 503 and 504 ([Error.Temporary]); never
+// after any other answer. The wait doubles after each retry, and each
+// wait is drawn at random from half to one and a half times it, so that
+// clients that failed together do not retry together. An answer with a
+// Retry-After header (in seconds or as a date) is waited out for at least
+// that long, up to [MaxRetryAfter]; when the call's context would end
+// first, the call returns the error at once instead of waiting.
+//
+// The default is 3 retries from 100ms. n = 0 disables retries; a zero
+// backoff means the default. [New] refuses a negative n or backoff.
+func WithRetries(n int, backoff time.Duration) Option {
+	return func(c *config) { c.retries, c.backoff = n, backoff }
+}
+
+// MaxRetryAfter bounds how long a retry waits for a Retry-After header.
+const MaxRetryAfter = time.Minute
+
 // New returns a Client of the server at baseURL, such as
-// "http://127.0.0.1:7070". It fails only when baseURL is not an absolute
-// http or https URL.
+// "http://127.0.0.1:7070". It fails when baseURL is not an absolute http or
+// https URL, and when an option is invalid, with an error naming it.
 func New(baseURL string, opts ...Option) (*Client, error) {
 	u, err := url.Parse(baseURL)
 	if err != nil {
@@ -58,9 +77,27 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("client: server URL %q must look like http://host:port", baseURL)
 	}
 	u.RawQuery, u.Fragment = "", ""
-	c := &Client{base: strings.TrimSuffix(u.String(), "/"), http: http.DefaultClient, retries: 3, backoff: 100 * time.Millisecond}
+	cfg := config{retries: 3}
 	for _, o := range opts {
-		o(c)
+		if o != nil {
+			o(&cfg)
+		}
+	}
+	if cfg.retries < 0 || cfg.backoff < 0 {
+		return nil, fmt.Errorf("%w: WithRetries(%d, %v): neither may be negative", ErrInvalidOption, cfg.retries, cfg.backoff)
+	}
+	c := &Client{
+		base:    strings.TrimSuffix(u.String(), "/"),
+		token:   cfg.token,
+		http:    cfg.http,
+		retries: cfg.retries,
+		backoff: cfg.backoff,
+	}
+	if c.http == nil {
+		c.http = http.DefaultClient
+	}
+	if c.backoff == 0 {
+		c.backoff = 100 * time.Millisecond
 	}
 	return c, nil
 }
@@ -78,7 +115,8 @@ type Message struct {
 	DeliverAt time.Time
 }
 
-// A PutResult is the server's answer to a put.
+// A PutResult is the server's answer to a put. DeliverAt is when the
+// message is due: the later of the time asked for and the server's now.
 type PutResult struct {
 	ID        string    `json:"id"`
 	DeliverAt time.Time `json:"deliver_at"`
@@ -208,14 +246,17 @@ func (c *Client) PutBatch(ctx context.Context, topic string, ms []Message) ([]st
 }
 
 // Cancel removes the pending message id. It reports false, with a nil
-// error, when no such message is pending (never put, already delivered or
-// cancelled). Cancel is retried after a network error, so when an attempt
-// cancelled the message but its answer was lost, the retry finds nothing
-// pending and Cancel reports false: false means "not pending now", not "was
-// never cancelled".
+// error, when the server answers that no such message is pending (never
+// put, already delivered or cancelled). Any other 404, such as the one for
+// a path no route has when the Client's base URL is wrong, is an [*Error].
+// Cancel is retried (see [WithRetries]), so when an attempt cancelled the
+// message but its answer was lost, the retry finds nothing pending and
+// Cancel reports false: false means "not pending now", not "was never
+// cancelled".
 func (c *Client) Cancel(ctx context.Context, id string) (bool, error) {
 	err := c.do(ctx, http.MethodDelete, "/v1/messages/"+url.PathEscape(id), nil, nil, true)
-	if errors.Is(err, ErrNotFound) {
+	var e *Error
+	if errors.As(err, &e) && e.StatusCode == http.StatusNotFound && e.Code == CodeNotFound {
 		return false, nil
 	}
 	return err == nil, err
@@ -244,7 +285,9 @@ func (c *Client) Receive(ctx context.Context, topic string, opts ReceiveOptions)
 }
 
 // Ack ends the leases of receipts: their messages are never delivered
-// again. It fails with ErrBadRequest when a receipt is unknown or expired.
+// again. It fails with [ErrBadRequest] when a receipt is unknown or
+// expired; the server acks the other receipts, and its message counts and
+// shows the first of those that failed.
 func (c *Client) Ack(ctx context.Context, receipts ...string) error {
 	req := struct {
 		Receipts []string `json:"receipts"`
@@ -294,39 +337,44 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any, idemp
 	if idempotent {
 		attempts += c.retries
 	}
-	wait := c.backoff
+	backoff := c.backoff
 	var err error
 	for i := range attempts {
-		if i > 0 {
-			// Full jitter keeps retrying clients from arriving in step.
-			d := time.Duration(rand.Int64N(int64(wait))) + wait/2
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return fmt.Errorf("client: %s %s: %w (last error: %v)", method, path, ctx.Err(), err)
-			case <-t.C:
-			}
-			wait *= 2
-		}
 		var retry bool
-		retry, err = c.once(ctx, method, path, body, out)
-		if err == nil || !retry || ctx.Err() != nil {
+		var after time.Duration
+		retry, after, err = c.once(ctx, method, path, body, out)
+		if err == nil || !retry || ctx.Err() != nil || i == attempts-1 {
 			return err
+		}
+		// A draw from [backoff/2, 3·backoff/2): spread out, so that clients
+		// that failed together do not retry together, and on average the
+		// documented backoff.
+		wait := max(time.Duration(rand.Int64N(int64(backoff)))+backoff/2, min(after, MaxRetryAfter))
+		backoff *= 2
+		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
+			return err // the context would end first: waiting is of no use
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("client: %s %s: %w (last error: %v)", method, path, ctx.Err(), err)
+		case <-t.C:
 		}
 	}
 	return err
 }
 
-// once sends one request and reports whether a failure may be retried.
-func (c *Client) once(ctx context.Context, method, path string, body []byte, out any) (retry bool, err error) {
+// once sends one request and reports whether a failure may be retried, and
+// after how long at least when the server said so (Retry-After).
+func (c *Client) once(ctx context.Context, method, path string, body []byte, out any) (retry bool, after time.Duration, err error) {
 	var r io.Reader
 	if body != nil {
 		r = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
 	if err != nil {
-		return false, fmt.Errorf("client: %w", err)
+		return false, 0, fmt.Errorf("client: %w", err)
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -338,7 +386,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// A transport error: the request may not have reached the server.
-		return true, fmt.Errorf("client: %s %s: %w", method, path, err)
+		return true, 0, fmt.Errorf("client: %s %s: %w", method, path, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
@@ -346,29 +394,47 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		var eb struct {
 			Error string `json:"error"`
+			Code  string `json:"code"`
 		}
 		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-			e.Message = eb.Error
+			e.Message, e.Code = eb.Error, eb.Code
 		} else if s := strings.TrimSpace(string(data)); s != "" {
 			e.Message = s
 		} else {
 			e.Message = http.StatusText(resp.StatusCode)
 		}
-		return e.Temporary(), e
+		return e.Temporary(), retryAfter(resp.Header.Get("Retry-After"), time.Now()), e
 	}
 	if out == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
-		return false, nil
+		return false, 0, nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return false, fmt.Errorf("client: %s %s: decoding response: %w", method, path, err)
+		return false, 0, fmt.Errorf("client: %s %s: decoding response: %w", method, path, err)
 	}
-	return false, nil
+	return false, 0, nil
+}
+
+// retryAfter parses a Retry-After header, delay-seconds or an HTTP date,
+// as a wait from now; zero when it is absent or malformed.
+func retryAfter(v string, now time.Time) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n <= 0 {
+			return 0
+		}
+		return time.Duration(min(n, int64(MaxRetryAfter/time.Second))) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now)
+	}
+	return 0
 }
 
 // Stats is the server's report from GET /v1/stats: the store's counts, the
-// server's totals since it started and delivery lateness, in seconds, over
-// the last minute.
+// server's totals since it started and lateness, in seconds.
 type Stats struct {
 	Time          time.Time `json:"time"`
 	UptimeSeconds float64   `json:"uptime_seconds"`
@@ -380,13 +446,24 @@ type Stats struct {
 	Acks          uint64    `json:"acks"`
 	Nacks         uint64    `json:"nacks"`
 	Cancels       uint64    `json:"cancels"`
-	Lateness      struct {
+	// Lateness is the time from due to first delivery over the last
+	// minute: the queue's own lateness plus any time messages waited for a
+	// consumer to ask.
+	Lateness struct {
 		Count uint64  `json:"count"`
 		P50   float64 `json:"p50"`
 		P90   float64 `json:"p90"`
 		P99   float64 `json:"p99"`
 		Max   float64 `json:"max"`
 	} `json:"lateness"`
+	// QueueLateness is the queue's own recent lateness: how long after
+	// their due time messages became available to receive. Zero for a
+	// store that does not measure it.
+	QueueLateness struct {
+		P50 float64 `json:"p50"`
+		P99 float64 `json:"p99"`
+		Max float64 `json:"max"`
+	} `json:"queue_lateness"`
 }
 
 // Stats returns the server's counts.

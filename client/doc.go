@@ -2,23 +2,26 @@
 //
 // # Basics
 //
-// New returns a Client for a server's base URL. Every route of the HTTP API
-// has a method: Put and PutBatch schedule messages, Cancel removes a pending
-// one, Receive long-polls a topic for due messages and leases them, Ack ends
-// a lease for good and Nack hands the message back, Stats, Healthy and Ready
-// report on the server. Every method takes a context and returns as soon as
-// it ends.
+// [New] returns a [Client] for a server's base URL. Every route of the HTTP
+// API has a method: [Client.Put] and [Client.PutBatch] schedule messages,
+// [Client.Cancel] removes a pending one, [Client.Receive] long-polls a
+// topic for due messages and leases them, [Client.Ack] ends a lease for
+// good and [Client.Nack] hands the message back, [Client.Stats],
+// [Client.Healthy] and [Client.Ready] report on the server. Every method
+// takes a context and returns as soon as it ends.
 //
-// Errors from the server are *Error values that match the sentinels
-// ErrBadRequest, ErrNotFound, ErrUnauthorized, ErrTooLarge, ErrUnavailable
-// and ErrServer with errors.Is.
+// Errors from the server are [*Error] values that match the sentinels
+// [ErrBadRequest], [ErrNotFound], [ErrUnauthorized], [ErrTooLarge],
+// [ErrUnavailable] and [ErrServer] with [errors.Is], and carry the server's
+// error code ([Error.Code]).
 //
 // # Caveats
 //
-// Only idempotent calls are retried (Cancel, Stats, Healthy, Ready), on
-// network errors and 502, 503 and 504 responses. Put, PutBatch, Receive, Ack
-// and Nack are sent once: if their response is lost the caller cannot know
-// whether they took effect, and a message put twice is delivered twice. A
-// Cancel retried after a lost response reports false although its first
-// attempt cancelled the message.
+// Only idempotent calls are retried (Cancel, Stats, Healthy, Ready), after
+// errors that leave them unanswered and after 429, 502, 503 and 504
+// answers, honouring Retry-After (see [WithRetries]). Put, PutBatch,
+// Receive, Ack and Nack are sent once: if their response is lost the caller
+// cannot know whether they took effect, and a message put twice is
+// delivered twice. A Cancel retried after a lost response reports false
+// although its first attempt cancelled the message.
 package client

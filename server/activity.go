@@ -11,12 +11,13 @@ import (
 const (
 	historySeconds  = 600
 	forecastSeconds = 3600
-	latencyBuckets  = 64
+	latencyBuckets  = 96
 )
 
 // Lateness buckets are logarithmic: bucket i holds lateness below
-// latencyBase·2^((i+1)/3), so 64 buckets span 100µs to about four minutes
-// with a relative error of at most 26%, in 256 bytes a second.
+// latencyBase·2^((i+1)/3), so 96 buckets span 100µs to about five days
+// with a relative error of at most 26%, in 384 bytes a second. A message
+// delivered later than that counts as five days late.
 const latencyBase = 100 * time.Microsecond
 
 func latencyBucket(d time.Duration) int {

@@ -7,7 +7,7 @@ import (
 
 func TestLatencyBucketsNeverUnderstate(t *testing.T) {
 	for _, d := range []time.Duration{0, 1, latencyBase - 1, latencyBase, time.Millisecond, 7 * time.Millisecond,
-		time.Second, time.Minute, 3 * time.Minute} {
+		time.Second, time.Minute, 3 * time.Minute, time.Hour, 24 * time.Hour} {
 		b := latencyBucket(d)
 		if latencyBound(b) < d {
 			t.Errorf("lateness %v: bucket %d bound %v is below it", d, b, latencyBound(b))
@@ -16,8 +16,13 @@ func TestLatencyBucketsNeverUnderstate(t *testing.T) {
 			t.Errorf("lateness %v: bucket %d, but bucket %d (bound %v) holds it", d, b, b-1, latencyBound(b-1))
 		}
 	}
-	if b := latencyBucket(time.Hour); b != latencyBuckets-1 {
-		t.Errorf("an hour late: bucket %d, want the last", b)
+	// A consumer away for an hour is an hour late, not four minutes as
+	// when the buckets ended there.
+	if b := latencyBound(latencyBucket(time.Hour)); b < time.Hour || b > 2*time.Hour {
+		t.Errorf("an hour late: bucket bound %v", b)
+	}
+	if b := latencyBucket(7 * 24 * time.Hour); b != latencyBuckets-1 {
+		t.Errorf("a week late: bucket %d, want the last", b)
 	}
 }
 

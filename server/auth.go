@@ -29,14 +29,13 @@ func (s *Server) authorized(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(sum[:], s.tokenSum) == 1
 }
 
-// unauthorized refuses r with 401. A browser asking for the status page is
-// challenged for Basic auth so that a person can type the token as the
-// password.
-func unauthorized(w http.ResponseWriter, r *http.Request) {
+// challenge sets the WWW-Authenticate header of a 401 answer to r. A
+// browser asking for the status page is challenged for Basic auth so that
+// a person can type the token as the password.
+func challenge(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path == "/" {
 		w.Header().Set("WWW-Authenticate", `Basic realm="tock", charset="UTF-8"`)
 	} else {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tock"`)
 	}
-	writeError(w, &requestError{status: http.StatusUnauthorized, msg: "missing or wrong token: send \"Authorization: Bearer <token>\""})
 }

@@ -14,7 +14,7 @@ func wireTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
 func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
 	var req putRequest
-	topic, err := decodeTopicRequest(w, r, s.limits.bodyLimit(), &req, false)
+	topic, err := s.decodeTopicRequest(w, r, s.limits.bodyLimit(), &req, false)
 	if err != nil {
 		return err
 	}
@@ -40,17 +40,17 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
 
 // decodeTopicRequest checks the topic in r's path and decodes r's body, of at most limit bytes,
 // into req (see decodeJSON for allowEmpty).
-func decodeTopicRequest(w http.ResponseWriter, r *http.Request, limit int64, req any, allowEmpty bool) (string, error) {
+func (s *Server) decodeTopicRequest(w http.ResponseWriter, r *http.Request, limit int64, req any, allowEmpty bool) (string, error) {
 	topic := r.PathValue("topic")
 	if err := checkTopic(topic); err != nil {
 		return "", err
 	}
-	return topic, decodeJSON(http.MaxBytesReader(w, r.Body, limit), req, allowEmpty)
+	return topic, s.decodeBody(w, r, limit, req, allowEmpty)
 }
 
 func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) error {
 	var req batchRequest
-	topic, err := decodeTopicRequest(w, r, s.limits.batchBodyLimit(), &req, false)
+	topic, err := s.decodeTopicRequest(w, r, s.limits.batchBodyLimit(), &req, false)
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			var re *requestError
 			errors.As(err, &re)
-			return &requestError{re.status, fmt.Sprintf("messages[%d]: %s", i, re.msg)}
+			return &requestError{status: re.status, code: re.code, msg: fmt.Sprintf("messages[%d]: %s", i, re.msg)}
 		}
 		if m.ID != "" {
 			if j, dup := ids[m.ID]; dup {
@@ -106,7 +106,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if !ok {
-		return &requestError{http.StatusNotFound, fmt.Sprintf("no pending message %q", id)}
+		return &requestError{status: http.StatusNotFound, code: codeNotFound, msg: fmt.Sprintf("no pending message %q", id)}
 	}
 	s.metrics.cancels.Inc()
 	s.activity.cancelled(s.now())
@@ -139,7 +139,7 @@ func payloadJSON(p []byte) json.RawMessage {
 
 func (s *Server) handleReceive(w http.ResponseWriter, r *http.Request) error {
 	var req receiveRequest
-	topic, err := decodeTopicRequest(w, r, 64<<10, &req, true)
+	topic, err := s.decodeTopicRequest(w, r, 64<<10, &req, true)
 	if err != nil {
 		return err
 	}
@@ -199,7 +199,7 @@ func checkReceipt(field, rc string) error {
 
 func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
 	var req ackRequest
-	if err := decodeJSON(http.MaxBytesReader(w, r.Body, 4<<20), &req, false); err != nil {
+	if err := s.decodeBody(w, r, 4<<20, &req, false); err != nil {
 		return err
 	}
 	if len(req.Receipts) == 0 {
@@ -214,7 +214,7 @@ func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
 	err := s.store.Ack(r.Context(), req.Receipts...)
 	s.metrics.wrote("ack", start)
 	if err != nil {
-		return err
+		return ackError(err, len(req.Receipts))
 	}
 	s.metrics.acks.Add(float64(len(req.Receipts)))
 	s.activity.acked(s.now(), len(req.Receipts))
@@ -222,9 +222,24 @@ func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// ackError bounds the error of an ack of n receipts: an error that lists
+// the receipts that failed (one per receipt) is answered with how many
+// failed and the first few, never with all of them.
+func ackError(err error, n int) error {
+	items := errorItems(err)
+	if len(items) == 0 || !errors.Is(err, ErrInvalid) {
+		return err
+	}
+	msgs := make([]string, len(items))
+	for i, e := range items {
+		msgs[i] = e.Error()
+	}
+	return badRequest("%s of %s receipts failed: %s", thousands(len(items)), thousands(n), boundedList(msgs))
+}
+
 func (s *Server) handleNack(w http.ResponseWriter, r *http.Request) error {
 	var req nackRequest
-	if err := decodeJSON(http.MaxBytesReader(w, r.Body, 64<<10), &req, false); err != nil {
+	if err := s.decodeBody(w, r, 64<<10, &req, false); err != nil {
 		return err
 	}
 	if err := checkReceipt("receipt", req.Receipt); err != nil {
@@ -251,8 +266,9 @@ func (s *Server) handleNack(w http.ResponseWriter, r *http.Request) error {
 }
 
 // Stats is the answer of GET /v1/stats: the store's counts, this server's
-// totals since it started, delivery lateness over the last minute, the
-// recent history and the forecast of what falls due.
+// totals since it started, lateness, the recent history and the forecast
+// of what falls due. Totals and history are kept in memory: they start
+// from zero when the server restarts.
 type Stats struct {
 	Time          time.Time `json:"time"`
 	UptimeSeconds float64   `json:"uptime_seconds"`
@@ -264,9 +280,24 @@ type Stats struct {
 	Acks          uint64    `json:"acks"`
 	Nacks         uint64    `json:"nacks"`
 	Cancels       uint64    `json:"cancels"`
-	Lateness      Lateness  `json:"lateness"`
-	History       History   `json:"history"`
-	Forecast      Forecast  `json:"forecast"`
+	// Lateness is the time from due to first delivery over the last
+	// minute: the queue's own lateness plus any time messages waited for a
+	// consumer to ask.
+	Lateness Lateness `json:"lateness"`
+	// QueueLateness is the queue's own lateness: how long after their due
+	// time recent messages became available to receive, whether or not a
+	// consumer was there to take them.
+	QueueLateness QueueLateness `json:"queue_lateness"`
+	History       History       `json:"history"`
+	Forecast      Forecast      `json:"forecast"`
+}
+
+// QueueLateness summarizes the store's recent lateness, in seconds (see
+// [StoreStats]). It is zero for a store that does not measure it.
+type QueueLateness struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
 }
 
 // Forecast counts messages falling due in each second from Start (a Unix
@@ -324,6 +355,7 @@ func (s *Server) stats(now time.Time, hist, ahead int) Stats {
 		Nacks:         counterValue(s.metrics.nacks),
 		Cancels:       counterValue(s.metrics.cancels),
 		Lateness:      late,
+		QueueLateness: QueueLateness{P50: seconds(st.LatenessP50), P99: seconds(st.LatenessP99), Max: seconds(st.LatenessMax)},
 		History:       h,
 		Forecast:      f,
 	}

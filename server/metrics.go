@@ -1,15 +1,21 @@
 package server
 
 import (
-	dto "github.com/prometheus/client_model/go"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 )
+
+// unmatchedRoute is the route label of requests whose path and method no
+// route has: 404s and 405s, and requests refused before routing that
+// would not have matched either.
+const unmatchedRoute = "unmatched"
 
 // metrics are a Server's Prometheus collectors, on a registry of its own so
 // that two Servers in one process (as in tests) do not collide.
@@ -25,6 +31,20 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	inFlight   *prometheus.GaugeVec
 	duration   *prometheus.HistogramVec
+
+	// routes holds the collectors of each route pattern, and of
+	// unmatchedRoute under "". It is written only by New.
+	routes map[string]*routeMetrics
+}
+
+// routeMetrics are the collectors of one route, looked up once.
+type routeMetrics struct {
+	name     string
+	matched  bool // a route of the mux, not unmatchedRoute
+	inFlight prometheus.Gauge
+	duration prometheus.Observer
+	requests *prometheus.CounterVec
+	codes    sync.Map // status code (int) -> prometheus.Counter
 }
 
 func newMetrics(store Store) *metrics {
@@ -47,9 +67,10 @@ func newMetrics(store Store) *metrics {
 		}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "tock_delivery_lateness_seconds",
-			Help: "Time from a message's deliver_at to its first delivery to a consumer.",
+			Help: "Time from a message's due time (the later of its deliver_at and its put) to its first delivery " +
+				"to a consumer: the queue's own lateness plus any time the message waited for a consumer to ask.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60,
-				300},
+				300, 1800, 3600},
 		}),
 		writes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "tock_store_write_duration_seconds",
@@ -58,7 +79,9 @@ func newMetrics(store Store) *metrics {
 				1, 2},
 		}, []string{"op"}),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tock_http_requests_total", Help: "HTTP requests by route and status code.",
+			Name: "tock_http_requests_total",
+			Help: "HTTP requests by route and status code, refused ones (401, 403, 404, 405, 415, ...) included; " +
+				"route \"unmatched\" counts paths no route has.",
 		}, []string{"route", "code"}),
 		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tock_http_requests_in_flight", Help: "HTTP requests being served, by route.",
@@ -67,32 +90,57 @@ func newMetrics(store Store) *metrics {
 			Name: "tock_http_request_duration_seconds", Help: "HTTP request latency by route, long polls included.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"route"}),
+		routes: map[string]*routeMetrics{},
 	}
 	m.reg.MustRegister(m.puts, m.deliveries, m.acks, m.nacks, m.cancels, m.lateness, m.writes, m.requests, m.inFlight, m.duration,
 		storeCollector{store},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.addRoute("")
 	return m
+}
+
+// addRoute creates the collectors of the route pattern ("" for
+// unmatchedRoute).
+func (m *metrics) addRoute(pattern string) {
+	name := pattern
+	if name == "" {
+		name = unmatchedRoute
+	}
+	m.routes[pattern] = &routeMetrics{
+		name:     name,
+		matched:  pattern != "",
+		inFlight: m.inFlight.WithLabelValues(name),
+		duration: m.duration.WithLabelValues(name),
+		requests: m.requests,
+	}
+}
+
+// routeOf returns the collectors of the route the mux matched, pattern,
+// and those of unmatchedRoute for anything else: the mux reports the
+// cleaned path of a redirect as its pattern, which must not become a
+// label.
+func (m *metrics) routeOf(pattern string) *routeMetrics {
+	if rm, ok := m.routes[pattern]; ok {
+		return rm
+	}
+	return m.routes[""]
+}
+
+// count counts one answer with status.
+func (rm *routeMetrics) count(status int) {
+	if c, ok := rm.codes.Load(status); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c := rm.requests.WithLabelValues(rm.name, strconv.Itoa(status))
+	rm.codes.Store(status, c)
+	c.Inc()
 }
 
 func (m *metrics) handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
-}
-
-// instrument counts and times requests to the route named by pattern.
-func (m *metrics) instrument(pattern string, h http.Handler) http.Handler {
-	dur := m.duration.WithLabelValues(pattern)
-	inFlight := m.inFlight.WithLabelValues(pattern)
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inFlight.Inc()
-		defer inFlight.Dec()
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		h.ServeHTTP(sw, r)
-		dur.Observe(time.Since(start).Seconds())
-		m.requests.WithLabelValues(pattern, strconv.Itoa(sw.status)).Inc()
-	})
 }
 
 // statusWriter remembers the status code written through it.
@@ -120,8 +168,10 @@ var (
 	fsyncDesc   = prometheus.NewDesc("tock_fsync_duration_seconds",
 		"Latency of the store's fsyncs: one per group commit of durable writes (none with -nosync), one per full log segment.", nil, nil)
 	dueLateDesc = prometheus.NewDesc("tock_due_lateness_seconds",
-		"Recent lateness inside the store: how long after deliver_at messages became available to receive.",
-		[]string{"quantile"}, nil)
+		"Lateness inside the store: how long after their due time messages became available to receive, "+
+			"without any wait for a consumer. Quantiles are over the store's recent messages (the last 4096 for delayq); "+
+			"_count and _sum stay 0 for a store that does not count them.",
+		nil, nil)
 )
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -137,13 +187,19 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(st.Pending))
 	ch <- prometheus.MustNewConstMetric(dueDesc, prometheus.GaugeValue, float64(st.Due))
 	ch <- prometheus.MustNewConstMetric(leasedDesc, prometheus.GaugeValue, float64(st.Leased))
-	for q, d := range map[string]time.Duration{"0.5": st.LatenessP50, "0.99": st.LatenessP99, "1": st.LatenessMax} {
-		ch <- prometheus.MustNewConstMetric(dueLateDesc, prometheus.GaugeValue, d.Seconds(), q)
-	}
+	ch <- prometheus.MustNewConstSummary(dueLateDesc, st.LatenessCount, seconds(st.LatenessSum), map[float64]float64{
+		0.5: seconds(st.LatenessP50), 0.99: seconds(st.LatenessP99), 1: seconds(st.LatenessMax),
+	})
 	if st.SyncBuckets != nil {
-		ch <- prometheus.MustNewConstHistogram(fsyncDesc, st.Syncs, st.SyncTime.Seconds(), st.SyncBuckets)
+		ch <- prometheus.MustNewConstHistogram(fsyncDesc, st.Syncs, seconds(st.SyncTime), st.SyncBuckets)
 	}
 }
+
+// seconds converts d to seconds in one division, so that a whole number of
+// microseconds comes out as the nearest float64 to its decimal value:
+// d.Seconds() adds the fractional part to the whole seconds, and labels
+// 1.6384 s as le="1.6383999999999999".
+func seconds(d time.Duration) float64 { return float64(d) / float64(time.Second) }
 
 // wrote records the duration of a store write that began at start.
 func (m *metrics) wrote(op string, start time.Time) {

@@ -4,9 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"net/http/httptest"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tockwheel/tock/delayq"
 )
@@ -77,5 +80,86 @@ func TestFsyncMetric(t *testing.T) {
 				t.Errorf("NoSync: fsyncs %v -> %v, seconds %v -> %v; want them flat", count0, count, sum0, sum)
 			}
 		})
+	}
+}
+
+// TestMetricsLint runs the exposition, after traffic of every kind, through
+// client_golang's port of "promtool check metrics". It found a gauge with a
+// quantile label (tock_due_lateness_seconds, now a summary).
+func TestMetricsLint(t *testing.T) {
+	ts, s := newTestServer(t)
+	call(t, ts, "POST", "/v1/topics/m/batch", `{"messages":[{},{"delay":"1h"}]}`)
+	r := call(t, ts, "POST", "/v1/topics/m/receive", `{"max":1}`)
+	var got struct {
+		Messages []struct {
+			Receipt string `json:"receipt"`
+		} `json:"messages"`
+	}
+	r.json(t, &got)
+	call(t, ts, "POST", "/v1/ack", `{"receipts":["`+got.Messages[0].Receipt+`"]}`)
+	call(t, ts, "GET", "/nothing", "")
+	call(t, ts, "GET", "/metrics", "")
+
+	problems, err := testutil.GatherAndLint(s.metrics.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+	if r := call(t, ts, "GET", "/metrics", ""); !strings.Contains(string(r.body), "# TYPE tock_due_lateness_seconds summary") {
+		t.Errorf("tock_due_lateness_seconds is not a summary")
+	}
+}
+
+// TestRefusedRequestsAreCounted is the regression test of 401 and 404
+// answers missing from tock_http_requests_total: every answer counts.
+func TestRefusedRequestsAreCounted(t *testing.T) {
+	ts, _ := newTestServer(t, WithToken("t"))
+	call(t, ts, "POST", "/v1/topics/x/messages", `{}`)                                        // 401
+	call(t, ts, "GET", "/nothing", "", "Authorization", "Bearer t")                           // 404
+	call(t, ts, "DELETE", "/v1/messages/nobody", "", "Authorization", "Bearer t")             // 404
+	call(t, ts, "PUT", "/v1/ack", `{}`, "Authorization", "Bearer t")                          // 405
+	rawCall(t, ts, "POST", "/v1/ack", `{}`, "Authorization", "Bearer t")                      // 415
+	call(t, ts, "GET", "/v1/stats", "", "Sec-Fetch-Site", "cross-site", "Origin", "http://e") // 403
+	r := call(t, ts, "GET", "/metrics", "", "Authorization", "Bearer t")
+	for _, want := range []string{
+		`tock_http_requests_total{code="401",route="POST /v1/topics/{topic}/messages"} 1`,
+		`tock_http_requests_total{code="404",route="unmatched"} 1`,
+		`tock_http_requests_total{code="404",route="DELETE /v1/messages/{id}"} 1`,
+		`tock_http_requests_total{code="405",route="unmatched"} 1`,
+		`tock_http_requests_total{code="415",route="POST /v1/ack"} 1`,
+		`tock_http_requests_total{code="403",route="GET /v1/stats"} 1`,
+	} {
+		if !strings.Contains(string(r.body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
+}
+
+// TestBucketBoundsAreExact is the regression test of the fsync histogram's
+// le="1.6383999999999999": every bucket bound prints as the short decimal
+// it stands for.
+func TestBucketBoundsAreExact(t *testing.T) {
+	ts, _ := newTestServer(t)
+	call(t, ts, "POST", "/v1/topics/b/messages", `{}`)
+	r := call(t, ts, "GET", "/metrics", "")
+	re := regexp.MustCompile(`le="([^"]+)"`)
+	n := 0
+	for _, m := range re.FindAllStringSubmatch(string(r.body), -1) {
+		n++
+		if m[1] == "+Inf" {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatalf("le=%q: %v", m[1], err)
+		}
+		if short := strconv.FormatFloat(v, 'g', 8, 64); len(m[1]) > len(short) {
+			t.Errorf("bucket bound le=%q, want %s", m[1], short)
+		}
+	}
+	if n == 0 || !strings.Contains(string(r.body), `tock_fsync_duration_seconds_bucket{le="1.6384"}`) {
+		t.Errorf("no fsync bucket le=\"1.6384\" among %d bucket bounds", n)
 	}
 }

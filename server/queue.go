@@ -67,7 +67,7 @@ func (s queueStore) Stats() StoreStats {
 		SyncBuckets: make(map[float64]uint64, len(st.Syncs.Buckets)),
 	}
 	for _, b := range st.Syncs.Buckets {
-		ss.SyncBuckets[b.UpperBound.Seconds()] = b.Count
+		ss.SyncBuckets[seconds(b.UpperBound)] = b.Count
 	}
 	return ss
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 )
@@ -40,21 +41,33 @@ type (
 	}
 )
 
-// A requestError is a client's mistake: it is answered with its status and
-// message as {"error": message}, never with a 500.
-type requestError struct {
-	status int
-	msg    string
-}
+// errBodyTimeout is decodeJSON's error for a body whose read deadline
+// passed.
+var errBodyTimeout = &requestError{status: http.StatusRequestTimeout, msg: "the request body did not arrive in time"}
 
-func (e *requestError) Error() string { return e.msg }
-
-func badRequest(format string, args ...any) error {
-	return &requestError{status: http.StatusBadRequest, msg: fmt.Sprintf(format, args...)}
-}
-
-func tooLarge(format string, args ...any) error {
-	return &requestError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf(format, args...)}
+// decodeBody decodes r's body, of at most limit bytes, into v as decodeJSON
+// does, within the BodyTimeout from now: a client that sends its body a
+// byte now and then does not hold the connection and a goroutine for long.
+// The deadline is lifted once the body is read, so that it does not cut a
+// long poll's wait or the answer short.
+func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, limit int64, v any, allowEmpty bool) error {
+	body := http.MaxBytesReader(w, r.Body, limit)
+	if r.ContentLength == 0 {
+		return decodeJSON(body, v, allowEmpty)
+	}
+	rc := http.NewResponseController(w)
+	// An error means a writer without deadlines, such as a test recorder.
+	timed := rc.SetReadDeadline(time.Now().Add(s.limits.BodyTimeout)) == nil
+	err := decodeJSON(body, v, allowEmpty)
+	if timed {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	if err == errBodyTimeout {
+		w.Header().Set("Connection", "close")
+		return &requestError{status: http.StatusRequestTimeout, msg: fmt.Sprintf(
+			"the request body did not arrive within %v; send it at once", s.limits.BodyTimeout)}
+	}
+	return err
 }
 
 // decodeJSON decodes exactly one JSON value from r into v, rejecting unknown
@@ -70,6 +83,8 @@ func decodeJSON(r io.Reader, v any, allowEmpty bool) error {
 		switch {
 		case errors.As(err, &maxErr):
 			return tooLarge("request body exceeds %d bytes", maxErr.Limit)
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return errBodyTimeout
 		case errors.Is(err, io.EOF):
 			if allowEmpty {
 				return nil
@@ -96,6 +111,9 @@ func decodeJSON(r io.Reader, v any, allowEmpty bool) error {
 		if errors.As(err, &maxErr) {
 			return tooLarge("request body exceeds %d bytes", maxErr.Limit)
 		}
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			return errBodyTimeout
+		}
 		return badRequest("malformed JSON: unexpected data after the request object")
 	}
 	return nil
@@ -117,10 +135,12 @@ func jsonKind(goKind string) string {
 }
 
 // validName reports whether s is a valid topic name or message id: 1 to
-// MaxNameLen letters, digits, '-', '_' or '.'. The set keeps names safe in
-// URL paths, file names, metric labels and Redis keys alike.
+// MaxNameLen letters, digits, '-', '_' or '.', but not "." or "..". The set
+// keeps names safe in URL paths, file names, metric labels and Redis keys
+// alike; "." and ".." would be path segments, which clients and proxies
+// remove from URLs.
 func validName(s string) bool {
-	if len(s) == 0 || len(s) > MaxNameLen {
+	if len(s) == 0 || len(s) > MaxNameLen || s == "." || s == ".." {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -136,14 +156,14 @@ func validName(s string) bool {
 
 func checkTopic(topic string) error {
 	if !validName(topic) {
-		return badRequest("invalid topic %q: use 1 to %d letters, digits, '-', '_' or '.'", truncate(topic), MaxNameLen)
+		return badRequest("invalid topic %q: use 1 to %d letters, digits, '-', '_' or '.', other than \".\" and \"..\"", truncate(topic), MaxNameLen)
 	}
 	return nil
 }
 
 func checkID(field, id string) error {
 	if !validName(id) {
-		return badRequest("invalid %s %q: use 1 to %d letters, digits, '-', '_' or '.'", field, truncate(id), MaxNameLen)
+		return badRequest("invalid %s %q: use 1 to %d letters, digits, '-', '_' or '.', other than \".\" and \"..\"", field, truncate(id), MaxNameLen)
 	}
 	return nil
 }
@@ -177,8 +197,15 @@ type message struct {
 	DeliverAt time.Time
 }
 
-// toMessage validates p and resolves its due time against now. Neither delay
-// nor deliver_at means due now; a deliver_at in the past is due now too.
+// maxDeliverAt is the latest due time the API accepts. Stores keep due
+// times as int64 Unix nanoseconds, which end on 2262-04-11; a day's margin
+// leaves room for the engines' own arithmetic.
+var maxDeliverAt = time.Date(2262, 4, 10, 0, 0, 0, 0, time.UTC)
+
+// toMessage validates p and resolves its due time against now: neither
+// delay nor deliver_at means now, and so does a deliver_at in the past, so
+// that the due time is always the later of the one asked for and now. That
+// is the time the API echoes, the store keeps and lateness counts from.
 func (p *putRequest) toMessage(now time.Time, maxPayload int64) (message, error) {
 	m := message{ID: p.ID, DeliverAt: now}
 	if p.ID != "" {
@@ -194,24 +221,29 @@ func (p *putRequest) toMessage(now time.Time, maxPayload int64) (message, error)
 		if err != nil {
 			return message{}, err
 		}
+		if d > maxDeliverAt.Sub(now) {
+			return message{}, badRequest("field \"delay\": %v from now is after %s, the latest due time accepted",
+				d, maxDeliverAt.Format(time.RFC3339))
+		}
 		m.DeliverAt = now.Add(d)
 	case p.DeliverAt != nil:
 		t, err := time.Parse(time.RFC3339Nano, *p.DeliverAt)
 		if err != nil {
 			return message{}, badRequest("field \"deliver_at\": invalid time %q (use RFC 3339, such as \"2030-01-02T15:04:05Z\")", truncate(*p.DeliverAt))
 		}
-		if t.Year() > 9999 || t.Year() < 1 {
-			return message{}, badRequest("field \"deliver_at\": year %d is out of range", t.Year())
+		if t.After(maxDeliverAt) {
+			return message{}, badRequest("field \"deliver_at\": %s is after %s, the latest due time accepted",
+				truncate(*p.DeliverAt), maxDeliverAt.Format(time.RFC3339))
 		}
-		m.DeliverAt = t
+		if t.After(now) {
+			m.DeliverAt = t
+		}
 	}
 	if len(p.Payload) > 0 {
-		if int64(len(p.Payload)) > maxPayload {
-			return message{}, tooLarge("payload is %d bytes; the limit is %d", len(p.Payload), maxPayload)
-		}
-		// The decoder has checked the payload is JSON. Compact it so the
-		// stored bytes do not depend on the sender's whitespace, but only
-		// when there is any: compacting costs a scan and a copy.
+		// The decoder has checked the payload is JSON. Compact it, so that
+		// the stored bytes and the limit do not depend on the sender's
+		// whitespace, but only when there is any: compacting costs a scan
+		// and a copy. The body limit leaves room for the whitespace.
 		payload := []byte(p.Payload)
 		if bytes.ContainsAny(payload, " \t\r\n") {
 			var buf bytes.Buffer
@@ -219,6 +251,9 @@ func (p *putRequest) toMessage(now time.Time, maxPayload int64) (message, error)
 				return message{}, badRequest("field \"payload\": %v", err)
 			}
 			payload = buf.Bytes()
+		}
+		if int64(len(payload)) > maxPayload {
+			return message{}, tooLarge("payload is %d bytes of compact JSON; the limit is %d", len(payload), maxPayload)
 		}
 		if string(payload) != "null" {
 			m.Payload = payload
@@ -232,60 +267,6 @@ type receiveParams struct {
 	Max        int
 	Wait       time.Duration
 	Visibility time.Duration
-}
-
-// Limits bounds what one request may ask for. The zero value of a field
-// means its default.
-type Limits struct {
-	// MaxPayload is the largest payload of one message, in bytes of compact
-	// JSON (default 1 MiB). A larger one is refused with 413.
-	MaxPayload int64
-	// MaxBatch is the most messages one batch may hold (default 10000).
-	MaxBatch int
-	// MaxReceive is the most messages one receive may return (default 1000).
-	MaxReceive int
-	// MaxWait is the longest long poll a receive may ask for (default 20s).
-	MaxWait time.Duration
-	// MaxVisibility is the longest lease a receive may ask for (default 12h).
-	MaxVisibility time.Duration
-	// DefaultVisibility is the lease when a receive names none (default 30s).
-	DefaultVisibility time.Duration
-}
-
-func (l Limits) withDefaults() Limits {
-	if l.MaxPayload <= 0 {
-		l.MaxPayload = 1 << 20
-	}
-	if l.MaxBatch <= 0 {
-		l.MaxBatch = 10000
-	}
-	if l.MaxReceive <= 0 {
-		l.MaxReceive = 1000
-	}
-	if l.MaxWait <= 0 {
-		l.MaxWait = 20 * time.Second
-	}
-	if l.MaxVisibility <= 0 {
-		l.MaxVisibility = 12 * time.Hour
-	}
-	if l.DefaultVisibility <= 0 {
-		l.DefaultVisibility = 30 * time.Second
-	}
-	return l
-}
-
-// bodyLimit is the largest request body a single put may send: the payload
-// plus room for the other fields and whitespace.
-func (l Limits) bodyLimit() int64 { return l.MaxPayload + 64<<10 }
-
-// batchBodyLimit bounds a batch body; each message is still held to
-// MaxPayload on its own.
-func (l Limits) batchBodyLimit() int64 {
-	const max = 256 << 20
-	if n := l.MaxPayload * 16; n < max {
-		return n + 64<<10
-	}
-	return max
 }
 
 func (q *receiveRequest) params(l Limits) (receiveParams, error) {

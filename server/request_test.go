@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
@@ -29,7 +28,12 @@ var putCases = []struct {
 	{"delay", `{"payload":"x","delay":"10s"}`, 0, "", testNow.Add(10 * time.Second), `"x"`},
 	{"zero delay", `{"delay":"0s"}`, 0, "", testNow, ""},
 	{"deliver_at", `{"deliver_at":"2030-01-02T16:00:00.5Z"}`, 0, "", time.Date(2030, 1, 2, 16, 0, 0, 5e8, time.UTC), ""},
-	{"deliver_at in the past is due then", `{"deliver_at":"2000-01-01T00:00:00Z"}`, 0, "", time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC), ""},
+	// A past due time is due at the put: that is the time echoed, stored and counted from.
+	{"deliver_at in the past is due now", `{"deliver_at":"2001-01-01T00:00:00Z"}`, 0, "", testNow, ""},
+	{"deliver_at before 1970 is due now", `{"deliver_at":"1901-01-01T00:00:00Z"}`, 0, "", testNow, ""},
+	{"deliver_at in year 0 is due now", `{"deliver_at":"0000-01-01T00:00:00Z"}`, 0, "", testNow, ""},
+	{"latest deliver_at", `{"deliver_at":"2262-04-10T00:00:00Z"}`, 0, "", time.Date(2262, 4, 10, 0, 0, 0, 0, time.UTC), ""},
+	{"payload counted compact", `{"payload":[` + strings.Repeat(" ", 200) + `1,2,3]}`, 0, "", testNow, `[1,2,3]`},
 	{"payload compacted", "{\"payload\": [1, 2,\n 3]}", 0, "", testNow, `[1,2,3]`},
 	{"null payload is none", `{"payload":null}`, 0, "", testNow, ""},
 	{"id", `{"id":"order-42.a_b"}`, 0, "", testNow, ""},
@@ -53,6 +57,10 @@ var putCases = []struct {
 	{"bad id", `{"id":"a/b"}`, 400, "invalid id", time.Time{}, ""},
 	{"id too long", `{"id":"` + strings.Repeat("a", MaxNameLen+1) + `"}`, 400, "invalid id", time.Time{}, ""},
 	{"payload over the limit", `{"payload":"` + strings.Repeat("a", 100) + `"}`, 413, "limit", time.Time{}, ""},
+	{"compact payload over the limit", `{"payload": [` + strings.Repeat("1, ", 40) + `1]}`, 413, "83 bytes of compact JSON", time.Time{}, ""},
+	{"deliver_at after 2262-04-10", `{"deliver_at":"2262-04-10T00:00:00.000000001Z"}`, 400, "is after 2262-04-10T00:00:00Z, the latest due time accepted", time.Time{}, ""},
+	{"deliver_at in 9999", `{"deliver_at":"9999-12-31T23:59:59Z"}`, 400, "is after 2262-04-10T00:00:00Z, the latest due time accepted", time.Time{}, ""},
+	{"delay past 2262", `{"delay":"2562047h"}`, 400, "is after 2262-04-10T00:00:00Z, the latest due time accepted", time.Time{}, ""},
 }
 
 const testMaxPayload = 64
@@ -184,8 +192,8 @@ func FuzzDecodePut(f *testing.F) {
 		if m.DeliverAt.IsZero() {
 			t.Fatalf("body %q: zero due time", body)
 		}
-		if !bytes.Contains([]byte(body), []byte("deliver_at")) && m.DeliverAt.Before(testNow) {
-			t.Fatalf("body %q: due %v before now without deliver_at", body, m.DeliverAt)
+		if m.DeliverAt.Before(testNow) || m.DeliverAt.After(maxDeliverAt) {
+			t.Fatalf("body %q: due %v, outside now to %v", body, m.DeliverAt, maxDeliverAt)
 		}
 	})
 }

@@ -4,21 +4,26 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
+	"path"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/tockwheel/tock"
 )
 
-// A Server serves a Store over HTTP. It is an http.Handler, safe for
-// concurrent use; its zero value is not usable, call New.
+// A Server serves a Store over HTTP. It is an [http.Handler], safe for
+// concurrent use; its zero value is not usable, call [New].
 type Server struct {
 	store    Store
 	limits   Limits
 	tokenSum []byte // sha256 of the token; nil: no auth
 	log      *slog.Logger
+	wheel    *tock.Wheel // times long polls
+	origins  *originPolicy
 	started  time.Time
 	now      func() time.Time // time.Now; tests move it to look at the stats later
 
@@ -30,46 +35,103 @@ type Server struct {
 	drained   chan struct{} // closed by Drain
 }
 
-// An Option configures a Server.
-type Option func(*Server)
+// An Option configures a Server. A nil Option is ignored.
+type Option func(*config)
 
-// WithToken requires "Authorization: Bearer token" (or token as the Basic
-// auth password) on every route but /healthz. An empty token requires none.
-func WithToken(token string) Option {
-	return func(s *Server) {
-		if token == "" {
-			s.tokenSum = nil
-			return
-		}
-		sum := sha256.Sum256([]byte(token))
-		s.tokenSum = sum[:]
-	}
+// config is what the options set; New checks it and builds the Server.
+type config struct {
+	token   string
+	limits  Limits
+	log     *slog.Logger
+	wheel   *tock.Wheel
+	origins []string
+	hosts   []string
+	now     func() time.Time
 }
 
-// WithLimits bounds requests; zero fields keep their defaults.
-func WithLimits(l Limits) Option { return func(s *Server) { s.limits = l.withDefaults() } }
+// WithToken requires "Authorization: Bearer token" (or token as the Basic
+// auth password) on every route but /healthz. An empty token, the default,
+// requires none.
+func WithToken(token string) Option { return func(c *config) { c.token = token } }
 
-// WithLogger logs store failures (answered with 500) to l instead of
-// slog.Default().
-func WithLogger(l *slog.Logger) Option { return func(s *Server) { s.log = l } }
+// WithLimits bounds requests. Zero fields keep their defaults; [New] panics
+// when [Limits.Validate] refuses l.
+func WithLimits(l Limits) Option { return func(c *config) { c.limits = l } }
+
+// WithLogger logs store failures (answered with 500) to l. A nil l means
+// [slog.Default], the default.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithWheel times long polls on w, so that a program can run all of tock on
+// one wheel. The Server never stops w. A nil w, the default, means a wheel
+// of the Server's own, which holds no goroutine while no receive waits.
+func WithWheel(w *tock.Wheel) Option { return func(c *config) { c.wheel = w } }
+
+// WithAllowedOrigins lets browser pages served from origins call the API:
+// their cross-origin requests are not refused, and are answered with the
+// CORS headers that let the page read the answers (preflights included).
+// An origin is "scheme://host" or "scheme://host:port", such as
+// "https://app.example.com". By default every cross-origin browser request
+// is refused with 403, except a navigation (a person following a link).
+// [New] panics on a malformed origin. Calls add up.
+func WithAllowedOrigins(origins ...string) Option {
+	return func(c *config) { c.origins = append(c.origins, origins...) }
+}
+
+// WithAllowedHosts adds host names, without a port, that a request reaching
+// the server on a loopback address may name in its Host header. By default
+// such a request must name localhost or a loopback IP: a web page that
+// rebinds its own DNS name to 127.0.0.1 (DNS rebinding) to pass the
+// browser's same-origin checks is refused with 421. Add the names a
+// reverse proxy on the same machine forwards; "*" allows any. [New] panics
+// on an empty name or one with a slash or a space. Calls add up.
+func WithAllowedHosts(hosts ...string) Option {
+	return func(c *config) { c.hosts = append(c.hosts, hosts...) }
+}
 
 // withClock makes the server read the time from now, for tests.
-func withClock(now func() time.Time) Option { return func(s *Server) { s.now = now } }
+func withClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // New returns a Server of store. The Server does not own store: closing
 // the store, after the HTTP server in front has shut down, is the caller's.
+// New panics if store is nil or an option is invalid, naming the option.
 func New(store Store, opts ...Option) *Server {
+	if store == nil {
+		panic("server: New: nil Store")
+	}
+	c := config{log: slog.Default(), now: time.Now}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if err := c.limits.Validate(); err != nil {
+		panic("server: WithLimits: " + strings.TrimPrefix(err.Error(), "server: "))
+	}
+	origins, err := newOriginPolicy(c.origins, c.hosts)
+	if err != nil {
+		panic(err.Error())
+	}
+	if c.log == nil {
+		c.log = slog.Default()
+	}
+	if c.wheel == nil {
+		c.wheel = tock.New()
+	}
 	s := &Server{
 		store:   store,
-		limits:  Limits{}.withDefaults(),
-		log:     slog.Default(),
+		limits:  c.limits.withDefaults(),
+		log:     c.log,
+		wheel:   c.wheel,
+		origins: origins,
 		started: time.Now(),
-		now:     time.Now,
+		now:     c.now,
 		mux:     http.NewServeMux(),
 		drained: make(chan struct{}),
 	}
-	for _, o := range opts {
-		o(s)
+	if c.token != "" {
+		sum := sha256.Sum256([]byte(c.token))
+		s.tokenSum = sum[:]
 	}
 	s.metrics = newMetrics(store)
 	s.route("POST /v1/topics/{topic}/messages", s.handlePut)
@@ -82,7 +144,8 @@ func New(store Store, opts ...Option) *Server {
 	s.route("GET /healthz", s.handleHealth)
 	s.route("GET /readyz", s.handleReady)
 	s.route("GET /{$}", s.handleStatusPage)
-	s.mux.Handle("GET /metrics", s.metrics.instrument("GET /metrics", s.metrics.handler()))
+	s.mux.Handle("GET /metrics", s.metrics.handler())
+	s.metrics.addRoute("GET /metrics")
 	return s
 }
 
@@ -91,31 +154,90 @@ func New(store Store, opts ...Option) *Server {
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 func (s *Server) route(pattern string, h handlerFunc) {
-	s.mux.Handle(pattern, s.metrics.instrument(pattern, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	s.metrics.addRoute(pattern)
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		if err := h(w, r); err != nil {
 			s.fail(w, r, err)
 		}
-	})))
+	})
 }
 
-// ServeHTTP checks the token, then routes r. Requests that match no route
-// are answered with a JSON 404 or 405, like every other error.
+// ServeHTTP answers r. Every request, refused or not, is counted and timed
+// by route (route "unmatched" for paths no route has). Before routing, it
+// refuses with a JSON error, in this order: a path that is not canonical
+// (400), a Host this server does not answer to (421, see
+// [WithAllowedHosts]), a cross-origin browser request (403, see
+// [WithAllowedOrigins]), a missing token (401), and a body that is not
+// application/json (415).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/healthz" && !s.authorized(r) {
-		unauthorized(w, r)
+	_, pattern := s.mux.Handler(r)
+	rm := s.metrics.routeOf(pattern)
+	rm.inFlight.Inc()
+	defer rm.inFlight.Dec()
+	start := time.Now()
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	s.serve(sw, r, rm.matched)
+	rm.duration.Observe(time.Since(start).Seconds())
+	rm.count(sw.status)
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, matched bool) {
+	h := w.Header()
+	h["X-Content-Type-Options"] = nosniff
+	if s.origins.preflight(w, r) {
 		return
 	}
-	if _, pattern := s.mux.Handler(r); pattern == "" {
-		// The mux answers in plain text (or redirects to a clean path);
-		// keep its status and headers, replace an error's body.
+	if err := s.admit(w, r); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !matched {
+		// The mux answers in plain text or with a redirect; keep its status
+		// and headers, replace its body with a JSON error.
 		s.mux.ServeHTTP(&jsonErrorWriter{ResponseWriter: w}, r)
 		return
 	}
 	s.mux.ServeHTTP(w, r)
 }
 
+var nosniff = []string{"nosniff"}
+
+// admit checks what every route requires before it runs.
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) error {
+	if p := r.URL.Path; p != cleanPath(p) {
+		return badRequest("path %q is not canonical: remove empty, \".\" and \"..\" segments", truncate(p))
+	}
+	if err := s.origins.check(w, r); err != nil {
+		return err
+	}
+	if r.URL.Path != "/healthz" && !s.authorized(r) {
+		challenge(w, r)
+		return &requestError{status: http.StatusUnauthorized, msg: "missing or wrong token: send \"Authorization: Bearer <token>\""}
+	}
+	return checkContentType(r)
+}
+
+// cleanPath is p as net/http's mux would redirect it: path.Clean, keeping a
+// trailing slash.
+func cleanPath(p string) string {
+	if p == "" {
+		return "/"
+	}
+	if p[0] != '/' {
+		p = "/" + p
+	}
+	np := path.Clean(p)
+	if p[len(p)-1] == '/' && np != "/" {
+		if len(p) == len(np)+1 && strings.HasPrefix(p, np) {
+			return p
+		}
+		np += "/"
+	}
+	return np
+}
+
 // Drain makes /readyz answer 503 and ends every long poll at once with what
-// it has, so that an http.Server.Shutdown that follows does not wait out
+// it has, so that an [http.Server.Shutdown] that follows does not wait out
 // their waits. Later receives do not wait. Drain is idempotent.
 func (s *Server) Drain() {
 	s.drainOnce.Do(func() { close(s.drained) })
@@ -130,36 +252,6 @@ func (s *Server) draining() bool {
 	}
 }
 
-// fail answers err: a client's mistake with its 4xx, the store's state
-// with 503, anything else with a logged 500.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	var re *requestError
-	switch {
-	case errors.As(err, &re):
-	case errors.Is(err, ErrInvalid):
-		re = &requestError{http.StatusBadRequest, err.Error()}
-	case errors.Is(err, ErrNotFound):
-		re = &requestError{http.StatusNotFound, err.Error()}
-	case errors.Is(err, ErrTooLarge):
-		re = &requestError{http.StatusRequestEntityTooLarge, err.Error()}
-	case errors.Is(err, ErrUnavailable):
-		re = &requestError{http.StatusServiceUnavailable, err.Error()}
-	case r.Context().Err() != nil:
-		// The client went away; nobody reads an answer.
-		return
-	default:
-		s.log.Error("store failed", "method", r.Method, "path", r.URL.Path, "err", err)
-		re = &requestError{http.StatusInternalServerError, "internal error: " + err.Error()}
-	}
-	writeError(w, re)
-}
-
-func writeError(w http.ResponseWriter, e *requestError) {
-	writeJSON(w, e.status, struct {
-		Error string `json:"error"`
-	}{e.msg})
-}
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
@@ -169,34 +261,37 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // jsonErrorWriter turns the mux's plain-text 404 and 405 answers into JSON
-// errors, keeping their headers (Allow on a 405).
+// errors, keeping their headers (Allow on a 405). A redirect, which the mux
+// gives for a path that is not clean and which admit refuses first, would
+// become a 404: the API never redirects.
 type jsonErrorWriter struct {
 	http.ResponseWriter
 	status int
 }
 
 func (w *jsonErrorWriter) WriteHeader(code int) {
-	w.status = code
-	if code < 400 {
+	if code < 300 {
+		w.status = code
 		w.ResponseWriter.WriteHeader(code)
 		return
 	}
-	msg := http.StatusText(code)
-	switch code {
-	case http.StatusNotFound:
-		msg = "no such route; see the API reference"
-	case http.StatusMethodNotAllowed:
-		msg = fmt.Sprintf("method not allowed; allowed: %s", w.Header().Get("Allow"))
+	e := &requestError{status: code, msg: http.StatusText(code)}
+	switch {
+	case code < 400, code == http.StatusNotFound:
+		w.Header().Del("Location")
+		e.status, e.code, e.msg = http.StatusNotFound, codeNoRoute, "no such route; see the API reference"
+	case code == http.StatusMethodNotAllowed:
+		e.msg = fmt.Sprintf("method not allowed; allowed: %s", w.Header().Get("Allow"))
 	}
-	w.Header().Del("X-Content-Type-Options")
-	writeError(w.ResponseWriter, &requestError{code, msg})
+	w.status = e.status
+	writeError(w.ResponseWriter, e)
 }
 
 func (w *jsonErrorWriter) Write(p []byte) (int, error) {
 	if w.status == 0 {
 		w.WriteHeader(http.StatusOK)
 	}
-	if w.status >= 400 {
+	if w.status >= 300 {
 		return len(p), nil // the JSON body is already written
 	}
 	return w.ResponseWriter.Write(p)
@@ -209,7 +304,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) error {
 	if s.draining() {
-		return &requestError{http.StatusServiceUnavailable, "shutting down"}
+		return &requestError{status: http.StatusServiceUnavailable, msg: "shutting down"}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return nil
@@ -218,7 +313,7 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) error {
 // receiveContext bounds a long poll: it ends after wait, when the client
 // goes away, or when the server drains.
 func (s *Server) receiveContext(parent context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(parent, wait)
+	ctx, cancel := s.wheel.WithTimeout(parent, wait)
 	stop := context.AfterFunc(drainContext{s.drained}, cancel)
 	return ctx, func() { stop(); cancel() }
 }

@@ -19,15 +19,20 @@ func newTestServer(t *testing.T, opts ...Option) (*httptest.Server, *Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := New(QueueStore(q), opts...)
-	ts := httptest.NewServer(s)
 	t.Cleanup(func() {
-		ts.Close()
 		if err := q.Close(); err != nil {
 			t.Error(err)
 		}
 	})
-	return ts, s
+	s := New(QueueStore(q), opts...)
+	return newHTTPTestServer(t, s), s
+}
+
+// newHTTPTestServer serves s on a loopback port until the test ends.
+func newHTTPTestServer(t *testing.T, s *Server) *httptest.Server {
+	ts := httptest.NewServer(s)
+	t.Cleanup(ts.Close)
+	return ts
 }
 
 type result struct {
@@ -41,6 +46,21 @@ func (r result) json(t *testing.T, v any) {
 	if err := json.Unmarshal(r.body, v); err != nil {
 		t.Fatalf("answer %d %q is not JSON: %v", r.status, r.body, err)
 	}
+}
+
+// errorCode returns the "code" of an error answer, failing the test when
+// the body is not a JSON error with a code.
+func (r result) errorCode(t *testing.T) string {
+	t.Helper()
+	var e struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}
+	r.json(t, &e)
+	if e.Error == "" || e.Code == "" {
+		t.Fatalf("answer %d %q is not an error with a code", r.status, r.body)
+	}
+	return e.Code
 }
 
 // errorMsg returns the {"error": ...} of an answer, failing the test when
@@ -57,6 +77,8 @@ func (r result) errorMsg(t *testing.T) string {
 	return e.Error
 }
 
+// call sends a request to ts and returns the answer. A body is sent as
+// application/json; hdr (name, value, ...) sets headers after that.
 func call(t *testing.T, ts *httptest.Server, method, path, body string, hdr ...string) result {
 	t.Helper()
 	var rd io.Reader
@@ -67,9 +89,18 @@ func call(t *testing.T, ts *httptest.Server, method, path, body string, hdr ...s
 	if err != nil {
 		t.Fatal(err)
 	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	for i := 0; i+1 < len(hdr); i += 2 {
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
+	return do(t, ts, req)
+}
+
+// do sends req to ts and reads the whole answer.
+func do(t *testing.T, ts *httptest.Server, req *http.Request) result {
+	t.Helper()
 	resp, err := ts.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)

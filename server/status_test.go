@@ -6,12 +6,14 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"html"
 	"image"
 	"image/png"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -169,7 +171,7 @@ func TestStatsShape(t *testing.T) {
 	r := call(t, ts, "GET", "/v1/stats?history=30&forecast=60", "")
 	var m map[string]json.RawMessage
 	r.json(t, &m)
-	for _, k := range []string{"pending", "due", "leased", "lateness", "history", "forecast", "uptime_seconds", "time"} {
+	for _, k := range []string{"pending", "due", "leased", "lateness", "queue_lateness", "history", "forecast", "uptime_seconds", "time"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("stats lack %q: %s", k, r.body)
 		}
@@ -178,5 +180,94 @@ func TestStatsShape(t *testing.T) {
 	r.json(t, &st)
 	if len(st.History.Puts) != 30 || len(st.Forecast.Due) != 60 {
 		t.Errorf("history %d seconds, forecast %d; want 30 and 60", len(st.History.Puts), len(st.Forecast.Due))
+	}
+}
+
+// TestAxisTicksAreNice runs the status page's tick functions in headless
+// Chromium. The charts labelled an idle axis "1, 1, 1, 0, 0" (quarters of
+// 1.1, rounded) and a busy one "4678, 3508": labels are now steps of 1, 2
+// or 5 times a power of ten.
+func TestAxisTicksAreNice(t *testing.T) {
+	bin := chromium(t)
+	var fns strings.Builder
+	for _, name := range []string{"niceStep", "linearTicks", "countLabel", "logTicks"} {
+		_, rest, ok := strings.Cut(string(statusPage), "\nfunction "+name+"(")
+		body, _, ok2 := strings.Cut(rest, "\n}\n")
+		if !ok || !ok2 {
+			t.Fatalf("status.html has no function %s", name)
+		}
+		fns.WriteString("function " + name + "(" + body + "\n}\n")
+	}
+	harness := `<!doctype html><html><body><pre id="out"></pre><script>` + fns.String() + `
+const his = [0, 1, 3, 0.3, 7, 99, 4678, 12345, 2.5e6];
+document.getElementById("out").textContent = JSON.stringify({
+  linear: his.map(h => linearTicks(h).map(t => t.label)),
+  log: logTicks(1e-5, 100).map(t => t.label),
+});
+</script></body></html>`
+	dir := t.TempDir()
+	page := filepath.Join(dir, "ticks.html")
+	if err := os.WriteFile(page, []byte(harness), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+		"--disable-dev-shm-usage", "--user-data-dir="+filepath.Join(dir, "profile"), "--dump-dom", "file://"+page).Output()
+	if err != nil {
+		t.Fatalf("chromium: %v", err)
+	}
+	_, rest, _ := strings.Cut(string(out), `<pre id="out">`)
+	text, _, _ := strings.Cut(rest, "</pre>")
+	var got struct {
+		Linear [][]string `json:"linear"`
+		Log    []string   `json:"log"`
+	}
+	if err := json.Unmarshal([]byte(html.UnescapeString(text)), &got); err != nil {
+		t.Fatalf("harness output %q: %v", text, err)
+	}
+	want := [][]string{
+		{"0", "0.5", "1.0"},
+		{"0", "0.5", "1.0"},
+		{"0", "1", "2", "3"},
+		{"0", "0.1", "0.2", "0.3"},
+		{"0", "2", "4", "6", "8"},
+		{"0", "50", "100"},
+		{"0", "2k", "4k", "6k"},
+		{"0", "5k", "10k", "15k"},
+		{"0", "1M", "2M", "3M"},
+	}
+	if fmt.Sprint(got.Linear) != fmt.Sprint(want) {
+		t.Errorf("linear ticks\n got %v\nwant %v", got.Linear, want)
+	}
+	if w := []string{"10 µs", "100 µs", "1 ms", "10 ms", "100 ms", "1 s", "10 s", "100 s"}; fmt.Sprint(got.Log) != fmt.Sprint(w) {
+		t.Errorf("log ticks %v, want %v", got.Log, w)
+	}
+}
+
+// TestStatusPageHeaders checks the status page's security headers: a
+// policy that runs only the page's own script and style (by hash, no
+// 'unsafe-inline'), no framing, no referrer, no sniffing.
+func TestStatusPageHeaders(t *testing.T) {
+	ts, _ := newTestServer(t)
+	r := call(t, ts, "GET", "/", "")
+	csp := r.header.Get("Content-Security-Policy")
+	for _, want := range []string{"default-src 'none'", "script-src 'sha256-", "style-src 'sha256-", "frame-ancestors 'none'",
+		"connect-src 'self'", "form-action 'none'", "base-uri 'none'"} {
+		if !strings.Contains(csp, want) {
+			t.Errorf("Content-Security-Policy %q lacks %q", csp, want)
+		}
+	}
+	if strings.Contains(csp, "unsafe") {
+		t.Errorf("Content-Security-Policy %q allows unsafe sources", csp)
+	}
+	for name, want := range map[string]string{"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
+		"Referrer-Policy": "no-referrer", "Cross-Origin-Opener-Policy": "same-origin"} {
+		if got := r.header.Get(name); got != want {
+			t.Errorf("%s: %q, want %q", name, got, want)
+		}
+	}
+	if strings.Contains(string(r.body), ` style="`) {
+		t.Errorf("the page has inline style attributes, which its policy blocks")
 	}
 }

@@ -66,8 +66,14 @@ type StoreStats struct {
 	Leased int64
 	// LatenessP50, LatenessP99 and LatenessMax summarize recent lateness
 	// inside the store: how long after their due time messages became
-	// available to Receive.
+	// available to Receive, without any wait for a consumer.
 	LatenessP50, LatenessP99, LatenessMax time.Duration
+	// LatenessCount and LatenessSum count every message whose lateness was
+	// measured since the store opened, and their total lateness: the
+	// _count and _sum of the tock_due_lateness_seconds summary. A store
+	// that does not count them leaves them zero.
+	LatenessCount uint64
+	LatenessSum   time.Duration
 	// Syncs counts the store's fsyncs, SyncTime is their total duration
 	// and SyncBuckets maps an upper bound in seconds to the cumulative
 	// count of syncs that took at most that long. A store that does not

@@ -106,6 +106,8 @@ func TestCLIErrors(t *testing.T) {
 		{"receive", []string{"--server", url, "--token", "tok", "--wait", "1h", "jobs"}, exitFailed, "limit"},
 		{"stats", []string{"--server", url, "--token", "tok", "extra"}, exitUsage, "usage"},
 		{"cancel", []string{"--server", url, "--bogus", "x"}, exitUsage, "bogus"},
+		// A wrong server URL is a failure, not "no such message" (exit 3).
+		{"cancel", []string{"--server", url + "/tock", "--token", "tok", "x"}, exitFailed, "no such route"},
 	} {
 		code, _, errs := runCmd(t, tc.name, tc.args...)
 		if code != tc.code || !strings.Contains(errs, tc.msg) {

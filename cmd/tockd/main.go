@@ -7,13 +7,37 @@
 //	tockd [-addr 127.0.0.1:7070] [-data ./tock-data] [-token T] [flags]
 //
 // -addr, -data and -token default to the environment variables TOCK_ADDR,
-// TOCK_DATA and TOCK_TOKEN. On SIGTERM or SIGINT tockd stops accepting
-// connections, lets requests in flight finish (ending long polls at once),
-// closes the queue, which flushes and checkpoints it, and exits 0.
+// TOCK_DATA and TOCK_TOKEN; tockd -h lists every flag.
+//
+// # Exposing tockd
+//
+// By default tockd listens on 127.0.0.1 and needs no token: only programs on
+// the same machine reach it, and it refuses what a web page could make a
+// browser send there (cross-origin requests, bodies that are not JSON, a
+// host name other than localhost, which DNS rebinding would give). To serve
+// other machines, set a token (-token or TOCK_TOKEN, at least 16 random
+// characters) and TLS: -tls-cert and -tls-key (PEM files, loaded at start),
+// or a TLS-terminating reverse proxy in front (give it -allow-host with the
+// name it forwards if it is on the same machine and forwards that Host).
+// Without TLS the token crosses the network in clear.
+//
+// Slow and idle clients are bounded: request headers must arrive within
+// -header-timeout, a body within -body-timeout, an idle connection is
+// closed after -idle-timeout, and at most -max-conns connections are open
+// at once (by default what the open-files limit allows, up to 10,000).
+// At the limit, a new connection takes the place of the one idle longest,
+// or else of the one slowest to send its request; only when every
+// connection is busy serving a request is it turned away with a 503.
+//
+// On SIGTERM or SIGINT tockd stops accepting connections, ends long polls at
+// once, lets other requests finish for up to -shutdown-timeout and then
+// closes the connections still open, closes the queue, which flushes and
+// checkpoints it, and exits 0. A second signal during that exits at once.
 package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,9 +47,11 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/delayq"
 	"github.com/tockwheel/tock/server"
 )
@@ -40,7 +66,27 @@ type config struct {
 	noSync            bool
 	maxAttempts       int
 	limits            server.Limits
+	headerTimeout     time.Duration
+	idleTimeout       time.Duration
 	shutdownTimeout   time.Duration
+	maxConns          int
+	tlsCert, tlsKey   string
+	origins, hosts    listFlag
+}
+
+// listFlag is a flag that may be given several times, each time with one
+// value or several separated by commas.
+type listFlag []string
+
+func (f *listFlag) String() string { return strings.Join(*f, ",") }
+
+func (f *listFlag) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*f = append(*f, s)
+		}
+	}
+	return nil
 }
 
 func envOr(key, def string) string {
@@ -50,6 +96,24 @@ func envOr(key, def string) string {
 	return def
 }
 
+// maxConnsCap bounds the default of -max-conns, and fdReserve is what the
+// default leaves of the open-files limit for the queue's files and the
+// process's own.
+const (
+	maxConnsCap = 10000
+	fdReserve   = 128
+)
+
+// defaultMaxConns is the default of -max-conns: the open-files limit less
+// a reserve, at most maxConnsCap.
+func defaultMaxConns() int {
+	n := openFilesLimit()
+	if n <= 0 {
+		return maxConnsCap
+	}
+	return max(16, min(maxConnsCap, n-fdReserve))
+}
+
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
 	fs := flag.NewFlagSet("tockd", flag.ContinueOnError)
@@ -57,13 +121,21 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.addr, "addr", envOr("TOCK_ADDR", "127.0.0.1:7070"), "listen on this `address` (env TOCK_ADDR)")
 	fs.StringVar(&c.data, "data", envOr("TOCK_DATA", "./tock-data"), "keep the queue in this `directory` (env TOCK_DATA)")
 	fs.StringVar(&c.token, "token", os.Getenv("TOCK_TOKEN"), "require this bearer `token` on every route but /healthz (env TOCK_TOKEN)")
+	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate `file` (chain included); needs -tls-key")
+	fs.StringVar(&c.tlsKey, "tls-key", "", "the PEM private key `file` of -tls-cert")
+	fs.Var(&c.origins, "allow-origin", "let browser pages from this `origin` (https://app.example) call the API; repeatable")
+	fs.Var(&c.hosts, "allow-host", "answer to this host `name` on a loopback address too (a reverse proxy's); repeatable, * for any")
 	fs.BoolVar(&c.noSync, "nosync", false, "skip fsync: faster, but a crash can lose the last puts and acks")
 	fs.IntVar(&c.maxAttempts, "max-attempts", delayq.DefaultMaxAttempts, "deliveries before a message moves to TOPIC.dead (0: never)")
-	fs.Int64Var(&c.limits.MaxPayload, "max-payload", 1<<20, "largest payload in `bytes` (at most 16 MiB)")
+	fs.Int64Var(&c.limits.MaxPayload, "max-payload", 1<<20, "largest payload in `bytes` of compact JSON (at most 16 MiB)")
 	fs.IntVar(&c.limits.MaxBatch, "max-batch", 10000, "most messages in one batch")
 	fs.DurationVar(&c.limits.MaxWait, "max-wait", 20*time.Second, "longest long poll a receive may ask for")
 	fs.DurationVar(&c.limits.DefaultVisibility, "visibility", 30*time.Second, "lease of a receive that names none")
-	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 30*time.Second, "on SIGTERM, wait this long for requests in flight")
+	fs.DurationVar(&c.limits.BodyTimeout, "body-timeout", 30*time.Second, "a request body must arrive within this `duration` (408 after)")
+	fs.DurationVar(&c.headerTimeout, "header-timeout", 10*time.Second, "request headers must arrive within this `duration`")
+	fs.DurationVar(&c.idleTimeout, "idle-timeout", time.Minute, "close a connection idle between requests for this `duration`")
+	fs.IntVar(&c.maxConns, "max-conns", defaultMaxConns(), "most connections open at once; at the limit the idlest or slowest makes room")
+	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 5*time.Second, "on SIGTERM, let requests in flight finish for this long, then close them")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -73,6 +145,33 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.limits.MaxPayload < 1 || c.limits.MaxPayload > 16<<20 {
 		return c, fmt.Errorf("tockd: -max-payload %d is outside 1 to 16 MiB", c.limits.MaxPayload)
+	}
+	if err := c.limits.Validate(); err != nil {
+		return c, fmt.Errorf("tockd: %v", strings.TrimPrefix(err.Error(), "server: "))
+	}
+	for name, d := range map[string]time.Duration{"-header-timeout": c.headerTimeout, "-idle-timeout": c.idleTimeout,
+		"-shutdown-timeout": c.shutdownTimeout, "-body-timeout": c.limits.BodyTimeout} {
+		if d <= 0 {
+			return c, fmt.Errorf("tockd: %s %v must be positive", name, d)
+		}
+	}
+	if c.maxConns < 1 {
+		return c, fmt.Errorf("tockd: -max-conns %d must be positive", c.maxConns)
+	}
+	if (c.tlsCert == "") != (c.tlsKey == "") {
+		return c, errors.New("tockd: give -tls-cert and -tls-key together")
+	}
+	for _, o := range c.origins {
+		// The check server.WithAllowedOrigins makes, so that a bad flag is
+		// a usage error rather than a panic.
+		if err := http.NewCrossOriginProtection().AddTrustedOrigin(o); err != nil {
+			return c, fmt.Errorf("tockd: -allow-origin %q: want scheme://host[:port]: %v", o, err)
+		}
+	}
+	for _, h := range c.hosts {
+		if strings.ContainsAny(h, "/ \t") {
+			return c, fmt.Errorf("tockd: -allow-host %q is not a host name", h)
+		}
 	}
 	return c, nil
 }
@@ -88,8 +187,23 @@ func run(args []string, stderr io.Writer) int {
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.logLevel}))
 
+	var tlsConfig *tls.Config
+	if c.tlsCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.tlsCert, c.tlsKey)
+		if err != nil {
+			log.Error("cannot load the TLS certificate", "cert", c.tlsCert, "key", c.tlsKey, "err", err)
+			return 1
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+
+	// One wheel for the server's long polls. The queue keeps its own until
+	// delayq has WithWheel; then it should be given this one too.
+	wheel := tock.New()
+	defer wheel.Stop()
 
 	opened := time.Now()
 	opts := []delayq.Option{
@@ -107,25 +221,47 @@ func run(args []string, stderr io.Writer) int {
 	}
 	log.Info("queue open", "data", c.data, "took", time.Since(opened).Round(time.Millisecond))
 
-	ln, err := net.Listen("tcp", c.addr)
+	tcp, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		log.Error("cannot listen", "addr", c.addr, "err", err)
 		_ = q.Close()
 		return 1
 	}
-	srv := server.New(server.QueueStore(q), server.WithToken(c.token), server.WithLimits(c.limits), server.WithLogger(log))
+	ln := newConnLimiter(tcp, c.maxConns, tlsConfig, log)
+	srv := server.New(server.QueueStore(q),
+		server.WithToken(c.token), server.WithLimits(c.limits), server.WithLogger(log), server.WithWheel(wheel),
+		server.WithAllowedOrigins(c.origins...), server.WithAllowedHosts(c.hosts...))
+	var http1 http.Protocols
+	http1.SetHTTP1(true)
 	hs := &http.Server{
-		Handler:           srv,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		Handler:           ln.handler(srv),
+		ReadHeaderTimeout: c.headerTimeout,
+		// Covers the body, the handling (a long poll's wait at most) and the
+		// answer, so that a client that does not read its answer cannot
+		// hold a handler either.
+		WriteTimeout:   c.limits.BodyTimeout + c.limits.MaxWait + 30*time.Second,
+		IdleTimeout:    c.idleTimeout,
+		MaxHeaderBytes: 64 << 10,
+		ConnState:      ln.connState,
+		ConnContext:    ln.connContext,
+		Protocols:      &http1,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
-	if c.token == "" && !isLoopback(ln.Addr()) {
-		log.Warn("serving without a token on a non-loopback address; set -token or TOCK_TOKEN")
+	scheme := "http"
+	if tlsConfig != nil {
+		scheme = "https"
 	}
-	log.Info("tockd listening", "addr", ln.Addr().String(), "url", "http://"+ln.Addr().String()+"/")
+	if !isLoopback(tcp.Addr()) {
+		if c.token == "" {
+			log.Warn("serving without a token on a non-loopback address; set -token or TOCK_TOKEN")
+		}
+		if tlsConfig == nil {
+			log.Warn("serving plain HTTP on a non-loopback address: put a TLS proxy in front, or set -tls-cert and -tls-key")
+		}
+	}
+	log.Info("tockd listening", "addr", tcp.Addr().String(), "url", scheme+"://"+tcp.Addr().String()+"/", "max_conns", c.maxConns)
 
 	code := 0
 	select {
@@ -133,22 +269,28 @@ func run(args []string, stderr io.Writer) int {
 		log.Error("server failed", "err", err)
 		code = 1
 	case <-ctx.Done():
-		log.Info("shutting down: finishing requests in flight")
+		log.Info("shutting down: finishing requests in flight", "timeout", c.shutdownTimeout)
 	}
 	stop()
 	srv.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil {
-		log.Error("requests still in flight at the shutdown timeout; closing them", "err", err)
+		open, _, _ := ln.stats()
+		log.Warn("closing the connections still open at the shutdown timeout", "connections", open)
 		_ = hs.Close()
-		code = 1
+	}
+	// Closed connections end their handlers' reads and writes at once; a
+	// handler waiting for the queue's fsync finishes within milliseconds.
+	if !ln.waitHandlers(2 * time.Second) {
+		log.Warn("handlers still running; closing the queue under them")
 	}
 	if err := q.Close(); err != nil {
 		log.Error("closing the queue", "err", err)
 		return 1
 	}
-	log.Info("queue closed; bye")
+	_, shed, refused := ln.stats()
+	log.Info("queue closed; bye", "conns_shed", shed, "conns_refused", refused)
 	return code
 }
 
