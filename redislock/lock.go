@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tockwheel/tock"
@@ -21,6 +22,10 @@ type Lock struct {
 
 	lost     chan struct{}
 	lostOnce sync.Once
+	// lostAt is when, on the Locker's monotonic clock (see sinceEpoch), the lease the Locker knows
+	// of ends less the safety margin, and 0 once Unlock has released the lock. The watchdog moves it
+	// under l.dog.mu with every renewal.
+	lostAt atomic.Int64
 
 	entry      *entry     // the watchdog entry renewing this lock; guarded by l.dog.mu; nil for a fixed lease
 	leaseTimer tock.Timer // closes lost at the end of a fixed lease; set before the Lock is returned
@@ -55,7 +60,20 @@ func (lk *Lock) Token() int64 { return lk.token }
 // could not renew it (Redis unreachable) before its lease ran out, when its fixed lease ([WithLease])
 // ended, or when [Lock.Unlock] found it gone. The holder should stop the work the lock protects. The
 // channel is not closed by a successful Unlock.
-func (lk *Lock) Lost() <-chan struct{} { return lk.lost }
+//
+// A lease counts as ended a safety margin before its end by the Locker's clock, counted from before
+// the request that set it: two milliseconds (a tick of tock's default wheel and as much again for
+// the scheduler) plus a thousandth of the lease (for the rates of the Locker's and Redis's clocks
+// differing by up to 1000 ppm). So Lost is closed before Redis expires the key and another owner
+// can acquire it. Lost checks the time itself whenever it is called, so a check made after another
+// owner acquired the lock finds the channel closed however late the timer that closes it runs; a
+// goroutine blocked on the channel is woken by that timer, on the Locker's wheel.
+func (lk *Lock) Lost() <-chan struct{} {
+	if at := lk.lostAt.Load(); at != 0 && lk.l.sinceEpoch() >= at {
+		lk.markLost()
+	}
+	return lk.lost
+}
 
 // Unlock removes this acquisition's hold: the lock is free once every hold of its owner is removed,
 // and waiters are woken then. It returns nil if the hold was removed, now or by an earlier call (a
@@ -95,6 +113,9 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	}
 	lk.mu.done = true
 	lk.leaseTimer.Stop()
+	if lk.mu.result == nil {
+		lk.lostAt.Store(0)
+	}
 	lk.l.dog.remove(lk)
 	return lk.mu.result
 }
@@ -104,9 +125,10 @@ func (lk *Lock) markLost() {
 	lk.lostOnce.Do(func() { close(lk.lost) })
 }
 
-// expireAt arranges for Lost to close at the end of a fixed lease.
-func (lk *Lock) expireAt(deadline time.Time) error {
-	t, err := lk.l.wheel.AtFunc(deadline, lk.markLost)
+// expireAt arranges for Lost to close at lostAt, the end of a fixed lease less the safety margin.
+func (lk *Lock) expireAt(lostAt time.Time) error {
+	lk.lostAt.Store(lk.l.at(lostAt))
+	t, err := lk.l.wheel.AtFunc(lostAt, lk.markLost)
 	if err != nil {
 		return err
 	}

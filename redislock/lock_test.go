@@ -516,6 +516,7 @@ func TestInvalidArguments(t *testing.T) {
 		{"closing brace", good, "a}b", nil, ErrInvalidName},
 		{"zero lease", good, "x", []LockOption{WithLease(0)}, ErrInvalidOption},
 		{"negative lease", good, "x", []LockOption{WithLease(-time.Second)}, ErrInvalidOption},
+		{"lease below MinLease", good, "x", []LockOption{WithLease(MinLease - time.Millisecond)}, ErrInvalidOption},
 		{"empty owner", good, "x", []LockOption{WithOwner("")}, ErrInvalidOption},
 	}
 	for _, c := range cases {

@@ -31,6 +31,7 @@ type Locker struct {
 	wheel   *tock.Wheel
 	timeout time.Duration
 	logger  *slog.Logger
+	epoch   time.Time // the origin of sinceEpoch, with a monotonic clock reading
 
 	// group maps a lock key to the batch it may share one script call with: the cluster slot for a
 	// ClusterClient, the hash tag for a Ring (whose shards are not known here), and one group for a
@@ -54,7 +55,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Locker {
 	if rdb == nil {
 		panic(fmt.Errorf("%w: New: nil Redis client", ErrInvalidOption))
 	}
-	l := &Locker{rdb: rdb, timeout: DefaultWatchdogTimeout}
+	l := &Locker{rdb: rdb, timeout: DefaultWatchdogTimeout, epoch: time.Now()}
 	for _, o := range opts {
 		if o != nil {
 			o(l)
@@ -214,7 +215,7 @@ func (l *Locker) acquire(ctx context.Context, name string, c *lockConfig) (*Lock
 	// The lease was set when the script ran, after start: counting from start errs on the safe side.
 	deadline := start.Add(lease)
 	if c.lease > 0 {
-		err = lk.expireAt(deadline)
+		err = lk.expireAt(deadline.Add(-lostMargin(lease)))
 	} else {
 		err = l.dog.add(lk, deadline)
 	}

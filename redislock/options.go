@@ -62,11 +62,12 @@ type lockConfig struct {
 
 // WithLease gives the lock a fixed lease of d, rounded up to a millisecond: the watchdog does not
 // renew it, the lock frees itself d after it was acquired unless unlocked before, and [Lock.Lost] is
-// closed then. A d <= 0 makes the call fail with an error wrapping [ErrInvalidOption].
+// closed shortly before. A d below [MinLease] makes the call fail with an error wrapping
+// [ErrInvalidOption].
 func WithLease(d time.Duration) LockOption {
 	return func(c *lockConfig) {
-		if d <= 0 {
-			c.err = fmt.Errorf("%w: WithLease(%v): not positive", ErrInvalidOption, d)
+		if d < MinLease {
+			c.err = fmt.Errorf("%w: WithLease(%v): below MinLease (%v)", ErrInvalidOption, d, MinLease)
 			return
 		}
 		c.lease = d

@@ -50,7 +50,8 @@ type watchdog struct {
 	l          *Locker
 	period     time.Duration
 	retryDelay time.Duration
-	running    atomic.Bool // a round is in flight; kicks are dropped meanwhile
+	margin     time.Duration // lostMargin of the watchdog timeout
+	running    atomic.Bool   // a round is in flight; kicks are dropped meanwhile
 
 	mu struct {
 		sync.Mutex
@@ -66,6 +67,7 @@ func (d *watchdog) init(l *Locker) {
 	d.l = l
 	d.period = l.timeout / 3
 	d.retryDelay = l.timeout / 12
+	d.margin = lostMargin(l.timeout)
 	d.mu.entries = make(map[entryKey]*entry)
 }
 
@@ -97,7 +99,8 @@ func (d *watchdog) add(lk *Lock, deadline time.Time) error {
 	}
 	e.locks[lk] = struct{}{}
 	lk.entry = e
-	if err := d.armExpiryLocked(e.deadline); err != nil {
+	d.setLostAtLocked(e)
+	if err := d.armExpiryLocked(d.lostAt(e)); err != nil {
 		d.removeLocked(lk)
 		return err
 	}
@@ -142,6 +145,7 @@ func (d *watchdog) removeLocked(lk *Lock) {
 		return
 	}
 	lk.entry = nil
+	lk.lostAt.Store(0)
 	delete(e.locks, lk)
 	if len(e.locks) == 0 {
 		d.dropLocked(e)
@@ -197,8 +201,19 @@ func (d *watchdog) armExpiryLocked(at time.Time) error {
 	return nil
 }
 
-// expire declares lost every entry whose deadline has passed and re-arms itself for the next one.
-// It runs on the wheel and does no I/O.
+// lostAt returns when e counts as lost: the end of its lease less the safety margin.
+func (d *watchdog) lostAt(e *entry) time.Time { return e.deadline.Add(-d.margin) }
+
+// setLostAtLocked tells the Locks of e when e counts as lost, for Lock.Lost.
+func (d *watchdog) setLostAtLocked(e *entry) {
+	at := d.l.at(d.lostAt(e))
+	for lk := range e.locks {
+		lk.lostAt.Store(at)
+	}
+}
+
+// expire declares lost every entry whose lease has ended, less the safety margin, and re-arms
+// itself for the next one. It runs on the wheel and does no I/O.
 func (d *watchdog) expire(gen uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -209,10 +224,10 @@ func (d *watchdog) expire(gen uint64) {
 	now := time.Now()
 	var next time.Time
 	for _, e := range d.mu.entries {
-		if !e.deadline.After(now) {
+		if at := d.lostAt(e); !at.After(now) {
 			d.lostLocked(e, false)
-		} else if next.IsZero() || e.deadline.Before(next) {
-			next = e.deadline
+		} else if next.IsZero() || at.Before(next) {
+			next = at
 		}
 	}
 	if next.IsZero() {
@@ -267,6 +282,7 @@ func (d *watchdog) round() {
 				d.lostLocked(e, true)
 			} else if deadline.After(e.deadline) {
 				e.deadline = deadline
+				d.setLostAtLocked(e)
 			}
 		}
 	}
