@@ -12,6 +12,13 @@ var (
 	// persistence). Work done under the lock since then may have overlapped with another holder.
 	ErrNotHeld = errors.New("redislock: lock not held: lease expired or key deleted")
 
+	// ErrSlowReply is returned by [Locker.Lock] and [Locker.TryLock] when Redis granted the lock but
+	// its reply came so late that the lease, counted from before the request, had ended (less the
+	// safety margin of [Lock.Lost]): the lock would have been lost before it was returned. The Locker
+	// has released the acquisition, or, if that failed too, left it to expire with its lease. A
+	// retry may succeed once Redis or the network is fast again.
+	ErrSlowReply = errors.New("redislock: reply too late: the lease ended before Redis answered")
+
 	// ErrInvalidName is returned for an empty lock name or one containing '}', which would break
 	// the {name} hash tag that keeps a lock's keys in one Redis Cluster slot.
 	ErrInvalidName = errors.New("redislock: invalid lock name")

@@ -214,17 +214,32 @@ func (l *Locker) acquire(ctx context.Context, name string, c *lockConfig) (*Lock
 	}
 	// The lease was set when the script ran, after start: counting from start errs on the safe side.
 	deadline := start.Add(lease)
+	lostAt := deadline.Add(-lostMargin(lease))
+	if took := time.Since(start); !start.Add(took).Before(lostAt) {
+		// A Lock returned now would be lost already, while Redis holds the key with a lease
+		// that began when the script ran.
+		l.release(ctx, lk)
+		return nil, 0, fmt.Errorf("%w (lock %q): reply after %v for a lease of %v", ErrSlowReply, name, took, lease)
+	}
 	if c.lease > 0 {
-		err = lk.expireAt(deadline.Add(-lostMargin(lease)))
+		err = lk.expireAt(lostAt)
 	} else {
 		err = l.dog.add(lk, deadline)
 	}
 	if err != nil {
 		// The lock cannot be kept, so do not keep it.
-		_, _ = releaseScript.Run(ctx, l.rdb, []string{key, fenceKey(name)}, n, c.hold, channelName(name), c.owner).Result()
+		l.release(ctx, lk)
 		return nil, 0, fmt.Errorf("redislock: lock %q: schedule on the wheel: %w", name, err)
 	}
 	return lk, 0, nil
+}
+
+// release removes the hold of an acquisition that is not returned to the caller. Should that fail,
+// the acquisition frees itself when its lease ends.
+func (l *Locker) release(ctx context.Context, lk *Lock) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
+	defer cancel()
+	_, _ = releaseScript.Run(ctx, l.rdb, []string{lk.key, fenceKey(lk.name)}, lk.token, lk.hold, channelName(lk.name), lk.owner).Result()
 }
 
 func lockKey(name string) string     { return keyPrefix + "{" + name + "}" }

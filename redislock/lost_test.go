@@ -143,3 +143,54 @@ func TestLostTimerFiresBeforeFixedLeaseEnds(t *testing.T) {
 		}
 	})
 }
+
+// TestNoLockBornLost pauses Redis between the sending of an acquisition and its reply for longer
+// than the lease, as a slow network or a stalled Redis would: the Locker must not return a Lock
+// whose lease is over (its Lost closed at once while Redis held the key with a fresh lease), and it
+// must release what Redis granted, so that other owners are not refused for a whole lease.
+func TestNoLockBornLost(t *testing.T) {
+	s := redistest.Start(t)
+	const lease = 50 * time.Millisecond
+	cases := []struct {
+		name   string
+		locker []Option
+		lock   []LockOption
+	}{
+		{"fixed lease", nil, []LockOption{WithLease(lease)}},
+		{"watchdog", []Option{WithWatchdogTimeout(lease)}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := newClient(t, s)
+			l := New(rdb, c.locker...)
+			if err := rdb.Ping(ctx).Err(); err != nil { // a pooled connection: the request is sent at once
+				t.Fatal(err)
+			}
+			type result struct {
+				lk  *Lock
+				err error
+			}
+			got := make(chan result, 1)
+			s.Pause()
+			start := time.Now()
+			go func() {
+				lk, err := l.TryLock(ctx, c.name, c.lock...)
+				got <- result{lk, err}
+			}()
+			time.Sleep(2 * lease)
+			s.Resume()
+			r := <-got
+			if r.err == nil {
+				t.Fatalf("TryLock returned a lock %v after the request, with a lease of %v (Lost closed: %v)",
+					time.Since(start), lease, isClosed(r.lk.Lost()))
+			}
+			if !errors.Is(r.err, ErrSlowReply) {
+				t.Fatalf("TryLock with a reply after the lease: err = %v, want ErrSlowReply", r.err)
+			}
+			if _, err := newLocker(t, s).TryLock(ctx, c.name); err != nil {
+				t.Fatalf("another owner right after: %v; the late acquisition was not released", err)
+			}
+		})
+	}
+}

@@ -52,6 +52,7 @@ type watchdog struct {
 	retryDelay time.Duration
 	margin     time.Duration // lostMargin of the watchdog timeout
 	running    atomic.Bool   // a round is in flight; kicks are dropped meanwhile
+	urgent     atomic.Bool   // a lock was added that needs a round before the next period
 
 	mu struct {
 		sync.Mutex
@@ -103,6 +104,11 @@ func (d *watchdog) add(lk *Lock, deadline time.Time) error {
 	if err := d.armExpiryLocked(d.lostAt(e)); err != nil {
 		d.removeLocked(lk)
 		return err
+	}
+	if time.Until(d.lostAt(e)) < d.period {
+		// A slow acquisition left less than a period of lease: the next round may come too late.
+		d.urgent.Store(true)
+		d.kick()
 	}
 	return nil
 }
@@ -250,6 +256,7 @@ func (d *watchdog) kick() {
 
 // round renews every entry once.
 func (d *watchdog) round() {
+	d.urgent.Store(false) // this round serves any urgent request made so far
 	d.mu.Lock()
 	es := make([]*entry, 0, len(d.mu.entries))
 	for _, e := range d.mu.entries {
@@ -292,6 +299,9 @@ func (d *watchdog) round() {
 		d.mu.ticker.Reset(d.retryDelay)
 	}
 	d.mu.Unlock()
+	if d.urgent.Load() {
+		d.kick() // a lock added during the round, which the round did not renew
+	}
 	if failure != nil {
 		d.l.logger.Warn("redislock: renewal failed; retrying until the leases end",
 			slog.Int("locks", len(es)), slog.Any("error", failure))

@@ -358,3 +358,38 @@ func TestRenewalNeverShortensLease(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWatchdogRenewsShortLeaseAtOnce adds a lock whose acquisition was slow, so that less than a
+// renewal period is left of its lease: the watchdog must renew it at once rather than at the next
+// period, which would come after the lease ended.
+func TestWatchdogRenewsShortLeaseAtOnce(t *testing.T) {
+	s := redistest.Start(t)
+	admin := newClient(t, s)
+	synctest.Test(t, func(t *testing.T) {
+		l := bubbleLocker(t, s, admin)
+		ctx := context.Background()
+		lk, err := l.TryLock(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// As if the reply had taken three quarters of the lease.
+		l.dog.remove(lk)
+		before := commandCalls(t, admin, "evalsha")
+		if err := l.dog.add(lk, time.Now().Add(bubbleTimeout/4)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if calls := commandCalls(t, admin, "evalsha") - before; calls != 1 {
+			t.Fatalf("%d renewal calls right after adding a lock with a quarter of its lease left, want 1", calls)
+		}
+		if isClosed(lk.Lost()) {
+			t.Fatal("Lost closed")
+		}
+		if got := time.Until(l.dog.lostAt(lk.entry)); got != bubbleTimeout-lostMargin(bubbleTimeout) {
+			t.Fatalf("lease left after the renewal %v, want a whole one", got)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
