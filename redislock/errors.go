@@ -19,6 +19,12 @@ var (
 	// retry may succeed once Redis or the network is fast again.
 	ErrSlowReply = errors.New("redislock: reply too late: the lease ended before Redis answered")
 
+	// ErrNotReplicated is returned by [Locker.Lock] and [Locker.TryLock] when the Redis master that
+	// granted the lock has replicas but none of them acknowledged the acquisition within the time
+	// set by [WithReplicaWait]: a failover could have lost it, and with it the lock. The Locker has
+	// released the acquisition.
+	ErrNotReplicated = errors.New("redislock: no replica acknowledged the acquisition")
+
 	// ErrInvalidName is returned for an empty lock name or one containing '}', which would break
 	// the {name} hash tag that keeps a lock's keys in one Redis Cluster slot.
 	ErrInvalidName = errors.New("redislock: invalid lock name")

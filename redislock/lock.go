@@ -34,11 +34,12 @@ type Lock struct {
 	// the lock gone meanwhile: Unlock then decides whether it was lost or released. Guarded by l.dog.mu.
 	unlocking, goneInUnlock bool
 
-	mu struct {
-		sync.Mutex // serializes Unlock
-		done       bool
-		result     error // what Unlock returns once done
-	}
+	// unlock is a semaphore of one, held by the Unlock call in progress: calls take turns, and one
+	// that waits for its turn still returns when its context ends, which a mutex held across the
+	// release's I/O would not allow. unlocked and result are guarded by holding it.
+	unlock   chan struct{}
+	unlocked bool  // a release reached Redis and settled the outcome
+	result   error // what Unlock returns once unlocked
 }
 
 // Name returns the name the lock was acquired under.
@@ -82,42 +83,78 @@ func (lk *Lock) Lost() <-chan struct{} {
 // lock is then still held and renewed, and the call may be retried. Once Unlock has returned nil or
 // ErrNotHeld, later calls return the same without contacting Redis.
 func (lk *Lock) Unlock(ctx context.Context) error {
-	lk.mu.Lock()
-	defer lk.mu.Unlock()
-	if lk.mu.done {
-		return lk.mu.result
+	select {
+	case lk.unlock <- struct{}{}:
+	default:
+		// Another Unlock is in progress: wait for its outcome, or for ctx.
+		select {
+		case lk.unlock <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("redislock: unlock %q: %w", lk.name, ctx.Err())
+		}
+	}
+	defer func() { <-lk.unlock }()
+	if lk.unlocked {
+		return lk.result
 	}
 	// A renewal that runs after the release below must not take the freed key for a lost lock.
 	lk.l.dog.beginUnlock(lk)
-	defer func() { lk.l.dog.endUnlock(lk, lk.mu.done && lk.mu.result == nil) }()
-	keys := []string{lk.key, fenceKey(lk.name)}
-	v, err := releaseScript.Run(ctx, lk.l.rdb, keys, lk.token, lk.hold, channelName(lk.name), lk.owner).Result()
+	defer func() { lk.l.dog.endUnlock(lk, lk.unlocked && lk.result == nil) }()
+	// Retry transient errors, as in a failover, for as long as the lease may last: after that the
+	// lock is lost whatever Redis would answer.
+	var v any
+	err := lk.l.retry(ctx, lk.leaseLeft(), func() error {
+		var err error
+		v, err = releaseScript.Run(ctx, lk.l.rdb, lk.releaseKeys(), lk.releaseArgs()...).Result()
+		return err
+	})
 	if lk.l.testHookUnlock != nil {
 		lk.l.testHookUnlock()
 	}
 	if err != nil {
-		return fmt.Errorf("redislock: unlock %q: %w", lk.name, err)
-	}
-	n, ok := v.(int64)
-	if !ok {
-		return fmt.Errorf("redislock: unlock %q: %w: release script replied %v", lk.name, ErrProtocol, v)
-	}
-	switch n {
-	case releasedHold, releasedLock, releasedRetry, releasedEarly:
-		lk.mu.result = nil
-	case releaseGone:
-		lk.mu.result = fmt.Errorf("%w (lock %q, token %d)", ErrNotHeld, lk.name, lk.token)
+		if !lk.leaseEnded() {
+			return fmt.Errorf("redislock: unlock %q: %w", lk.name, err)
+		}
+		lk.result = fmt.Errorf("%w (lock %q, token %d): the lease ended before Redis could be reached: %w",
+			ErrNotHeld, lk.name, lk.token, err)
 		lk.markLost()
-	default:
-		return fmt.Errorf("redislock: unlock %q: %w: release script replied %d", lk.name, ErrProtocol, n)
+	} else {
+		n, ok := v.(int64)
+		if !ok {
+			return fmt.Errorf("redislock: unlock %q: %w: release script replied %v", lk.name, ErrProtocol, v)
+		}
+		switch n {
+		case releasedHold, releasedLock, releasedRetry, releasedEarly:
+			lk.result = nil
+		case releaseGone:
+			lk.result = fmt.Errorf("%w (lock %q, token %d)", ErrNotHeld, lk.name, lk.token)
+			lk.markLost()
+		default:
+			return fmt.Errorf("redislock: unlock %q: %w: release script replied %d", lk.name, ErrProtocol, n)
+		}
 	}
-	lk.mu.done = true
+	lk.unlocked = true
 	lk.leaseTimer.Stop()
-	if lk.mu.result == nil {
+	if lk.result == nil {
 		lk.lostAt.Store(0)
 	}
 	lk.l.dog.remove(lk)
-	return lk.mu.result
+	return lk.result
+}
+
+// leaseLeft returns the time until the lease counts as ended, or 0 if it has.
+func (lk *Lock) leaseLeft() time.Duration {
+	at := lk.lostAt.Load()
+	if at == 0 {
+		return 0
+	}
+	return max(time.Duration(at-lk.l.sinceEpoch()), 0)
+}
+
+// leaseEnded reports whether the lease counts as ended.
+func (lk *Lock) leaseEnded() bool {
+	at := lk.lostAt.Load()
+	return at != 0 && lk.l.sinceEpoch() >= at
 }
 
 // markLost closes the Lost channel; later calls do nothing.

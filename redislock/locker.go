@@ -30,8 +30,11 @@ type Locker struct {
 	rdb     redis.UniversalClient
 	wheel   *tock.Wheel
 	timeout time.Duration
-	logger  *slog.Logger
-	epoch   time.Time // the origin of sinceEpoch, with a monotonic clock reading
+	// replicaWait bounds the wait for a replica to acknowledge an acquisition or a renewal; 0: no
+	// waiting.
+	replicaWait time.Duration
+	logger      *slog.Logger
+	epoch       time.Time // the origin of sinceEpoch, with a monotonic clock reading
 
 	// group maps a lock key to the batch it may share one script call with: the cluster slot for a
 	// ClusterClient, the hash tag for a Ring (whose shards are not known here), and one group for a
@@ -55,7 +58,7 @@ func New(rdb redis.UniversalClient, opts ...Option) *Locker {
 	if rdb == nil {
 		panic(fmt.Errorf("%w: New: nil Redis client", ErrInvalidOption))
 	}
-	l := &Locker{rdb: rdb, timeout: DefaultWatchdogTimeout, epoch: time.Now()}
+	l := &Locker{rdb: rdb, timeout: DefaultWatchdogTimeout, replicaWait: DefaultReplicaWait, epoch: time.Now()}
 	for _, o := range opts {
 		if o != nil {
 			o(l)
@@ -178,68 +181,6 @@ func (l *Locker) config(name string, opts []LockOption) (*lockConfig, error) {
 	}
 	c.hold = holdPrefix + rand.Text()
 	return c, nil
-}
-
-// acquire runs the acquire script once. It returns the Lock when acquired, and otherwise the
-// holder's remaining time to live (negative if the key has no expiry).
-func (l *Locker) acquire(ctx context.Context, name string, c *lockConfig) (*Lock, time.Duration, error) {
-	lease := l.timeout
-	if c.lease > 0 {
-		lease = c.lease
-	}
-	key := lockKey(name)
-	start := time.Now()
-	v, err := acquireScript.Run(ctx, l.rdb, []string{key, fenceKey(name)}, c.owner, c.hold, millis(lease)).Result()
-	if err != nil {
-		return nil, 0, fmt.Errorf("redislock: lock %q: %w", name, err)
-	}
-	ok, n, err := parseAcquire(v)
-	if err != nil {
-		return nil, 0, fmt.Errorf("redislock: lock %q: %w", name, err)
-	}
-	if !ok {
-		if n < 0 {
-			return nil, -1, nil
-		}
-		return nil, time.Duration(n) * time.Millisecond, nil
-	}
-	lk := &Lock{
-		l:     l,
-		name:  name,
-		key:   key,
-		owner: c.owner,
-		hold:  c.hold,
-		token: n,
-		lost:  make(chan struct{}),
-	}
-	// The lease was set when the script ran, after start: counting from start errs on the safe side.
-	deadline := start.Add(lease)
-	lostAt := deadline.Add(-lostMargin(lease))
-	if took := time.Since(start); !start.Add(took).Before(lostAt) {
-		// A Lock returned now would be lost already, while Redis holds the key with a lease
-		// that began when the script ran.
-		l.release(ctx, lk)
-		return nil, 0, fmt.Errorf("%w (lock %q): reply after %v for a lease of %v", ErrSlowReply, name, took, lease)
-	}
-	if c.lease > 0 {
-		err = lk.expireAt(lostAt)
-	} else {
-		err = l.dog.add(lk, deadline)
-	}
-	if err != nil {
-		// The lock cannot be kept, so do not keep it.
-		l.release(ctx, lk)
-		return nil, 0, fmt.Errorf("redislock: lock %q: schedule on the wheel: %w", name, err)
-	}
-	return lk, 0, nil
-}
-
-// release removes the hold of an acquisition that is not returned to the caller. Should that fail,
-// the acquisition frees itself when its lease ends.
-func (l *Locker) release(ctx context.Context, lk *Lock) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.timeout)
-	defer cancel()
-	_, _ = releaseScript.Run(ctx, l.rdb, []string{lk.key, fenceKey(lk.name)}, lk.token, lk.hold, channelName(lk.name), lk.owner).Result()
 }
 
 func lockKey(name string) string     { return keyPrefix + "{" + name + "}" }

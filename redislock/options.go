@@ -42,6 +42,28 @@ func WithWatchdogTimeout(d time.Duration) Option {
 	}
 }
 
+// DefaultReplicaWait is how long an acquisition waits for a replica to acknowledge it when
+// [WithReplicaWait] is not given: Redisson's default slavesSyncTimeout.
+const DefaultReplicaWait = time.Second
+
+// WithReplicaWait sets how long an acquisition waits for a replica of the Redis master that granted
+// it to acknowledge it (WAIT), if that master has replicas in sync, before [Locker.Lock] or
+// [Locker.TryLock] returns it; if none does in time, the acquisition is released and the call fails
+// with [ErrNotReplicated]. Renewals wait the same way (for at most half a renewal period), and a
+// lease counts as renewed only once a replica has the renewal. So a failover that promotes the
+// replica keeps the lock. The default is [DefaultReplicaWait]; 0 turns waiting off (the fencing
+// tokens stay unique across a failover without it; see [Lock.Token]). It has no effect with a
+// [redis.Ring]. New panics if d is negative.
+func WithReplicaWait(d time.Duration) Option {
+	return func(l *Locker) {
+		if d < 0 {
+			l.invalid(fmt.Sprintf("WithReplicaWait(%v): negative", d))
+			return
+		}
+		l.replicaWait = d
+	}
+}
+
 // WithLogger sets where the Locker reports renewal failures, at warning level. They are retried,
 // and a lock whose lease runs out meanwhile is reported to its holder through [Lock.Lost]. A nil
 // logger means [slog.Default], the default.

@@ -8,14 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock"
 )
-
-// renewBatchSize bounds the keys renewed by one script call. A call over 256 keys keeps Redis busy
-// for well under a millisecond, and 10,000 held locks cost 40 calls per period, sent as one
-// pipeline.
-const renewBatchSize = 256
 
 // An entry is one acquisition renewed by the watchdog. The Locks of an owner that holds a lock
 // several times through the same Locker share it.
@@ -54,6 +48,13 @@ type watchdog struct {
 	running    atomic.Bool   // a round is in flight; kicks are dropped meanwhile
 	urgent     atomic.Bool   // a lock was added that needs a round before the next period
 
+	perSlot atomic.Bool // renew with one script per slot: Redis refused renewNodeSrc (before 7.0)
+
+	nodes struct {
+		sync.Mutex
+		m map[string]nodeState // by address
+	}
+
 	mu struct {
 		sync.Mutex
 		entries   map[entryKey]*entry
@@ -70,6 +71,7 @@ func (d *watchdog) init(l *Locker) {
 	d.retryDelay = l.timeout / 12
 	d.margin = lostMargin(l.timeout)
 	d.mu.entries = make(map[entryKey]*entry)
+	d.nodes.m = make(map[string]nodeState)
 }
 
 // add makes the watchdog renew lk, whose lease is known to last until deadline.
@@ -268,33 +270,34 @@ func (d *watchdog) round() {
 		return
 	}
 	start := time.Now()
-	batches := d.batch(es)
 	ctx, cancel := context.WithTimeout(context.Background(), d.period)
-	renewed, errs := d.renew(ctx, batches)
+	outcomes, failure := d.renew(ctx, es)
 	cancel()
+	if failure != nil {
+		d.l.reloadAfter(failure)
+	}
 
 	d.mu.Lock()
-	var failure error
-	for i, b := range batches {
-		if errs[i] != nil {
-			failure = errs[i]
-			continue
+	deadline := start.Add(d.l.timeout)
+	retry := false
+	for i, e := range es {
+		if d.mu.entries[entryKey{e.key, e.token, e.owner}] != e {
+			continue // unlocked or lost during the round
 		}
-		deadline := start.Add(d.l.timeout)
-		for j, e := range b {
-			if d.mu.entries[entryKey{e.key, e.token, e.owner}] != e {
-				continue // unlocked or lost during the round
-			}
-			if !renewed[i][j] {
-				d.lostLocked(e, true)
-			} else if deadline.After(e.deadline) {
+		switch outcomes[i] {
+		case renewed:
+			if deadline.After(e.deadline) {
 				e.deadline = deadline
 				d.setLostAtLocked(e)
 			}
+		case gone:
+			d.lostLocked(e, true)
+		default:
+			retry = true
 		}
 	}
 	d.running.Store(false)
-	if failure != nil && len(d.mu.entries) > 0 {
+	if retry && len(d.mu.entries) > 0 {
 		// Bring the next round forward; rounds go on every period from there.
 		d.mu.ticker.Reset(d.retryDelay)
 	}
@@ -306,94 +309,4 @@ func (d *watchdog) round() {
 		d.l.logger.Warn("redislock: renewal failed; retrying until the leases end",
 			slog.Int("locks", len(es)), slog.Any("error", failure))
 	}
-}
-
-// batch groups entries into script calls: only keys of one group (one cluster slot) may share a
-// call, and a call takes at most renewBatchSize keys.
-func (d *watchdog) batch(es []*entry) [][]*entry {
-	groups := make(map[string][]*entry)
-	var order []string
-	for _, e := range es {
-		g := d.l.group(e.key)
-		if _, ok := groups[g]; !ok {
-			order = append(order, g)
-		}
-		groups[g] = append(groups[g], e)
-	}
-	var batches [][]*entry
-	for _, g := range order {
-		list := groups[g]
-		for len(list) > 0 {
-			n := min(len(list), renewBatchSize)
-			batches = append(batches, list[:n:n])
-			list = list[n:]
-		}
-	}
-	return batches
-}
-
-// renew sends one renew script call per batch, all in one pipeline, and reports per batch which
-// keys were renewed or why the call failed.
-func (d *watchdog) renew(ctx context.Context, batches [][]*entry) ([][]bool, []error) {
-	cmds := make([]*redis.Cmd, len(batches))
-	args := d.args(batches)
-	send := func(idx []int, eval bool) {
-		_, _ = d.l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, i := range idx {
-				if eval {
-					cmds[i] = renewScript.Eval(ctx, p, args[i].keys, args[i].argv...)
-				} else {
-					cmds[i] = renewScript.EvalSha(ctx, p, args[i].keys, args[i].argv...)
-				}
-			}
-			return nil
-		})
-	}
-	all := make([]int, len(batches))
-	for i := range all {
-		all[i] = i
-	}
-	send(all, false)
-	// After a Redis restart or SCRIPT FLUSH the script is unknown: send the source once, which
-	// also caches it again.
-	var again []int
-	for i, c := range cmds {
-		if isNoScript(c.Err()) {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		send(again, true)
-	}
-	renewed := make([][]bool, len(batches))
-	errs := make([]error, len(batches))
-	for i, c := range cmds {
-		v, err := c.Result()
-		if err == nil {
-			renewed[i], err = parseRenew(v, len(batches[i]))
-		}
-		errs[i] = err
-	}
-	return renewed, errs
-}
-
-type batchArgs struct {
-	keys []string
-	argv []any
-}
-
-func (d *watchdog) args(batches [][]*entry) []batchArgs {
-	ms := millis(d.l.timeout)
-	out := make([]batchArgs, len(batches))
-	for i, b := range batches {
-		keys := make([]string, len(b))
-		argv := make([]any, 1+2*len(b))
-		argv[0] = ms
-		for j, e := range b {
-			keys[j] = e.key
-			argv[1+2*j], argv[2+2*j] = e.tokenArg, e.owner
-		}
-		out[i] = batchArgs{keys, argv}
-	}
-	return out
 }
