@@ -48,12 +48,19 @@ func (lk *Lock) Name() string { return lk.name }
 // Owner returns the owner token of the acquisition: the one given with [WithOwner], or a random one.
 func (lk *Lock) Owner() string { return lk.owner }
 
-// Token returns the fencing token of the acquisition: a number that increases with every
-// acquisition of the lock's name, so that a storage system that remembers the highest token it has
-// seen can reject writes from a holder whose lock was lost and taken by someone else since. An
-// owner that acquires a lock it already holds (see [WithOwner]) gets the token of the acquisition it
-// already holds. Tokens count up from 1 and survive the lock key: they are reset only if the fence
-// key is lost, as it is when Redis restarts without persistence.
+// Token returns the fencing token of the acquisition: a number above every token handed out before
+// for the lock's name, so that a storage system that remembers the highest token it has seen can
+// reject writes from a holder whose lock was lost and taken by someone else since. An owner that
+// acquires a lock it already holds (see [WithOwner]) gets the token of the acquisition it already
+// holds.
+//
+// A name's first token is Redis's clock in microseconds since 1970 (about 1.8e15), and each later one
+// is one more, except after a failover or a restart that may have lost acquisitions, where it is
+// a million more, or Redis's clock if that is further. So tokens never repeat, with or without
+// persistence and whether or not the acquisitions reached a replica, unless a failover or restart
+// loses more than a million acquisitions of the name, or Redis loses the fence key (a restart
+// without persistence, FLUSHALL, eviction) while its clock reads below the name's last token; see
+// the package doc. Tokens stay below 2^53.
 func (lk *Lock) Token() int64 { return lk.token }
 
 // Lost returns a channel that is closed when the lock is no longer held although Unlock was not
@@ -70,7 +77,7 @@ func (lk *Lock) Token() int64 { return lk.token }
 // owner acquired the lock finds the channel closed however late the timer that closes it runs; a
 // goroutine blocked on the channel is woken by that timer, on the Locker's wheel.
 func (lk *Lock) Lost() <-chan struct{} {
-	if at := lk.lostAt.Load(); at != 0 && lk.l.sinceEpoch() >= at {
+	if lk.leaseEnded() {
 		lk.markLost()
 	}
 	return lk.lost
