@@ -54,8 +54,8 @@ func (lk *Lock) Owner() string { return lk.owner }
 // acquires a lock it already holds (see [WithOwner]) gets the token of the acquisition it already
 // holds.
 //
-// A name's first token is Redis's clock in microseconds since 1970 (about 1.8e15), and each later one
-// is one more, except after a failover or a restart that may have lost acquisitions, where it is
+// A name's first token is Redis's clock in microseconds since 1970 (about 1.8e15), and each later
+// one is one more, except after a failover or a restart that may have lost acquisitions, where it is
 // a million more, or Redis's clock if that is further. So tokens never repeat, with or without
 // persistence and whether or not the acquisitions reached a replica, unless a failover or restart
 // loses more than a million acquisitions of the name, or Redis loses the fence key (a restart
