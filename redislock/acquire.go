@@ -117,20 +117,25 @@ func (l *Locker) runAcquire(ctx context.Context, keys []string, args ...any) (ac
 		}
 		return r, err
 	}
-	wait := false
-	if l.replicaWait > 0 {
-		st, err := l.dog.replicasOf(ctx, node)
-		if err != nil {
-			return r, err
-		}
-		wait = st > 0
+	wait, err := l.waitOn(ctx, node)
+	if err != nil {
+		return r, err
 	}
-	v, acked, err := l.sendAcquire(ctx, node, keys, args, false, false, wait)
-	if isNoScript(err) {
-		v, acked, err = l.sendAcquire(ctx, node, keys, args, true, false, wait)
+	var v any
+	var acked *redis.Cmd
+	if wait {
+		v, acked, err = l.sendAcquire(ctx, node, keys, args, false, false, true)
+		if isNoScript(err) {
+			v, acked, err = l.sendAcquire(ctx, node, keys, args, true, false, true)
+		}
+	} else {
+		v, err = acquireScript.Run(ctx, node, keys, args...).Result()
 	}
 	if addr, ok := askTarget(err); ok {
 		if node, err = l.masterAt(ctx, addr); err != nil {
+			return r, err
+		}
+		if wait, err = l.waitOn(ctx, node); err != nil {
 			return r, err
 		}
 		v, acked, err = l.sendAcquire(ctx, node, keys, args, true, true, wait)
@@ -151,6 +156,15 @@ func (l *Locker) runAcquire(ctx context.Context, keys []string, args ...any) (ac
 	r.waited = true
 	r.acked, err = acked.Int64()
 	return r, err
+}
+
+// waitOn reports whether an acquisition on node is to be followed by WAIT.
+func (l *Locker) waitOn(ctx context.Context, node *redis.Client) (bool, error) {
+	if l.replicaWait == 0 {
+		return false, nil
+	}
+	n, err := l.dog.replicasOf(ctx, node)
+	return n > 0, err
 }
 
 // errReplicaAppeared fails an acquisition made without WAIT on a master that turned out to have a

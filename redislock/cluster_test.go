@@ -266,3 +266,43 @@ func TestRenewalPerSlotFallback(t *testing.T) {
 		}
 	}
 }
+
+// TestRing takes, renews and releases locks through a Ring of two servers, whose shards the Locker
+// cannot address: acquisitions go through the Ring without waiting for replicas, and renewals per
+// hash tag.
+func TestRing(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	newRing := func() *redis.Ring {
+		rdb := redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": a.Addr, "b": b.Addr}})
+		t.Cleanup(func() { rdb.Close() })
+		return rdb
+	}
+	rdb := newRing()
+	l, other := New(rdb), New(newRing())
+	ctx := context.Background()
+	var held []*Lock
+	for i := range 40 {
+		lk, err := l.TryLock(ctx, fmt.Sprint("job-", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, lk)
+		rdb.PExpire(ctx, lk.key, 10*time.Second)
+	}
+	if n := newClient(t, a).DBSize(ctx).Val(); n == 0 {
+		t.Fatal("no lock on the first shard: the test shows nothing")
+	}
+	l.dog.running.Store(true)
+	l.dog.round()
+	for _, lk := range held {
+		if ttl := rdb.PTTL(ctx, lk.key).Val(); ttl <= 10*time.Second {
+			t.Fatalf("%s not renewed: PTTL %v", lk.key, ttl)
+		}
+		if _, err := other.TryLock(ctx, lk.Name()); !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("another owner of %s: err = %v, want ErrNotAcquired", lk.Name(), err)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

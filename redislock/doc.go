@@ -85,7 +85,7 @@
 //	                         acquire or release counts once
 //	tock:lock:{N}:fence      hash, no expiry
 //	    last                 the last fencing token handed out
-//	    epoch                "<run_id>:<master_replid>" (from INFO) of the master that handed it out
+//	    epoch                master_replid (from INFO) of the master that handed it out
 //	    released             the token of the last acquisition released by its holder, so that a
 //	                         retried release can tell "already released" from "expired"
 //	tock:lock:{N}:released   pub/sub channel; the token is published when the lock is freed
@@ -112,9 +112,9 @@
 //     1, 0, or -1 (not served here) per key, then the number of replicas in sync.
 //
 // The next token of a name is last+1 if the fence's epoch is the master's own. If the fence is
-// missing, it is Redis's clock in microseconds (TIME); if the epoch is another (a promoted replica,
-// a restarted master), the larger of last+1,000,000 and that clock, as the master cannot know
-// whether acquisitions it never saw were lost.
+// missing, it is Redis's clock in microseconds (TIME); if the epoch is another, the larger of
+// last+1,000,000 and that clock: Redis gives a master a new replication ID whenever it restarts or
+// a replica is promoted, and such a master cannot know whether acquisitions it never saw were lost.
 //
 // A client in another language acquires with the acquire script, keeps the lease alive by running
 // renew (or PEXPIRE after checking the token and owner in a script) more often than the lease, and

@@ -136,16 +136,11 @@ func setNextToken(t *testing.T, rdb *redis.Client, name string, token int64) {
 // serverEpoch returns the epoch the acquire script records in fence keys on rdb's server.
 func serverEpoch(t *testing.T, rdb *redis.Client) string {
 	t.Helper()
-	ctx := context.Background()
-	server, err := rdb.Info(ctx, "server").Result()
+	repl, err := rdb.Info(context.Background(), "replication").Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	repl, err := rdb.Info(ctx, "replication").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return infoField(server, "run_id") + ":" + infoField(repl, "master_replid")
+	return infoField(repl, "master_replid")
 }
 
 // infoField returns the value of field in the text of an INFO reply.

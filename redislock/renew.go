@@ -86,7 +86,13 @@ func (d *watchdog) renew(ctx context.Context, es []*entry) ([]outcome, error) {
 	for i := range all {
 		all[i] = i
 	}
-	if _, ring := d.l.rdb.(*redis.Ring); ring || d.perSlot.Load() {
+	switch d.l.rdb.(type) {
+	case *redis.Client, *redis.ClusterClient:
+	default:
+		// A Ring, or a client of a kind the Locker cannot address masters through.
+		return out, d.renewPerSlot(ctx, es, all, out)
+	}
+	if d.perSlot.Load() {
 		return out, d.renewPerSlot(ctx, es, all, out)
 	}
 	var (

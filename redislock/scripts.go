@@ -23,11 +23,11 @@ import (
 // of running it once.
 //
 // The fencing token: a name's first token is Redis's clock in microseconds (TIME); the next is one
-// more than the last, as long as the process that issued the last one still runs the name's
-// master with the same replication history. The fence key records that as epoch, the run ID and
-// the replication ID of the master (INFO); a master that finds another epoch there (a replica
-// promoted by a failover, a restart) cannot know whether it lost the last acquisitions of the old
-// one, so it jumps a million tokens ahead, or to its clock if that is further. Tokens stay below
+// more than the last, as long as the master that issued the last one has run since without a
+// break. The fence key records that as epoch, the master's replication ID (INFO), which Redis
+// changes whenever a master restarts or a replica is promoted; a master that finds another epoch
+// there cannot know whether it lost the last acquisitions of the old one, so it jumps a million
+// tokens ahead, or to its clock if that is further. Tokens stay below
 // 2^53, which Lua's numbers hold exactly, until the year 2255.
 const acquireSrc = `
 local owner = redis.call('HGET', KEYS[1], 'owner')
@@ -40,8 +40,7 @@ for _ in string.gmatch(repl, 'state=online') do
   replicas = replicas + 1
 end
 if not owner then
-  local epoch = string.match(redis.call('INFO', 'server'), 'run_id:(%x+)') .. ':' ..
-    string.match(repl, 'master_replid:(%x+)')
+  local epoch = string.match(repl, 'master_replid:(%x+)')
   local fence = redis.call('HMGET', KEYS[2], 'last', 'epoch')
   local last = tonumber(fence[1])
   local token
