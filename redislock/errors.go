@@ -7,9 +7,10 @@ var (
 	// ErrNotAcquired is returned by [Locker.TryLock] when another owner holds the lock.
 	ErrNotAcquired = errors.New("redislock: not acquired: held by another owner")
 
-	// ErrNotHeld is returned by [Lock.Unlock] when the lock is no longer held by the acquisition the Lock
-	// stands for: its lease ran out or its key was deleted (for example by a Redis restart without
-	// persistence). Work done under the lock since then may have overlapped with another holder.
+	// ErrNotHeld is returned by [Lock.Unlock] when the lock is no longer held by the acquisition the
+	// Lock stands for: its lease ran out (possibly while Redis could not be reached) or its key was
+	// deleted (for example by a Redis restart without persistence). Work done under the lock since
+	// then may have overlapped with another holder.
 	ErrNotHeld = errors.New("redislock: lock not held: lease expired or key deleted")
 
 	// ErrSlowReply is returned by [Locker.Lock] and [Locker.TryLock] when Redis granted the lock but

@@ -7,7 +7,7 @@ import (
 )
 
 // MinLease is the shortest fixed lease [WithLease] accepts. A lease must outlast the safety margin
-// by which [Lock.Lost] closes early (see lostMargin) with room to spare.
+// by which [Lock.Lost] closes early (2 ms and a thousandth of the lease) with room to spare.
 const MinLease = 10 * time.Millisecond
 
 // The safety margin: Lost closes this much before the lease ends by the Locker's clock, counted

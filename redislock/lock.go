@@ -87,8 +87,11 @@ func (lk *Lock) Lost() <-chan struct{} {
 // and waiters are woken then. It returns nil if the hold was removed, now or by an earlier call (a
 // retry after an error whose release did reach Redis), and an error wrapping [ErrNotHeld] if the
 // lock had been lost: its lease ran out or its key was deleted. Other errors come from Redis; the
-// lock is then still held and renewed, and the call may be retried. Once Unlock has returned nil or
-// ErrNotHeld, later calls return the same without contacting Redis.
+// lock is then still held and renewed, and the call may be retried. Errors that pass by themselves
+// (a connection refused, a failover in progress) are retried until ctx ends or the lease does,
+// after which the lock is lost and Unlock returns ErrNotHeld. Once Unlock has returned nil or
+// ErrNotHeld, later calls return the same without contacting Redis. Concurrent calls take turns; a
+// call waiting for its turn returns when ctx ends.
 func (lk *Lock) Unlock(ctx context.Context) error {
 	select {
 	case lk.unlock <- struct{}{}:

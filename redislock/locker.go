@@ -90,7 +90,11 @@ func (l *Locker) invalid(what string) {
 
 // TryLock acquires the named lock if it is free, or adds a hold if it is held by the owner given
 // with [WithOwner], and returns an error wrapping [ErrNotAcquired] at once if another owner holds
-// it. Other errors come from Redis or from invalid arguments ([ErrInvalidName], [ErrInvalidOption]).
+// it. Errors that pass by themselves (a connection refused or reset, a failover or a resharding in
+// progress) are retried for up to the lock's lease, or until ctx ends. It fails with
+// [ErrSlowReply] if Redis granted the lock too late to be of use, and with [ErrNotReplicated] if no
+// replica acknowledged it in time (see [WithReplicaWait]); either way the acquisition is released.
+// Other errors come from Redis or from invalid arguments ([ErrInvalidName], [ErrInvalidOption]).
 func (l *Locker) TryLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	c, err := l.config(name, opts)
 	if err != nil {

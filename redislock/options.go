@@ -53,7 +53,8 @@ const DefaultReplicaWait = time.Second
 // lease counts as renewed only once a replica has the renewal. So a failover that promotes the
 // replica keeps the lock. The default is [DefaultReplicaWait]; 0 turns waiting off (the fencing
 // tokens stay unique across a failover without it; see [Lock.Token]). It has no effect with a
-// [redis.Ring]. New panics if d is negative.
+// [redis.Ring]. The client's ReadTimeout must be longer than d (see the package doc). New panics if
+// d is negative.
 func WithReplicaWait(d time.Duration) Option {
 	return func(l *Locker) {
 		if d < 0 {
