@@ -120,7 +120,7 @@ func TestFailoverNeverRepeatsToken(t *testing.T) {
 // runs on a cluster and on one master with a replica, as Sentinel would manage.
 func TestAcquisitionWaitsForReplica(t *testing.T) {
 	t.Parallel()
-	const wait = 300 * time.Millisecond
+	const wait = time.Second
 	cases := []struct {
 		name  string
 		setup func(t *testing.T) (rdb redis.UniversalClient, admin *redis.Client, replica *redistest.Server)

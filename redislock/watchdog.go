@@ -2,12 +2,14 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock"
 )
 
@@ -296,6 +298,13 @@ func (d *watchdog) round() {
 			retry = true
 		}
 	}
+	closed := errors.Is(failure, redis.ErrClosed)
+	if closed {
+		// The client was closed: nothing can be renewed any more.
+		for _, e := range d.mu.entries {
+			d.lostLocked(e, false)
+		}
+	}
 	d.running.Store(false)
 	if retry && len(d.mu.entries) > 0 {
 		// Bring the next round forward; rounds go on every period from there.
@@ -305,7 +314,11 @@ func (d *watchdog) round() {
 	if d.urgent.Load() {
 		d.kick() // a lock added during the round, which the round did not renew
 	}
-	if failure != nil {
+	switch {
+	case closed:
+		d.l.logger.Warn("redislock: renewal failed: the Redis client is closed; every lock is lost",
+			slog.Int("locks", len(es)))
+	case failure != nil:
 		d.l.logger.Warn("redislock: renewal failed; retrying until the leases end",
 			slog.Int("locks", len(es)), slog.Any("error", failure))
 	}

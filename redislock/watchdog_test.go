@@ -391,3 +391,24 @@ func TestWatchdogRenewsShortLeaseAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// TestClientClosedLosesLocks closes the Locker's client while it holds a lock: nothing can renew
+// it any more, so the next round must declare it lost rather than retry until its lease ends.
+func TestClientClosedLosesLocks(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	l := New(rdb, quiet)
+	lk, err := l.TryLock(context.Background(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.Close()
+	l.dog.running.Store(true)
+	l.dog.round()
+	if !isClosed(lk.Lost()) {
+		t.Fatal("Lost still open after a round found the client closed")
+	}
+	if n := l.dog.count(); n != 0 {
+		t.Fatalf("%d watchdog entries after the client was closed", n)
+	}
+}
