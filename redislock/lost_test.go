@@ -171,6 +171,8 @@ func TestNoLockBornLost(t *testing.T) {
 				lk  *Lock
 				err error
 			}
+			sent := make(chan struct{}, 1)
+			rdb.AddHook(sendHook{sent})
 			got := make(chan result, 1)
 			s.Pause()
 			start := time.Now()
@@ -178,6 +180,7 @@ func TestNoLockBornLost(t *testing.T) {
 				lk, err := l.TryLock(ctx, c.name, c.lock...)
 				got <- result{lk, err}
 			}()
+			<-sent
 			time.Sleep(2 * lease)
 			s.Resume()
 			r := <-got
@@ -192,5 +195,31 @@ func TestNoLockBornLost(t *testing.T) {
 				t.Fatalf("another owner right after: %v; the late acquisition was not released", err)
 			}
 		})
+	}
+}
+
+// sendHook reports on sent, without blocking, each time its client is about to send a command.
+type sendHook struct{ sent chan<- struct{} }
+
+func (h sendHook) notify() {
+	select {
+	case h.sent <- struct{}{}:
+	default:
+	}
+}
+
+func (h sendHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h sendHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.notify()
+		return next(ctx, cmd)
+	}
+}
+
+func (h sendHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.notify()
+		return next(ctx, cmds)
 	}
 }
