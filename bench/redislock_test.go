@@ -253,78 +253,126 @@ const (
 // BenchmarkHeld holds 10,000 locks and measures what keeping their leases alive costs per renewal
 // period: Redis commands (redis-cmds/period, and per 100 locks), CPU time of this process and of
 // redis-server, and goroutines. One op is one renewal period of wall time, so ns/op is not a result.
+// It runs on one server and on a Redis Cluster of three masters (without replicas), where the
+// commands and the CPU are those of the three masters together.
 //
-// "tock" is redislock's watchdog: one timer on the wheel and batched renewal scripts.
-// "goroutine-per-lock" is what the small auto-renewing libraries do: a goroutine and a ticker per
-// lock, each refreshing its lock (bsm/redislock's Refresh) every period.
+// "tock" is redislock's watchdog: one timer on the wheel and batched renewal scripts, one call per
+// 256 locks of one master. "goroutine-per-lock" is what the small auto-renewing libraries do: a
+// goroutine and a ticker per lock, each refreshing its lock (bsm/redislock's Refresh) every period.
 func BenchmarkHeld(b *testing.B) {
-	s := redistest.Start(b)
-	admin := newRedisClient(b, s)
-	b.Run("tock", func(b *testing.B) {
-		before := runtime.NumGoroutine()
-		w := tock.New()
-		b.Cleanup(func() { w.Stop() })
-		var sent sentCommands
-		l := redislock.New(countedClient(b, s, &sent), redislock.WithWheel(w), redislock.WithWatchdogTimeout(heldTimeout))
-		ctx := context.Background()
-		locks := make([]*redislock.Lock, heldLocks)
-		for i := range locks {
-			lk, err := l.TryLock(ctx, fmt.Sprint("held-", i))
-			if err != nil {
-				b.Fatal(err)
-			}
-			locks[i] = lk
-		}
-		measureHeld(b, admin, &sent, before)
-		for _, lk := range locks {
-			select {
-			case <-lk.Lost():
-				b.Fatal("lock lost while held")
-			default:
-			}
-			if err := lk.Unlock(ctx); err != nil {
-				b.Fatal(err)
-			}
-		}
-	})
-	b.Run("goroutine-per-lock", func(b *testing.B) {
-		before := runtime.NumGoroutine()
-		var sent sentCommands
-		c := bsm.New(countedClient(b, s, &sent))
-		ctx, cancel := context.WithCancel(context.Background())
-		var wg sync.WaitGroup
-		var failed sync.Once
-		for i := range heldLocks {
-			lk, err := c.Obtain(ctx, fmt.Sprint("held-", i), heldTimeout, nil)
-			if err != nil {
-				b.Fatal(err)
-			}
-			wg.Go(func() {
-				t := time.NewTicker(heldPeriod)
-				defer t.Stop()
-				for {
-					select {
-					case <-t.C:
-						if err := lk.Refresh(ctx, heldTimeout, nil); err != nil && ctx.Err() == nil {
-							failed.Do(func() { b.Error("refresh:", err) })
-						}
-					case <-ctx.Done():
-						_ = lk.Release(context.Background())
-						return
-					}
+	for _, d := range []heldDeployment{oneServer(b), threeMasters(b)} {
+		b.Run(d.name+"/tock", func(b *testing.B) {
+			before := runtime.NumGoroutine()
+			w := tock.New()
+			b.Cleanup(func() { w.Stop() })
+			var sent sentCommands
+			l := redislock.New(d.client(b, &sent), redislock.WithWheel(w), redislock.WithWatchdogTimeout(heldTimeout))
+			ctx := context.Background()
+			locks := make([]*redislock.Lock, heldLocks)
+			for i := range locks {
+				lk, err := l.TryLock(ctx, fmt.Sprint("held-", i))
+				if err != nil {
+					b.Fatal(err)
 				}
-			})
-		}
-		measureHeld(b, admin, &sent, before)
-		cancel()
-		wg.Wait()
-	})
+				locks[i] = lk
+			}
+			measureHeld(b, d.admins, &sent, before)
+			for _, lk := range locks {
+				select {
+				case <-lk.Lost():
+					b.Fatal("lock lost while held")
+				default:
+				}
+				if err := lk.Unlock(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(d.name+"/goroutine-per-lock", func(b *testing.B) {
+			before := runtime.NumGoroutine()
+			var sent sentCommands
+			c := bsm.New(d.client(b, &sent))
+			ctx, cancel := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			var failed sync.Once
+			for i := range heldLocks {
+				lk, err := c.Obtain(ctx, fmt.Sprint("held-", i), heldTimeout, nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				wg.Go(func() {
+					t := time.NewTicker(heldPeriod)
+					defer t.Stop()
+					for {
+						select {
+						case <-t.C:
+							if err := lk.Refresh(ctx, heldTimeout, nil); err != nil && ctx.Err() == nil {
+								failed.Do(func() { b.Error("refresh:", err) })
+							}
+						case <-ctx.Done():
+							_ = lk.Release(context.Background())
+							return
+						}
+					}
+				})
+			}
+			measureHeld(b, d.admins, &sent, before)
+			cancel()
+			wg.Wait()
+		})
+	}
 }
 
-// measureHeld lets b.N renewal periods pass and reports their cost.
-func measureHeld(b *testing.B, admin *redis.Client, sent *sentCommands, goroutinesBefore int) {
+// A heldDeployment is a Redis deployment for BenchmarkHeld.
+type heldDeployment struct {
+	name   string
+	admins []*redis.Client // one per master, for their statistics
+	// client returns a client of its own whose commands sent count in sent.
+	client func(b *testing.B, sent *sentCommands) redis.UniversalClient
+}
+
+func oneServer(b *testing.B) heldDeployment {
+	s := redistest.Start(b)
+	return heldDeployment{
+		name:   "server",
+		admins: []*redis.Client{newRedisClient(b, s)},
+		client: func(b *testing.B, sent *sentCommands) redis.UniversalClient { return countedClient(b, s, sent) },
+	}
+}
+
+func threeMasters(b *testing.B) heldDeployment {
+	c := redistest.StartCluster(b, redistest.ClusterConfig{Masters: 3})
+	var admins []*redis.Client
+	for _, m := range c.Masters() {
+		admins = append(admins, newRedisClient(b, m.Server))
+	}
+	return heldDeployment{
+		name:   "cluster-3-masters",
+		admins: admins,
+		client: func(b *testing.B, sent *sentCommands) redis.UniversalClient {
+			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true, PoolSize: 64})
+			b.Cleanup(func() { rdb.Close() })
+			// Count on the clients of the nodes, which every command reaches once: redislock
+			// sends its renewals to them directly.
+			rdb.OnNewNode(func(n *redis.Client) { n.AddHook(sent) })
+			return rdb
+		},
+	}
+}
+
+// measureHeld lets b.N renewal periods pass and reports their cost, the Redis side summed over the
+// masters of admins.
+func measureHeld(b *testing.B, admins []*redis.Client, sent *sentCommands, goroutinesBefore int) {
 	goroutines := runtime.NumGoroutine() - goroutinesBefore
-	before := serverStats(b, admin)
+	stats := func() (cmds, cpu float64) {
+		for _, a := range admins {
+			st := serverStats(b, a)
+			cmds += st["total_commands_processed"]
+			cpu += st["used_cpu_user"] + st["used_cpu_sys"]
+		}
+		return cmds, cpu
+	}
+	cmdsBefore, redisCPUBefore := stats()
 	sentBefore := sent.n.Load()
 	cpu := processCPU(b)
 	start := time.Now()
@@ -335,10 +383,10 @@ func measureHeld(b *testing.B, admin *redis.Client, sent *sentCommands, goroutin
 	b.StopTimer()
 	periods := float64(time.Since(start)) / float64(heldPeriod)
 	cpu = processCPU(b) - cpu
-	after := serverStats(b, admin)
+	cmdsAfter, redisCPUAfter := stats()
 	sentCmds := float64(sent.n.Load() - sentBefore)
-	serverCmds := after["total_commands_processed"] - before["total_commands_processed"] - 1
-	redisCPU := after["used_cpu_user"] + after["used_cpu_sys"] - before["used_cpu_user"] - before["used_cpu_sys"]
+	serverCmds := cmdsAfter - cmdsBefore - float64(len(admins)) // less the INFO of each master
+	redisCPU := redisCPUAfter - redisCPUBefore
 	b.ReportMetric(sentCmds/periods, "sent-cmds/period")
 	b.ReportMetric(sentCmds/periods*100/heldLocks, "sent-cmds/100locks/period")
 	b.ReportMetric(serverCmds/periods, "server-cmds/period")

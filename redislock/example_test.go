@@ -80,3 +80,28 @@ func ExampleWithOwner() {
 	_ = inner.Unlock(ctx)
 	_ = outer.Unlock(ctx) // now free
 }
+
+// A Locker on Redis Cluster, with the client settings the package doc recommends. On masters with
+// replicas, an acquisition is returned once a replica has it, so that a failover keeps it.
+func ExampleNew_cluster() {
+	ctx := context.Background()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{
+		Addrs:                 []string{"10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"},
+		ContextTimeoutEnabled: true, // a renewal round ends with its period
+	})
+	defer rdb.Close()
+	locker := redislock.New(rdb, redislock.WithReplicaWait(500*time.Millisecond))
+
+	lk, err := locker.TryLock(ctx, "shard-7-housekeeping")
+	switch {
+	case errors.Is(err, redislock.ErrNotAcquired):
+		return // another instance does it
+	case errors.Is(err, redislock.ErrNotReplicated):
+		log.Print("no replica acknowledged the lock; trying again later")
+		return
+	case err != nil:
+		log.Fatal(err)
+	}
+	defer lk.Unlock(context.WithoutCancel(ctx))
+	fmt.Println("housekeeping with fencing token", lk.Token())
+}

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -12,22 +13,26 @@ func TestParseAcquire(t *testing.T) {
 		n        int64
 		ok       bool
 	}{
-		{[]any{int64(1), int64(7)}, true, 7, true},
-		{[]any{int64(0), int64(1500)}, false, 1500, true},
-		{[]any{int64(0), int64(-1)}, false, -1, true},
+		{[]any{int64(1), int64(7), int64(0)}, true, 7, true},
+		{[]any{int64(1), int64(1795462619817384), int64(2)}, true, 1795462619817384, true},
+		{[]any{int64(0), int64(1500), int64(0)}, false, 1500, true},
+		{[]any{int64(0), int64(-1), int64(0)}, false, -1, true},
 		{nil, false, 0, false},
 		{"OK", false, 0, false},
 		{int64(1), false, 0, false},
 		{[]any{}, false, 0, false},
 		{[]any{int64(1)}, false, 0, false},
-		{[]any{int64(1), int64(2), int64(3)}, false, 0, false},
-		{[]any{int64(2), int64(7)}, false, 0, false},
-		{[]any{"1", int64(7)}, false, 0, false},
-		{[]any{int64(1), "7"}, false, 0, false},
-		{[]any{int64(1), nil}, false, 0, false},
+		{[]any{int64(1), int64(7)}, false, 0, false},
+		{[]any{int64(1), int64(2), int64(3), int64(4)}, false, 0, false},
+		{[]any{int64(2), int64(7), int64(0)}, false, 0, false},
+		{[]any{"1", int64(7), int64(0)}, false, 0, false},
+		{[]any{int64(1), "7", int64(0)}, false, 0, false},
+		{[]any{int64(1), nil, int64(0)}, false, 0, false},
+		{[]any{int64(1), int64(7), int64(-1)}, false, 0, false},
+		{[]any{int64(1), int64(7), "0"}, false, 0, false},
 	}
 	for _, c := range cases {
-		acquired, n, err := parseAcquire(c.reply)
+		acquired, n, _, err := parseAcquire(c.reply)
 		if c.ok != (err == nil) || (err != nil && !errors.Is(err, ErrProtocol)) {
 			t.Errorf("parseAcquire(%#v): err = %v, want ok=%v", c.reply, err, c.ok)
 			continue
@@ -69,6 +74,37 @@ func TestParseRenew(t *testing.T) {
 			if got[i] != c.want[i] {
 				t.Errorf("parseRenew(%#v, %d) = %v; want %v", c.reply, c.n, got, c.want)
 			}
+		}
+	}
+}
+
+func TestParseRenewNode(t *testing.T) {
+	cases := []struct {
+		reply    any
+		n        int
+		want     []int
+		replicas int
+	}{
+		{[]any{int64(1), int64(0), int64(-1), int64(2)}, 3, []int{1, 0, -1}, 2},
+		{[]any{int64(0)}, 0, []int{}, 0},
+		{[]any{int64(1)}, 1, nil, 0},
+		{[]any{int64(1), int64(1), int64(0)}, 1, nil, 0},
+		{[]any{int64(2), int64(0)}, 1, nil, 0},
+		{[]any{int64(-2), int64(0)}, 1, nil, 0},
+		{[]any{int64(1), int64(-1)}, 1, nil, 0},
+		{[]any{"1", int64(0)}, 1, nil, 0},
+		{nil, 1, nil, 0},
+	}
+	for _, c := range cases {
+		got, replicas, err := parseRenewNode(c.reply, c.n)
+		if c.want == nil {
+			if !errors.Is(err, ErrProtocol) {
+				t.Errorf("parseRenewNode(%#v, %d): err = %v, want ErrProtocol", c.reply, c.n, err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, c.want) || replicas != c.replicas {
+			t.Errorf("parseRenewNode(%#v, %d) = %v, %d, %v; want %v, %d", c.reply, c.n, got, replicas, err, c.want, c.replicas)
 		}
 	}
 }

@@ -2,6 +2,7 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -11,11 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock"
 )
-
-// renewBatchSize bounds the keys renewed by one script call. A call over 256 keys keeps Redis busy
-// for well under a millisecond, and 10,000 held locks cost 40 calls per period, sent as one
-// pipeline.
-const renewBatchSize = 256
 
 // An entry is one acquisition renewed by the watchdog. The Locks of an owner that holds a lock
 // several times through the same Locker share it.
@@ -50,7 +46,16 @@ type watchdog struct {
 	l          *Locker
 	period     time.Duration
 	retryDelay time.Duration
-	running    atomic.Bool // a round is in flight; kicks are dropped meanwhile
+	margin     time.Duration // lostMargin of the watchdog timeout
+	running    atomic.Bool   // a round is in flight; kicks are dropped meanwhile
+	urgent     atomic.Bool   // a lock was added that needs a round before the next period
+
+	perSlot atomic.Bool // renew with one script per slot: Redis refused renewNodeSrc (before 7.0)
+
+	nodes struct {
+		sync.Mutex
+		m map[string]nodeState // by address
+	}
 
 	mu struct {
 		sync.Mutex
@@ -66,7 +71,9 @@ func (d *watchdog) init(l *Locker) {
 	d.l = l
 	d.period = l.timeout / 3
 	d.retryDelay = l.timeout / 12
+	d.margin = lostMargin(l.timeout)
 	d.mu.entries = make(map[entryKey]*entry)
+	d.nodes.m = make(map[string]nodeState)
 }
 
 // add makes the watchdog renew lk, whose lease is known to last until deadline.
@@ -97,9 +104,15 @@ func (d *watchdog) add(lk *Lock, deadline time.Time) error {
 	}
 	e.locks[lk] = struct{}{}
 	lk.entry = e
-	if err := d.armExpiryLocked(e.deadline); err != nil {
+	d.setLostAtLocked(e)
+	if err := d.armExpiryLocked(d.lostAt(e)); err != nil {
 		d.removeLocked(lk)
 		return err
+	}
+	if time.Until(d.lostAt(e)) < d.period {
+		// A slow acquisition left less than a period of lease: the next round may come too late.
+		d.urgent.Store(true)
+		d.kick()
 	}
 	return nil
 }
@@ -142,6 +155,7 @@ func (d *watchdog) removeLocked(lk *Lock) {
 		return
 	}
 	lk.entry = nil
+	lk.lostAt.Store(0)
 	delete(e.locks, lk)
 	if len(e.locks) == 0 {
 		d.dropLocked(e)
@@ -197,8 +211,19 @@ func (d *watchdog) armExpiryLocked(at time.Time) error {
 	return nil
 }
 
-// expire declares lost every entry whose deadline has passed and re-arms itself for the next one.
-// It runs on the wheel and does no I/O.
+// lostAt returns when e counts as lost: the end of its lease less the safety margin.
+func (d *watchdog) lostAt(e *entry) time.Time { return e.deadline.Add(-d.margin) }
+
+// setLostAtLocked tells the Locks of e when e counts as lost, for Lock.Lost.
+func (d *watchdog) setLostAtLocked(e *entry) {
+	at := d.l.at(d.lostAt(e))
+	for lk := range e.locks {
+		lk.lostAt.Store(at)
+	}
+}
+
+// expire declares lost every entry whose lease has ended, less the safety margin, and re-arms
+// itself for the next one. It runs on the wheel and does no I/O.
 func (d *watchdog) expire(gen uint64) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -209,10 +234,10 @@ func (d *watchdog) expire(gen uint64) {
 	now := time.Now()
 	var next time.Time
 	for _, e := range d.mu.entries {
-		if !e.deadline.After(now) {
+		if at := d.lostAt(e); !at.After(now) {
 			d.lostLocked(e, false)
-		} else if next.IsZero() || e.deadline.Before(next) {
-			next = e.deadline
+		} else if next.IsZero() || at.Before(next) {
+			next = at
 		}
 	}
 	if next.IsZero() {
@@ -235,6 +260,7 @@ func (d *watchdog) kick() {
 
 // round renews every entry once.
 func (d *watchdog) round() {
+	d.urgent.Store(false) // this round serves any urgent request made so far
 	d.mu.Lock()
 	es := make([]*entry, 0, len(d.mu.entries))
 	for _, e := range d.mu.entries {
@@ -246,128 +272,54 @@ func (d *watchdog) round() {
 		return
 	}
 	start := time.Now()
-	batches := d.batch(es)
 	ctx, cancel := context.WithTimeout(context.Background(), d.period)
-	renewed, errs := d.renew(ctx, batches)
+	outcomes, failure := d.renew(ctx, es)
 	cancel()
+	if failure != nil {
+		d.l.reloadAfter(failure)
+	}
 
 	d.mu.Lock()
-	var failure error
-	for i, b := range batches {
-		if errs[i] != nil {
-			failure = errs[i]
-			continue
+	deadline := start.Add(d.l.timeout)
+	retry := false
+	for i, e := range es {
+		if d.mu.entries[entryKey{e.key, e.token, e.owner}] != e {
+			continue // unlocked or lost during the round
 		}
-		deadline := start.Add(d.l.timeout)
-		for j, e := range b {
-			if d.mu.entries[entryKey{e.key, e.token, e.owner}] != e {
-				continue // unlocked or lost during the round
-			}
-			if !renewed[i][j] {
-				d.lostLocked(e, true)
-			} else if deadline.After(e.deadline) {
+		switch outcomes[i] {
+		case renewed:
+			if deadline.After(e.deadline) {
 				e.deadline = deadline
+				d.setLostAtLocked(e)
 			}
+		case gone:
+			d.lostLocked(e, true)
+		default:
+			retry = true
+		}
+	}
+	closed := errors.Is(failure, redis.ErrClosed)
+	if closed {
+		// The client was closed: nothing can be renewed any more.
+		for _, e := range d.mu.entries {
+			d.lostLocked(e, false)
 		}
 	}
 	d.running.Store(false)
-	if failure != nil && len(d.mu.entries) > 0 {
+	if retry && len(d.mu.entries) > 0 {
 		// Bring the next round forward; rounds go on every period from there.
 		d.mu.ticker.Reset(d.retryDelay)
 	}
 	d.mu.Unlock()
-	if failure != nil {
+	if d.urgent.Load() {
+		d.kick() // a lock added during the round, which the round did not renew
+	}
+	switch {
+	case closed:
+		d.l.logger.Warn("redislock: renewal failed: the Redis client is closed; every lock is lost",
+			slog.Int("locks", len(es)))
+	case failure != nil:
 		d.l.logger.Warn("redislock: renewal failed; retrying until the leases end",
 			slog.Int("locks", len(es)), slog.Any("error", failure))
 	}
-}
-
-// batch groups entries into script calls: only keys of one group (one cluster slot) may share a
-// call, and a call takes at most renewBatchSize keys.
-func (d *watchdog) batch(es []*entry) [][]*entry {
-	groups := make(map[string][]*entry)
-	var order []string
-	for _, e := range es {
-		g := d.l.group(e.key)
-		if _, ok := groups[g]; !ok {
-			order = append(order, g)
-		}
-		groups[g] = append(groups[g], e)
-	}
-	var batches [][]*entry
-	for _, g := range order {
-		list := groups[g]
-		for len(list) > 0 {
-			n := min(len(list), renewBatchSize)
-			batches = append(batches, list[:n:n])
-			list = list[n:]
-		}
-	}
-	return batches
-}
-
-// renew sends one renew script call per batch, all in one pipeline, and reports per batch which
-// keys were renewed or why the call failed.
-func (d *watchdog) renew(ctx context.Context, batches [][]*entry) ([][]bool, []error) {
-	cmds := make([]*redis.Cmd, len(batches))
-	args := d.args(batches)
-	send := func(idx []int, eval bool) {
-		_, _ = d.l.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, i := range idx {
-				if eval {
-					cmds[i] = renewScript.Eval(ctx, p, args[i].keys, args[i].argv...)
-				} else {
-					cmds[i] = renewScript.EvalSha(ctx, p, args[i].keys, args[i].argv...)
-				}
-			}
-			return nil
-		})
-	}
-	all := make([]int, len(batches))
-	for i := range all {
-		all[i] = i
-	}
-	send(all, false)
-	// After a Redis restart or SCRIPT FLUSH the script is unknown: send the source once, which
-	// also caches it again.
-	var again []int
-	for i, c := range cmds {
-		if isNoScript(c.Err()) {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		send(again, true)
-	}
-	renewed := make([][]bool, len(batches))
-	errs := make([]error, len(batches))
-	for i, c := range cmds {
-		v, err := c.Result()
-		if err == nil {
-			renewed[i], err = parseRenew(v, len(batches[i]))
-		}
-		errs[i] = err
-	}
-	return renewed, errs
-}
-
-type batchArgs struct {
-	keys []string
-	argv []any
-}
-
-func (d *watchdog) args(batches [][]*entry) []batchArgs {
-	ms := millis(d.l.timeout)
-	out := make([]batchArgs, len(batches))
-	for i, b := range batches {
-		keys := make([]string, len(b))
-		argv := make([]any, 1+2*len(b))
-		argv[0] = ms
-		for j, e := range b {
-			keys[j] = e.key
-			argv[1+2*j], argv[2+2*j] = e.tokenArg, e.owner
-		}
-		out[i] = batchArgs{keys, argv}
-	}
-	return out
 }

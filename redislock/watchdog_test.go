@@ -80,10 +80,10 @@ func TestWatchdogSchedule(t *testing.T) {
 			}
 			locks = append(locks, lk)
 		}
-		before := commandCalls(t, admin, "evalsha")
+		before := scriptCalls(t, admin)
 		time.Sleep(10*bubbleTimeout + bubbleTimeout/6)
 		synctest.Wait()
-		calls := commandCalls(t, admin, "evalsha") - before
+		calls := scriptCalls(t, admin) - before
 		if calls != 30 {
 			t.Fatalf("%d renewal calls in 10 leases for 10 locks, want 30: one per period", calls)
 		}
@@ -117,12 +117,12 @@ func TestWatchdogRetriesUntilRecovery(t *testing.T) {
 			t.Fatal(err)
 		}
 		failRenewals(t, admin, true)
-		before := commandCalls(t, admin, "evalsha")
+		before := scriptCalls(t, admin)
 		// The first round fails at timeout/3 = 10 s; retries follow every timeout/12 = 2.5 s. The
 		// last before the lease ends at 30 s is at 27.5 s: recover just before it.
 		time.Sleep(bubbleTimeout - bubbleTimeout/12 - bubbleTimeout/24)
 		synctest.Wait()
-		calls := commandCalls(t, admin, "evalsha") - before
+		calls := scriptCalls(t, admin) - before
 		failRenewals(t, admin, false)
 		// Attempts at 10, 12.5, 15, 17.5, 20, 22.5 and 25 s.
 		if calls != 7 {
@@ -147,8 +147,8 @@ func TestWatchdogRetriesUntilRecovery(t *testing.T) {
 	})
 }
 
-// TestWatchdogLostAtLeaseEnd fails every renewal and checks that Lost closes exactly when the lease
-// that was last confirmed ends, not a tick later, and not before.
+// TestWatchdogLostAtLeaseEnd fails every renewal and checks that Lost closes exactly a safety margin
+// before the lease that was last confirmed ends, not a tick later, and not before.
 func TestWatchdogLostAtLeaseEnd(t *testing.T) {
 	s := redistest.Start(t)
 	admin := newClient(t, s)
@@ -181,9 +181,9 @@ func TestWatchdogLostAtLeaseEnd(t *testing.T) {
 					t.Fatal("Lost not closed two leases into the outage")
 				}
 				lost := time.Since(start)
-				want := bubbleTimeout - time.Millisecond
+				want := bubbleTimeout - time.Millisecond - lostMargin(bubbleTimeout)
 				if lost < want || lost > want+tock.DefaultTick {
-					t.Fatalf("Lost closed %v after the outage began, want %v (the end of the renewed lease)", lost, want)
+					t.Fatalf("Lost closed %v after the outage began, want %v (the end of the renewed lease less the safety margin)", lost, want)
 				}
 				if n := l.dog.count(); n != 0 {
 					t.Fatalf("%d watchdog entries after the lock was lost", n)
@@ -212,10 +212,10 @@ func TestWatchdogBatches(t *testing.T) {
 	if err := renewScript.Load(ctx, admin).Err(); err != nil {
 		t.Fatal(err)
 	}
-	before := commandCalls(t, admin, "evalsha")
+	before := scriptCalls(t, admin)
 	l.dog.running.Store(true)
 	l.dog.round()
-	if calls := commandCalls(t, admin, "evalsha") - before; calls != 3 {
+	if calls := scriptCalls(t, admin) - before; calls != 3 {
 		t.Fatalf("%d script calls to renew %d locks, want 3", calls, n)
 	}
 	for i := range n {
@@ -291,8 +291,8 @@ func distinctSlots(n int) int {
 	return len(seen) - 1
 }
 
-// TestRenewalIgnoresTokenReusedAfterRestart restarts Redis without persistence, which resets the
-// fencing tokens, so that a new acquisition gets the token the old holder had. The old holder's next
+// TestRenewalIgnoresTokenReusedAfterRestart restarts Redis without persistence and makes a new
+// acquisition get the token the old holder had (see reuseTokenAfterRestart). The old holder's next
 // renewal must find the lock gone rather than renew the new holder's lease: otherwise both hold it.
 func TestRenewalIgnoresTokenReusedAfterRestart(t *testing.T) {
 	s := redistest.Start(t)
@@ -303,9 +303,7 @@ func TestRenewalIgnoresTokenReusedAfterRestart(t *testing.T) {
 	if err := other.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := newClient(t, s).Del(ctx, fenceKey("job")).Err(); err != nil {
-		t.Fatal(err)
-	}
+	setNextToken(t, newClient(t, s), "job", old.Token())
 	same, err := a.TryLock(ctx, "job")
 	if err != nil {
 		t.Fatal(err)
@@ -356,5 +354,61 @@ func TestRenewalNeverShortensLease(t *testing.T) {
 	}
 	if err := fixed.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestWatchdogRenewsShortLeaseAtOnce adds a lock whose acquisition was slow, so that less than a
+// renewal period is left of its lease: the watchdog must renew it at once rather than at the next
+// period, which would come after the lease ended.
+func TestWatchdogRenewsShortLeaseAtOnce(t *testing.T) {
+	s := redistest.Start(t)
+	admin := newClient(t, s)
+	synctest.Test(t, func(t *testing.T) {
+		l := bubbleLocker(t, s, admin)
+		ctx := context.Background()
+		lk, err := l.TryLock(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// As if the reply had taken three quarters of the lease.
+		l.dog.remove(lk)
+		before := scriptCalls(t, admin)
+		if err := l.dog.add(lk, time.Now().Add(bubbleTimeout/4)); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if calls := scriptCalls(t, admin) - before; calls != 1 {
+			t.Fatalf("%d renewal calls right after adding a lock with a quarter of its lease left, want 1", calls)
+		}
+		if isClosed(lk.Lost()) {
+			t.Fatal("Lost closed")
+		}
+		if got := time.Until(l.dog.lostAt(lk.entry)); got != bubbleTimeout-lostMargin(bubbleTimeout) {
+			t.Fatalf("lease left after the renewal %v, want a whole one", got)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestClientClosedLosesLocks closes the Locker's client while it holds a lock: nothing can renew
+// it any more, so the next round must declare it lost rather than retry until its lease ends.
+func TestClientClosedLosesLocks(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	l := New(rdb, quiet)
+	lk, err := l.TryLock(context.Background(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.Close()
+	l.dog.running.Store(true)
+	l.dog.round()
+	if !isClosed(lk.Lost()) {
+		t.Fatal("Lost still open after a round found the client closed")
+	}
+	if n := l.dog.count(); n != 0 {
+		t.Fatalf("%d watchdog entries after the client was closed", n)
 	}
 }
