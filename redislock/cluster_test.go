@@ -67,9 +67,9 @@ func validName(name string) bool {
 // TestCluster runs locks through a ClusterClient against a one-node Redis Cluster, which rejects a
 // script whose keys span slots: renewing hundreds of locks of different slots must still work.
 func TestCluster(t *testing.T) {
-	s := redistest.StartCluster(t)
+	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 1})
 	newCluster := func() *redis.ClusterClient {
-		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{s.Addr}})
+		rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs()})
 		t.Cleanup(func() { rdb.Close() })
 		return rdb
 	}

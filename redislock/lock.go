@@ -9,8 +9,8 @@ import (
 	"github.com/tockwheel/tock"
 )
 
-// A Lock is one acquisition of a named lock, returned by Lock and TryLock. It is safe for concurrent
-// use: any goroutine may wait on Lost while another calls Unlock.
+// A Lock is one acquisition of a named lock, returned by [Locker.Lock] and [Locker.TryLock]. It is
+// safe for concurrent use: any goroutine may wait on [Lock.Lost] while another calls [Lock.Unlock].
 type Lock struct {
 	l     *Locker
 	name  string
@@ -39,29 +39,29 @@ type Lock struct {
 // Name returns the name the lock was acquired under.
 func (lk *Lock) Name() string { return lk.name }
 
-// Owner returns the owner token of the acquisition: the one given with WithOwner, or a random one.
+// Owner returns the owner token of the acquisition: the one given with [WithOwner], or a random one.
 func (lk *Lock) Owner() string { return lk.owner }
 
 // Token returns the fencing token of the acquisition: a number that increases with every
 // acquisition of the lock's name, so that a storage system that remembers the highest token it has
 // seen can reject writes from a holder whose lock was lost and taken by someone else since. An
-// owner that acquires a lock it already holds (see WithOwner) gets the token of the acquisition it
+// owner that acquires a lock it already holds (see [WithOwner]) gets the token of the acquisition it
 // already holds. Tokens count up from 1 and survive the lock key: they are reset only if the fence
 // key is lost, as it is when Redis restarts without persistence.
 func (lk *Lock) Token() int64 { return lk.token }
 
 // Lost returns a channel that is closed when the lock is no longer held although Unlock was not
 // called: when the watchdog found its key gone or held by another acquisition, when the watchdog
-// could not renew it (Redis unreachable) before its lease ran out, when its fixed lease (WithLease)
-// ended, or when Unlock found it gone. The holder should stop the work the lock protects. The
+// could not renew it (Redis unreachable) before its lease ran out, when its fixed lease ([WithLease])
+// ended, or when [Lock.Unlock] found it gone. The holder should stop the work the lock protects. The
 // channel is not closed by a successful Unlock.
 func (lk *Lock) Lost() <-chan struct{} { return lk.lost }
 
 // Unlock removes this acquisition's hold: the lock is free once every hold of its owner is removed,
 // and waiters are woken then. It returns nil if the hold was removed, now or by an earlier call (a
-// retry after an error whose release did reach Redis), and an error wrapping ErrNotHeld if the lock
-// had been lost: its lease ran out or its key was deleted. Other errors come from Redis; the lock
-// is then still held and renewed, and the call may be retried. Once Unlock has returned nil or
+// retry after an error whose release did reach Redis), and an error wrapping [ErrNotHeld] if the
+// lock had been lost: its lease ran out or its key was deleted. Other errors come from Redis; the
+// lock is then still held and renewed, and the call may be retried. Once Unlock has returned nil or
 // ErrNotHeld, later calls return the same without contacting Redis.
 func (lk *Lock) Unlock(ctx context.Context) error {
 	lk.mu.Lock()

@@ -3,6 +3,8 @@ package redislock
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -515,10 +517,6 @@ func TestInvalidArguments(t *testing.T) {
 		{"zero lease", good, "x", []LockOption{WithLease(0)}, ErrInvalidOption},
 		{"negative lease", good, "x", []LockOption{WithLease(-time.Second)}, ErrInvalidOption},
 		{"empty owner", good, "x", []LockOption{WithOwner("")}, ErrInvalidOption},
-		{"short watchdog", newLocker(t, s, WithWatchdogTimeout(time.Millisecond)), "x", nil, ErrInvalidOption},
-		{"nil wheel", newLocker(t, s, WithWheel(nil)), "x", nil, ErrInvalidOption},
-		{"nil logger", newLocker(t, s, WithLogger(nil)), "x", nil, ErrInvalidOption},
-		{"nil client", New(nil), "x", nil, ErrInvalidOption},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -580,21 +578,60 @@ func TestUnlockNotHeldWhenTokenReusedAfterRestart(t *testing.T) {
 	}
 }
 
-// TestNilOptionIsAnError passes nil options, as a caller that builds its option list conditionally
-// might: they must be reported as ErrInvalidOption, not panic.
-func TestNilOptionIsAnError(t *testing.T) {
+// TestNewPanicsOnInvalidOption checks that New reports what can only be a bug in the caller at
+// once, naming the option, rather than from every later Lock.
+func TestNewPanicsOnInvalidOption(t *testing.T) {
+	s := redistest.Start(t)
+	cases := []struct {
+		name string
+		new  func()
+		want string
+	}{
+		{"nil client", func() { New(nil) }, "nil Redis client"},
+		{"short watchdog", func() { newLocker(t, s, WithWatchdogTimeout(time.Millisecond)) }, "WithWatchdogTimeout(1ms)"},
+		{"zero watchdog", func() { newLocker(t, s, WithWatchdogTimeout(0)) }, "WithWatchdogTimeout(0s)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			defer func() {
+				r := recover()
+				err, ok := r.(error)
+				if !ok || !errors.Is(err, ErrInvalidOption) || !strings.Contains(err.Error(), c.want) {
+					t.Fatalf("New panicked with %v, want an error wrapping ErrInvalidOption naming %s", r, c.want)
+				}
+			}()
+			c.new()
+		})
+	}
+	// The shortest timeout accepted is accepted.
+	newLocker(t, s, WithWatchdogTimeout(MinWatchdogTimeout))
+}
+
+// TestNilOptionsAreIgnored passes nil options, as a caller that builds its option list
+// conditionally might, and nil arguments to options, which mean the option's default.
+func TestNilOptionsAreIgnored(t *testing.T) {
 	s := redistest.Start(t)
 	ctx := context.Background()
-	l := newLocker(t, s, nil)
-	if _, err := l.TryLock(ctx, "job"); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("TryLock of a Locker made with a nil Option: err = %v, want ErrInvalidOption", err)
+	l := newLocker(t, s, nil, WithWheel(nil), WithLogger(nil))
+	if l.wheel == nil || l.logger != slog.Default() {
+		t.Fatalf("WithWheel(nil), WithLogger(nil): wheel %v, logger %v; want a wheel of its own and slog.Default()", l.wheel, l.logger)
 	}
-	good := newLocker(t, s)
-	if _, err := good.TryLock(ctx, "job", nil); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("TryLock with a nil LockOption: err = %v, want ErrInvalidOption", err)
+	lk, err := l.TryLock(ctx, "job", nil)
+	if err != nil {
+		t.Fatalf("TryLock with a nil LockOption: %v", err)
 	}
-	if _, err := good.Lock(ctx, "job", WithOwner("w"), nil); !errors.Is(err, ErrInvalidOption) {
-		t.Errorf("Lock with a nil LockOption: err = %v, want ErrInvalidOption", err)
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	lk, err = l.Lock(ctx, "job", WithOwner("w"), nil)
+	if err != nil {
+		t.Fatalf("Lock with a nil LockOption: %v", err)
+	}
+	if lk.Owner() != "w" {
+		t.Fatalf("owner %q, want w", lk.Owner())
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -22,15 +22,14 @@ const (
 )
 
 // A Locker acquires locks in one Redis deployment and keeps the leases of the locks it holds alive
-// with a single watchdog on a timing wheel. Create one with New and share it: a Locker is safe for
-// concurrent use by any number of goroutines, and each Locker costs one periodic timer while it holds
-// watchdog locks, one pub/sub connection while goroutines wait in Lock (kept for a few seconds
-// after the last wait), and no goroutine when idle.
+// with a single watchdog on a timing wheel. Create one with [New] and share it: a Locker is safe for
+// concurrent use by any number of goroutines, and each Locker costs one periodic timer while it
+// holds watchdog locks, one pub/sub connection while goroutines wait in [Locker.Lock] (kept for a
+// few seconds after the last wait), and no goroutine when idle.
 type Locker struct {
 	rdb     redis.UniversalClient
 	wheel   *tock.Wheel
 	timeout time.Duration
-	optErr  error // the first invalid option, returned by every acquisition
 	logger  *slog.Logger
 
 	// group maps a lock key to the batch it may share one script call with: the cluster slot for a
@@ -45,20 +44,24 @@ type Locker struct {
 	testHookUnlock func() // called by Unlock when the release script has returned; nil outside tests
 }
 
-// New returns a Locker that keeps its locks in rdb, which may be a *redis.Client (one server or
-// Sentinel failover), a *redis.ClusterClient or a *redis.Ring. See the package doc for what each
-// promises. Invalid options are reported by Lock and TryLock as ErrInvalidOption.
+// New returns a Locker that keeps its locks in rdb, which may be a [*redis.Client] (one server, or
+// Sentinel through [redis.NewFailoverClient]), a [*redis.ClusterClient] or a [*redis.Ring]. See the
+// package doc for what each promises.
+//
+// New panics if rdb is nil or an option is invalid, naming the option, with an error wrapping
+// [ErrInvalidOption]: both can only be bugs in the calling program, as New does no I/O.
 func New(rdb redis.UniversalClient, opts ...Option) *Locker {
-	l := &Locker{rdb: rdb, timeout: DefaultWatchdogTimeout, logger: slog.Default()}
-	for _, o := range opts {
-		if o == nil {
-			l.optErr = fmt.Errorf("%w: nil Option", ErrInvalidOption)
-			continue
-		}
-		o(l)
+	if rdb == nil {
+		panic(fmt.Errorf("%w: New: nil Redis client", ErrInvalidOption))
 	}
-	if rdb == nil && l.optErr == nil {
-		l.optErr = fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
+	l := &Locker{rdb: rdb, timeout: DefaultWatchdogTimeout}
+	for _, o := range opts {
+		if o != nil {
+			o(l)
+		}
+	}
+	if l.logger == nil {
+		l.logger = slog.Default()
 	}
 	if l.wheel == nil {
 		l.wheel = tock.New()
@@ -76,9 +79,14 @@ func New(rdb redis.UniversalClient, opts ...Option) *Locker {
 	return l
 }
 
+// invalid reports an invalid option from New.
+func (l *Locker) invalid(what string) {
+	panic(fmt.Errorf("%w: %s", ErrInvalidOption, what))
+}
+
 // TryLock acquires the named lock if it is free, or adds a hold if it is held by the owner given
-// with WithOwner, and returns an error wrapping ErrNotAcquired at once if another owner holds it.
-// Other errors come from Redis or from invalid arguments (ErrInvalidName, ErrInvalidOption).
+// with [WithOwner], and returns an error wrapping [ErrNotAcquired] at once if another owner holds
+// it. Other errors come from Redis or from invalid arguments ([ErrInvalidName], [ErrInvalidOption]).
 func (l *Locker) TryLock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	c, err := l.config(name, opts)
 	if err != nil {
@@ -98,8 +106,8 @@ func (l *Locker) TryLock(ctx context.Context, name string, opts ...LockOption) (
 // lease runs out, or until ctx ends, when it returns an error wrapping ctx.Err(). A waiter is woken
 // by the release's pub/sub message and, should that be lost, by a timer on the wheel set to the
 // holder's remaining time to live; it does not poll. Each release wakes the goroutine of this
-// Locker that has waited longest (see the package doc for the order across Lockers). A Redis error
-// while waiting is returned at once.
+// Locker that has waited longest (see the package doc for the order across Lockers). Other errors
+// are those of [Locker.TryLock], returned at once.
 func (l *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*Lock, error) {
 	c, err := l.config(name, opts)
 	if err != nil {
@@ -152,19 +160,14 @@ func (l *Locker) Lock(ctx context.Context, name string, opts ...LockOption) (*Lo
 
 // config validates an acquisition's arguments.
 func (l *Locker) config(name string, opts []LockOption) (*lockConfig, error) {
-	if l.optErr != nil {
-		return nil, l.optErr
-	}
 	if name == "" || strings.ContainsRune(name, '}') {
 		return nil, fmt.Errorf("%w: %q", ErrInvalidName, name)
 	}
 	c := &lockConfig{}
 	for _, o := range opts {
-		if o == nil {
-			c.err = fmt.Errorf("%w: nil LockOption", ErrInvalidOption)
-			continue
+		if o != nil {
+			o(c)
 		}
-		o(c)
 	}
 	if c.err != nil {
 		return nil, c.err

@@ -22,6 +22,12 @@ const subscriptionLinger = 5 * time.Second
 // Each release message wakes one waiter of the Locker, the one that has waited longest; if it does
 // not get the lock (a waiter of another Locker was faster) it waits for the next release. So a
 // release does not make every waiting goroutine of a process call Redis at once.
+//
+// No Redis I/O happens under mu: subscribing, unsubscribing and closing are queued under it, in the
+// order decided there, and run by one goroutine (existing only while the queue is not empty) after
+// mu is released. So a slow or unreachable Redis delays only the waiters that need a new
+// subscription, never a Lock that finds the lock free, a waiter of a channel already subscribed, or
+// the delivery of release messages.
 type subscriber struct {
 	rdb    redis.UniversalClient
 	wheel  *tock.Wheel
@@ -32,16 +38,20 @@ type subscriber struct {
 		ps       *redis.PubSub     // nil while no channel is subscribed
 		topics   map[string]*topic // by channel; a topic stays until unsubscribed
 		sweeping bool              // a sweep of idle topics is scheduled
+		ops      []pubsubOp        // pub/sub I/O not yet done, in order
+		working  bool              // a goroutine runs ops
 	}
 }
 
 // A topic is one subscribed channel.
 type topic struct {
 	waiters []*waiter // in arrival order
-	// ready is closed when Redis confirmed the subscription: only then is a release sure to be
-	// delivered, so a waiter tries to acquire only after it.
+	// ready is closed when Redis confirmed the subscription, or when it failed (err is then set
+	// before): only after a confirmation is a release sure to be delivered, so a waiter tries to
+	// acquire only after it.
 	ready     chan struct{}
 	confirmed bool
+	err       error
 	idleSince time.Time // when the last waiter left; meaningful only while waiters is empty
 }
 
@@ -60,6 +70,23 @@ func (w *waiter) notify() {
 	}
 }
 
+// A pubsubOp is one pub/sub command queued for the I/O goroutine.
+type pubsubOp struct {
+	kind     pubsubOpKind
+	ps       *redis.PubSub
+	channels []string
+	t        *topic // subscribe: the topic to fail if the subscription fails
+	first    bool   // subscribe: the first on ps, after which ps's reader starts
+}
+
+type pubsubOpKind int
+
+const (
+	opSubscribe pubsubOpKind = iota
+	opUnsubscribe
+	opClose
+)
+
 // subscribed reports whether channel is subscribed and confirmed, so that join returns at once.
 func (s *subscriber) subscribed(channel string) bool {
 	s.mu.Lock()
@@ -73,24 +100,16 @@ func (s *subscriber) join(ctx context.Context, channel string) (*waiter, error) 
 	s.mu.Lock()
 	t := s.mu.topics[channel]
 	if t == nil {
-		fresh := s.mu.ps == nil
-		if fresh {
-			s.mu.ps = s.rdb.Subscribe(ctx)
+		first := s.mu.ps == nil
+		if first {
+			// Subscribe without channels does no I/O: the connection is dialed by the first
+			// subscription, on the I/O goroutine.
+			s.mu.ps = s.rdb.Subscribe(context.Background())
 			s.mu.topics = make(map[string]*topic)
-		}
-		if err := s.mu.ps.Subscribe(ctx, channel); err != nil {
-			if fresh {
-				_ = s.mu.ps.Close()
-				s.mu.ps = nil
-			}
-			s.mu.Unlock()
-			return nil, err
-		}
-		if fresh {
-			go s.read(s.mu.ps)
 		}
 		t = &topic{ready: make(chan struct{})}
 		s.mu.topics[channel] = t
+		s.enqueueLocked(pubsubOp{kind: opSubscribe, ps: s.mu.ps, channels: []string{channel}, t: t, first: first})
 	}
 	w := &waiter{wake: make(chan struct{}, 1), channel: channel, t: t}
 	t.waiters = append(t.waiters, w)
@@ -99,6 +118,10 @@ func (s *subscriber) join(ctx context.Context, channel string) (*waiter, error) 
 
 	select {
 	case <-ready:
+		if t.err != nil {
+			s.leave(w)
+			return nil, t.err
+		}
 		return w, nil
 	case <-ctx.Done():
 		s.leave(w)
@@ -120,7 +143,7 @@ func (s *subscriber) leave(w *waiter) {
 		}
 	default:
 	}
-	if len(t.waiters) > 0 {
+	if len(t.waiters) > 0 || t.err != nil {
 		return
 	}
 	t.idleSince = time.Now()
@@ -173,13 +196,83 @@ func (s *subscriber) dropIdleLocked(cutoff time.Time) {
 		delete(s.mu.topics, ch)
 	}
 	if len(s.mu.topics) == 0 {
-		_ = s.mu.ps.Close()
+		s.enqueueLocked(pubsubOp{kind: opClose, ps: s.mu.ps})
 		s.mu.ps = nil
 		return
 	}
-	// An error leaves subscriptions behind, which costs only unneeded messages; go-redis
-	// resubscribes on reconnect only to the channels it still lists.
-	_ = s.mu.ps.Unsubscribe(context.Background(), drop...)
+	s.enqueueLocked(pubsubOp{kind: opUnsubscribe, ps: s.mu.ps, channels: drop})
+}
+
+// enqueueLocked queues op for the I/O goroutine, starting it if none runs.
+func (s *subscriber) enqueueLocked(op pubsubOp) {
+	s.mu.ops = append(s.mu.ops, op)
+	if !s.mu.working {
+		s.mu.working = true
+		go s.work()
+	}
+}
+
+// work runs the queued pub/sub commands in order, each without holding mu, and returns when the
+// queue is empty.
+func (s *subscriber) work() {
+	ctx := context.Background()
+	for {
+		s.mu.Lock()
+		if len(s.mu.ops) == 0 {
+			s.mu.working = false
+			s.mu.Unlock()
+			return
+		}
+		op := s.mu.ops[0]
+		s.mu.ops = s.mu.ops[1:]
+		stale := op.kind == opSubscribe && op.ps != s.mu.ps
+		s.mu.Unlock()
+		switch {
+		case stale:
+			// The connection failed before this subscription's turn; its topic failed with it.
+		case op.kind == opSubscribe:
+			if err := op.ps.Subscribe(ctx, op.channels...); err != nil {
+				s.subscribeFailed(op, err)
+			} else if op.first {
+				go s.read(op.ps)
+			}
+		case op.kind == opUnsubscribe:
+			// An error leaves subscriptions behind, which costs only unneeded messages;
+			// go-redis resubscribes on reconnect only to the channels it still lists.
+			_ = op.ps.Unsubscribe(ctx, op.channels...)
+		case op.kind == opClose:
+			_ = op.ps.Close()
+		}
+	}
+}
+
+// subscribeFailed fails the waiters of a subscription that Redis did not take. If it was the
+// connection's first, no reader runs on the connection to confirm the others queued on it, so
+// they fail too and the connection is dropped; a later join starts afresh.
+func (s *subscriber) subscribeFailed(op pubsubOp, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	failed := []*topic{op.t}
+	if op.first && s.mu.ps == op.ps {
+		failed = failed[:0]
+		for _, t := range s.mu.topics {
+			failed = append(failed, t)
+		}
+		s.mu.topics = nil
+		s.mu.ps = nil
+		s.enqueueLocked(pubsubOp{kind: opClose, ps: op.ps})
+	}
+	for _, t := range failed {
+		for ch, x := range s.mu.topics {
+			if x == t {
+				delete(s.mu.topics, ch)
+			}
+		}
+		if !t.confirmed && t.err == nil {
+			t.err = err
+			close(t.ready)
+		}
+	}
 }
 
 // read delivers confirmations and release messages of ps until ps is closed.

@@ -2,11 +2,15 @@ package redislock
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock/internal/redistest"
 )
 
@@ -147,5 +151,127 @@ func TestWaiterWokenAfterRedisRestart(t *testing.T) {
 	s.Restart()
 	if err := <-got; err != nil {
 		t.Fatalf("waiter across a Redis restart: %v", err)
+	}
+}
+
+// stallingDialer dials Redis, but while stalled, a dial blocks until the stall ends or its context
+// does, as a dial to a host whose network dropped the SYN would; it reports each blocked dial.
+type stallingDialer struct {
+	stalled atomic.Bool
+	release chan struct{}
+	blocked chan struct{}
+}
+
+func newStallingDialer() *stallingDialer {
+	return &stallingDialer{release: make(chan struct{}), blocked: make(chan struct{}, 16)}
+}
+
+func (d *stallingDialer) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if d.stalled.Load() {
+		d.blocked <- struct{}{}
+		select {
+		case <-d.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	var nd net.Dialer
+	return nd.DialContext(ctx, network, addr)
+}
+
+// TestSlowSubscriptionStallsNoOtherLock starts a wait whose pub/sub connection cannot be dialed
+// and checks that, meanwhile, a Lock of a free lock through the same Locker returns at once: it
+// needs no pub/sub I/O, so it must not queue behind the subscriber's.
+func TestSlowSubscriptionStallsNoOtherLock(t *testing.T) {
+	s := redistest.Start(t)
+	d := newStallingDialer()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, Dialer: d.dial})
+	t.Cleanup(func() { rdb.Close() })
+	l := New(rdb)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Pool a few connections, so that the locks below need no dial.
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() { _ = rdb.Ping(ctx).Err() })
+	}
+	wg.Wait()
+	if _, err := newLocker(t, s).TryLock(ctx, "busy"); err != nil {
+		t.Fatal(err)
+	}
+
+	d.stalled.Store(true)
+	waitCtx, stopWaiting := context.WithCancel(ctx)
+	waited := make(chan error, 1)
+	go func() {
+		_, err := l.Lock(waitCtx, "busy")
+		waited <- err
+	}()
+	select {
+	case <-d.blocked: // the waiter's pub/sub connection is being dialed
+	case <-ctx.Done():
+		t.Fatal("the waiter never dialed its pub/sub connection")
+	}
+	const stall = 2 * time.Second
+	go func() {
+		time.Sleep(stall)
+		close(d.release)
+	}()
+	start := time.Now()
+	lk, err := l.Lock(ctx, "free")
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took > stall/2 {
+		t.Fatalf("Lock of a free lock took %v while another Lock's subscription stalled for %v", took, stall)
+	}
+	if err := lk.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stopWaiting()
+	if err := <-waited; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the stalled waiter: err = %v, want context.Canceled", err)
+	}
+}
+
+// TestFailedSubscriptionIsReported makes the pub/sub connection impossible to dial: a Lock that
+// must wait returns the error rather than wait without a subscription, and a later Lock subscribes
+// afresh once Redis is reachable.
+func TestFailedSubscriptionIsReported(t *testing.T) {
+	s := redistest.Start(t)
+	var refuse atomic.Bool
+	dialErr := errors.New("dial refused by the test")
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if refuse.Load() {
+			return nil, dialErr
+		}
+		var nd net.Dialer
+		return nd.DialContext(ctx, network, addr)
+	}})
+	t.Cleanup(func() { rdb.Close() })
+	l := New(rdb)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := rdb.Ping(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	held, err := newLocker(t, s).TryLock(ctx, "busy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refuse.Store(true)
+	if _, err := l.Lock(ctx, "busy"); !errors.Is(err, dialErr) {
+		t.Fatalf("Lock that cannot subscribe: err = %v, want the dial error", err)
+	}
+	refuse.Store(false)
+	waiting := notifyWaits(l, 1)
+	got := lockThenUnlock(ctx, l, "busy")
+	waitClosed(t, waiting, 10*time.Second, "waiter subscribed after the failure")
+	if err := held.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Lock after the connection recovered: %v", err)
 	}
 }

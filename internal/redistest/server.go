@@ -1,12 +1,17 @@
-// Package redistest starts a real redis-server for a test.
+// Package redistest starts real redis-server processes for tests: a single server ([Start]) or a
+// Redis Cluster of masters and replicas ([StartCluster]).
 //
-// Each [Start] runs its own redis-server process on a free loopback port with its working directory
-// in the test's temporary directory, without persistence, and stops it when the test ends. A test can
-// [Server.Stop] and [Server.Restart] the server to simulate a crash and a restart of Redis: the
-// address stays the same and, as there is no persistence, every key is gone after a restart.
+// Each server is its own redis-server process on free loopback ports with its working directory in
+// the test's temporary directory, without persistence unless asked for, and is killed when the test
+// ends (by t.Cleanup, whether the test passed or not, and by the kernel should the test process die
+// first). A test can crash a server with [Server.Stop] (SIGKILL), freeze it with [Server.Pause]
+// (SIGSTOP) and [Server.Resume], and start it again with [Server.Restart]: the address stays the
+// same and, without persistence, every key is gone after a restart.
 //
-// When redis-server is not on PATH, Start fails the test if the environment variable CI is set, and
-// skips it with a message saying how to install Redis otherwise. A Server is safe for concurrent use.
+// When redis-server is not on PATH, Start and StartCluster fail the test if the environment
+// variable CI is set, and skip it with a message saying how to install Redis otherwise. Servers and
+// clusters are safe for concurrent use; the methods that fail the test must be called from the
+// test's goroutine, as [testing.T.FailNow] requires.
 package redistest
 
 import (
@@ -39,16 +44,18 @@ type Server struct {
 	// Addr is host:port of the server; it does not change across Restart.
 	Addr string
 
-	t     testing.TB
-	bin   string
-	dir   string
-	port  int
-	extra []string // the caller's arguments, so that Restart starts the same configuration
+	t       testing.TB
+	bin     string
+	dir     string
+	port    int
+	busPort int      // the cluster bus port of a cluster node; 0 for a server outside a cluster
+	extra   []string // the caller's arguments, so that Restart starts the same configuration
 
 	mu struct {
 		sync.Mutex
-		proc *exec.Cmd     // nil while stopped
-		done chan struct{} // closed when proc has been waited for
+		proc   *exec.Cmd     // nil while stopped
+		done   chan struct{} // closed when proc has been waited for
+		paused bool          // stopped with SIGSTOP and not resumed
 	}
 }
 
@@ -57,33 +64,55 @@ type Server struct {
 // only after calling t.Skip, which is when redis-server is missing outside CI.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
-	bin, err := lookPath()
-	if err != nil {
-		const how = "install it (Debian: apt-get install redis-server) or put it on PATH"
-		if os.Getenv("CI") != "" {
-			t.Fatalf("redistest: %s not found and CI is set: %s", Binary, how)
-		} else {
-			t.Skipf("redistest: skipping: %s not found: %s", Binary, how)
-		}
+	bin, ok := binary(t)
+	if !ok {
 		return nil
 	}
+	s, err := startServer(t, bin, false, args)
+	if err != nil {
+		t.Fatalf("redistest: %v", err)
+	}
+	return s
+}
+
+// binary returns the path of redis-server, or skips or fails the test if there is none.
+func binary(t testing.TB) (string, bool) {
+	t.Helper()
+	bin, err := lookPath()
+	if err == nil {
+		return bin, true
+	}
+	const how = "install it (Debian: apt-get install redis-server) or put it on PATH"
+	if os.Getenv("CI") != "" {
+		t.Fatalf("redistest: %s not found and CI is set: %s", Binary, how)
+	} else {
+		t.Skipf("redistest: skipping: %s not found: %s", Binary, how)
+	}
+	return "", false
+}
+
+// startServer starts a server and registers its stop with t.Cleanup. It does not fail the test, so
+// that several servers can be started at once from goroutines of their own.
+func startServer(t testing.TB, bin string, cluster bool, args []string) (*Server, error) {
 	s := &Server{t: t, bin: bin, dir: t.TempDir(), extra: args}
 	t.Cleanup(s.Stop)
 	// A port found free can be taken by someone else before redis-server binds it; try a few.
-	for attempt := 0; ; attempt++ {
-		s.port, err = freePort()
-		if err != nil {
-			t.Fatalf("redistest: %v", err)
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if s.port, err = freePort(); err != nil {
+			return nil, err
+		}
+		if cluster {
+			if s.busPort, err = freePort(); err != nil {
+				return nil, err
+			}
 		}
 		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.port))
-		err = s.start()
-		if err == nil {
-			return s
-		}
-		if attempt == 4 {
-			t.Fatalf("redistest: %v", err)
+		if err = s.start(); err == nil {
+			return s, nil
 		}
 	}
+	return nil, err
 }
 
 // Stop kills the server with SIGKILL, as a crash would, and waits for it to exit. Stopping a stopped
@@ -98,13 +127,55 @@ func (s *Server) stopLocked() {
 	if s.mu.proc == nil {
 		return
 	}
+	// SIGKILL ends a process stopped by Pause as well.
 	_ = s.mu.proc.Process.Kill()
 	<-s.mu.done
 	s.mu.proc = nil
+	s.mu.paused = false
+}
+
+// Pause freezes the server with SIGSTOP, as a long garbage-collection pause, a stalled VM or a
+// debugger would: connections stay open and the kernel keeps accepting and buffering what clients
+// send, but the server neither answers nor sends anything, replication and cluster messages
+// included, until Resume. Pausing a paused or stopped server does nothing.
+func (s *Server) Pause() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.proc == nil || s.mu.paused {
+		return
+	}
+	if err := signalStop(s.mu.proc.Process); err != nil {
+		s.t.Fatalf("redistest: pause %s: %v", s.Addr, err)
+	}
+	s.mu.paused = true
+}
+
+// Resume lets a paused server run again (SIGCONT). Resuming a server that is not paused does
+// nothing.
+func (s *Server) Resume() {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.proc == nil || !s.mu.paused {
+		return
+	}
+	if err := signalCont(s.mu.proc.Process); err != nil {
+		s.t.Fatalf("redistest: resume %s: %v", s.Addr, err)
+	}
+	s.mu.paused = false
+}
+
+// Paused reports whether the server is paused.
+func (s *Server) Paused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.paused
 }
 
 // Restart stops the server if it runs and starts it again on the same address with the arguments
-// given to Start. All data is lost. It fails the test if the server does not come back.
+// given to Start. Without persistence all data is lost; a cluster node keeps its node ID and
+// rejoins its cluster. It fails the test if the server does not come back.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.mu.Lock()
@@ -136,6 +207,12 @@ func (s *Server) start() error {
 		"--protected-mode", "no",
 		"--logfile", "",
 		"--enable-debug-command", "local",
+	}
+	if s.busPort != 0 {
+		argv = append(argv,
+			"--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf",
+			"--cluster-port", strconv.Itoa(s.busPort))
 	}
 	argv = append(argv, s.extra...)
 	cmd := exec.Command(s.bin, argv...)

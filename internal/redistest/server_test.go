@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -169,20 +169,45 @@ func TestMissingBinary(t *testing.T) {
 	}
 }
 
-func TestStartCluster(t *testing.T) {
-	s := StartCluster(t)
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{s.Addr}})
+// TestPauseAndResume freezes a server: it answers nothing while paused, and everything sent to it
+// meanwhile once resumed.
+func TestPauseAndResume(t *testing.T) {
+	s := Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, ReadTimeout: 200 * time.Millisecond, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
 	ctx := context.Background()
-	if err := rdb.Set(ctx, "k", "v", 0).Err(); err != nil {
+	if err := rdb.Ping(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	slot, err := rdb.ClusterKeySlot(ctx, "foo").Result()
-	if err != nil || slot != 12182 {
-		t.Fatalf("CLUSTER KEYSLOT foo = %d, %v; want 12182", slot, err)
+	s.Pause()
+	s.Pause() // a second Pause is a no-op
+	if !s.Paused() || !s.Running() {
+		t.Fatalf("Paused() = %v, Running() = %v after Pause; want true, true", s.Paused(), s.Running())
 	}
-	// Cluster rules are enforced: keys of one command must share a slot.
-	if err := rdb.Do(ctx, "MSET", "a", "1", "b", "2").Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
-		t.Fatalf("MSET across slots: err = %v, want CROSSSLOT", err)
+	if err := rdb.Ping(ctx).Err(); err == nil {
+		t.Fatal("PING answered by a paused server")
+	}
+	// A command sent while paused is buffered by the kernel and runs on Resume.
+	late := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	t.Cleanup(func() { late.Close() })
+	done := make(chan error, 1)
+	go func() { done <- late.Set(ctx, "k", "v", 0).Err() }()
+	select {
+	case err := <-done:
+		t.Fatalf("SET returned %v from a paused server", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	s.Resume()
+	if err := <-done; err != nil {
+		t.Fatalf("SET sent while paused: %v", err)
+	}
+	if got := late.Get(ctx, "k").Val(); got != "v" {
+		t.Fatalf("GET k = %q, want v", got)
+	}
+	// Stop ends a paused server too.
+	s.Pause()
+	s.Stop()
+	if s.Running() || s.Paused() {
+		t.Fatalf("Running() = %v, Paused() = %v after Stop", s.Running(), s.Paused())
 	}
 }
