@@ -8,8 +8,9 @@ import (
 )
 
 // The scripts are lua/prelude.lua followed by a script's own file; the files are the reference of
-// the protocol (see the package doc). The "#!lua" shebang makes Redis refuse a writing script as a
-// whole when it is out of memory, rather than failing it at its first write after others.
+// the protocol (see the package doc). The "#!lua" shebang declares each script's flags, so that
+// Redis decides whether it may run over maxmemory before it starts, never at a write halfway
+// through (which would leave a message half moved).
 //
 //go:embed lua/*.lua
 var luaFiles embed.FS
@@ -27,10 +28,10 @@ func lua(name string) string {
 // have yet.)
 var scriptSources []string
 
-func newScript(name string, readOnly bool) *redis.Script {
+func newScript(name, flags string) *redis.Script {
 	shebang := "#!lua\n"
-	if readOnly {
-		shebang = "#!lua flags=no-writes\n"
+	if flags != "" {
+		shebang = "#!lua flags=" + flags + "\n"
 	}
 	src := shebang + lua("prelude") + "\n" + lua(name)
 	scriptSources = append(scriptSources, src)
@@ -44,17 +45,20 @@ func loadScripts(ctx context.Context, p redis.Pipeliner) {
 	}
 }
 
+// The scripts that add messages run only below maxmemory (Redis refuses them as a whole above it);
+// those that remove or move messages run above it too (allow-oom), so that consumers can drain a
+// full Redis; those that only read run on any node in any state (no-writes).
 var (
-	putScript     = newScript("put", false)
-	receiveScript = newScript("receive", false)
-	ackScript     = newScript("ack", false)
-	nackScript    = newScript("nack", false)
-	cancelScript  = newScript("cancel", false)
-	tickScript    = newScript("tick", false)
-	reserveScript = newScript("reserve", false)
-	resolveScript = newScript("resolve", false)
-	unaliasScript = newScript("unalias", false)
-	statsScript   = newScript("stats", true)
-	dueScript     = newScript("due", true)
-	peekScript    = newScript("peek", true)
+	putScript     = newScript("put", "")
+	reserveScript = newScript("reserve", "")
+	resolveScript = newScript("resolve", "")
+	receiveScript = newScript("receive", "allow-oom")
+	ackScript     = newScript("ack", "allow-oom")
+	nackScript    = newScript("nack", "allow-oom")
+	cancelScript  = newScript("cancel", "allow-oom")
+	tickScript    = newScript("tick", "allow-oom")
+	unaliasScript = newScript("unalias", "allow-oom")
+	statsScript   = newScript("stats", "no-writes")
+	dueScript     = newScript("due", "no-writes")
+	peekScript    = newScript("peek", "no-writes")
 )

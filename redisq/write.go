@@ -7,9 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/queue"
 )
 
@@ -65,11 +67,12 @@ type request struct {
 	tries  int
 
 	// Set before done is closed.
-	reply []any // the reply's items for this request (opPut, opAck: its share after NOW and ver)
-	now   int64 // the script's clock
-	ver   int64 // the shard's event count after the script
-	err   error
-	done  chan struct{}
+	reply    []any // the reply's items for this request (opPut, opAck: its share after NOW and ver)
+	now      int64 // the script's clock
+	ver      int64 // the shard's event count after the script
+	err      error
+	done     chan struct{}
+	finished atomic.Bool
 }
 
 // writer sends requests, grouped per master.
@@ -78,8 +81,9 @@ type writer struct {
 
 	mu struct {
 		sync.Mutex
-		nodes   map[string]*node
-		stopped bool
+		nodes    map[string]*node
+		retrying map[*request]tock.Timer // requests waiting to be sent again
+		stopped  bool
 	}
 	wg sync.WaitGroup
 }
@@ -102,6 +106,7 @@ type node struct {
 func (w *writer) init(q *Queue) {
 	w.q = q
 	w.mu.nodes = make(map[string]*node)
+	w.mu.retrying = make(map[*request]tock.Timer)
 }
 
 // do sends r and waits for its outcome, or for ctx to end.
@@ -206,10 +211,12 @@ func (w *writer) shardsOn(n *node) []int {
 	return out
 }
 
-// finish completes r with err (nil: its reply is set).
+// finish completes r with err (nil: its reply is set); later calls do nothing.
 func (w *writer) finish(r *request, err error) {
-	r.err = err
-	close(r.done)
+	if r.finished.CompareAndSwap(false, true) {
+		r.err = err
+		close(r.done)
+	}
 }
 
 // retry sends r again after a backoff, if its context allows, or completes it with err.
@@ -227,15 +234,37 @@ func (w *writer) retry(r *request, err error) {
 	}
 	r.tries++
 	d := min(5*time.Millisecond<<min(r.tries, 6), 250*time.Millisecond)
-	if _, werr := w.q.wheel.AfterFunc(d, func() { w.submit(r) }); werr != nil {
-		w.finish(r, err)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.mu.stopped {
+		w.finish(r, errClosedWrap)
+		return
 	}
+	t, werr := w.q.wheel.AfterFunc(d, func() {
+		w.mu.Lock()
+		_, ok := w.mu.retrying[r]
+		delete(w.mu.retrying, r)
+		w.mu.Unlock()
+		if ok {
+			w.submit(r)
+		}
+	})
+	if werr != nil {
+		w.finish(r, err)
+		return
+	}
+	w.mu.retrying[r] = t
 }
 
 // stop makes later requests fail with ErrClosed and waits for the queued ones.
 func (w *writer) stop() {
 	w.mu.Lock()
 	w.mu.stopped = true
+	for r, t := range w.mu.retrying {
+		t.Stop()
+		w.finish(r, errClosedWrap)
+	}
+	clear(w.mu.retrying)
 	w.mu.Unlock()
 	w.wg.Wait()
 }
