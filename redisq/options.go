@@ -220,3 +220,9 @@ func (c *config) isDeadLetterTopic(t string) bool {
 	}
 	return len(t) >= len(queue.DeadLetterSuffix) && t[len(t)-len(queue.DeadLetterSuffix):] == queue.DeadLetterSuffix
 }
+
+// withGrace sets how long past a shard's time a process waits for the owner's event before it acts
+// in the owner's place (a second by default). Tests shorten it.
+func withGrace(d time.Duration) Option {
+	return func(c *config) { c.grace = d }
+}

@@ -489,3 +489,11 @@ func (s *shard) stop() {
 func (q *Queue) ownedDelay() time.Duration {
 	return min(time.Duration(q.metrics.owned.Load())*10*time.Millisecond, q.cfg.grace/2)
 }
+
+// String describes the driver's state, for logs and test failures.
+func (s *shard) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprintf("shard %d: known %v, next second %d (%d messages), next lease deadline %d, owner %q (this process %q, holding %v), timer at %d, busy %v, now %d",
+		s.i, s.mu.known, s.mu.wsec, s.mu.wcount, s.mu.lms, s.mu.owner, s.q.owner, s.mu.lock != nil, s.mu.timerAt, s.mu.busy, s.q.clock.now())
+}
