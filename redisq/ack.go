@@ -122,7 +122,7 @@ func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) e
 		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)
 	}
 	hint := q.lay.hint(rc.id)
-	r := &request{kind: opScript, shard: rc.shard, script: nackScript, args: func(int) []any {
+	r := &request{kind: opScript, shard: rc.shard, script: nackScript, args: func(int, bool) []any {
 		return append(q.cfgArgs(), rc.id, hint, rc.token, millis(delay))
 	}}
 	if err := q.writer.do(ctx, r); err != nil {
@@ -151,7 +151,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 		return false, nil
 	}
 	home, hint := q.lay.home(id)
-	r := &request{kind: opScript, shard: home, script: cancelScript, args: func(int) []any {
+	r := &request{kind: opScript, shard: home, script: cancelScript, args: func(int, bool) []any {
 		return []any{id, hint}
 	}}
 	if err := q.writer.do(ctx, r); err != nil {
@@ -171,7 +171,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 		if !ok {
 			return false, fmt.Errorf("%w: alias %q of %q", ErrProtocol, val, id)
 		}
-		rr := &request{kind: opScript, shard: at, script: resolveScript, args: func(int) []any {
+		rr := &request{kind: opScript, shard: at, script: resolveScript, args: func(int, bool) []any {
 			return []any{id, hint, token, "cancel"}
 		}}
 		if err := q.writer.do(ctx, rr); err != nil {

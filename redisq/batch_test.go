@@ -156,8 +156,8 @@ func TestBatchInterruptedBetweenSteps(t *testing.T) {
 	}
 	// The dead process's batch, written late, is refused.
 	shard, _ := q.lay.home(ids[0])
-	r := &request{kind: opScript, shard: shard, script: putScript, args: func(int) []any {
-		return []any{"a", token, 0, 1, ids[1], "", "0", "t", "late", "1"}
+	r := &request{kind: opScript, shard: shard, script: putScript, args: func(int, bool) []any {
+		return []any{"a", token, 0, 1, ids[1], "", "0", "t", "late", "1", "nonce", ""}
 	}}
 	if err := q.writer.do(ctx, r); err != nil || anyStr(first(r.reply)) != "aborted" {
 		t.Fatalf("the interrupted batch written late: %v, %v; want aborted", r.reply, err)

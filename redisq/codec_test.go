@@ -65,12 +65,12 @@ func FuzzVerifyReceipt(f *testing.F) {
 }
 
 func TestDecodeRecord(t *testing.T) {
-	rec, err := decodeRecord("1700000000123,,2,tok,3.abc,5;topicpay;load")
+	rec, err := decodeRecord("1700000000123,,2,tok,3.abc,nonce,5;topicpay;load")
 	if err != nil || rec.due != 1700000000123 || rec.att != 2 || rec.tok != "tok" || rec.topic != "topic" ||
 		!bytes.Equal(rec.payload, []byte("pay;load")) {
 		t.Fatalf("decodeRecord = %+v, %v", rec, err)
 	}
-	for _, bad := range []string{"", "1,,0,,,1", "1,,0,,;t", "x,,0,,,1;t", "1,,0,,,9;short", "1,,0,,,-1;t", "1,,x,,,1;t"} {
+	for _, bad := range []string{"", "1,,0,,,,1", "1,,0,,,;t", "1,,0,,,1;t", "x,,0,,,,1;t", "1,,0,,,,9;short", "1,,0,,,,-1;t", "1,,x,,,,1;t"} {
 		if _, err := decodeRecord(bad); err == nil {
 			t.Errorf("decodeRecord(%q) accepted it", bad)
 		}
@@ -78,8 +78,8 @@ func TestDecodeRecord(t *testing.T) {
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add("1700000000123,-5,2,tok,,5;topicpayload")
-	f.Add("1,,0,,,0;")
+	f.Add("1700000000123,-5,2,tok,,n,5;topicpayload")
+	f.Add("1,,0,,,,0;")
 	f.Fuzz(func(t *testing.T, s string) {
 		rec, err := decodeRecord(s)
 		if err == nil && len(rec.topic)+len(rec.payload) > len(s) {

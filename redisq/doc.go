@@ -60,6 +60,8 @@
 //	{T}:lease         sorted set: leased message IDs, scored by lease deadline in milliseconds
 //	{T}:alias         hash: chosen ID -> "<shard>.<batch token>", for IDs whose message lives elsewhere
 //	{T}:abort:<token> string, expires after an hour: a batch that must not be written
+//	{T}:done:<sec>    set, expires after 12 s: tombstones "<nonce>|<id>" of messages acked or
+//	                  cancelled in that second (see Retries)
 //	{T}:ev            sharded pub/sub channel of the shard's events
 //	tock:lock:{T}     the shard's housekeeping lease, a lock of package redislock
 //
@@ -77,14 +79,16 @@
 //
 // A record is text, then bytes:
 //
-//	<due>,<req>,<att>,<tok>,<aux>,<topic length>;<topic><payload>
+//	<due>,<req>,<att>,<tok>,<aux>,<nonce>,<topic length>;<topic><payload>
 //
 // due is when the message is (or was) due, in Unix milliseconds by the clock of the Redis server
 // (DeliverAt rounded up to the millisecond, never down, or the time of the Put if later); req is
 // the DeliverAt it was put with, in milliseconds, when that differs from due (a Put that repeats
 // a chosen ID is compared with it); att counts deliveries; tok is the token of the last lease (16
 // characters of base64url), empty before the first and after a Nack; aux is "<shard>.<batch
-// token>" for a message put by a batch under an alias in another shard, and empty otherwise.
+// token>" for a message put by a batch under an alias in another shard, and empty otherwise; nonce
+// is the Put call's random nonce for a chosen ID (8 bytes of base64url), empty for a generated ID,
+// which is a nonce itself.
 //
 // # Scripts
 //

@@ -263,6 +263,82 @@ func TestLostRepliesMakeNoDuplicates(t *testing.T) {
 	}
 }
 
+// ackOnLostReply is a go-redis hook that, for the pipeline it is armed for, lets it run, then has a
+// consumer receive and ack what it put (through another client), and then reports a lost
+// connection: the Put is retried after its message is done, as it can be when a failover delays
+// the retry.
+type ackOnLostReply struct {
+	armed    atomic.Bool
+	consumer *Queue
+	acked    atomic.Int32
+	t        *testing.T
+}
+
+func (h *ackOnLostReply) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (h *ackOnLostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (h *ackOnLostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if !h.armed.CompareAndSwap(true, false) {
+			return err
+		}
+		ds, rerr := h.consumer.Receive(ctx, "t", 10, time.Minute)
+		if rerr != nil || len(ds) != 1 {
+			h.t.Errorf("the consumer received %d messages, %v; want 1", len(ds), rerr)
+		} else if aerr := h.consumer.Ack(ctx, ds[0].Receipt); aerr != nil {
+			h.t.Errorf("Ack: %v", aerr)
+		} else {
+			h.acked.Add(1)
+		}
+		for _, c := range cmds {
+			c.SetErr(io.ErrUnexpectedEOF)
+		}
+		return io.ErrUnexpectedEOF
+	}
+}
+
+// TestPutRetriedAfterItsMessageWasAcked loses the reply of a Put whose message is received and
+// acked before the Put is sent again: the retry finds the message's tombstone and stores nothing,
+// so the acked message is not delivered again.
+func TestPutRetriedAfterItsMessageWasAcked(t *testing.T) {
+	s := startServer(t)
+	prefix := newPrefix()
+	ctx := testCtx(t, 30*time.Second)
+	consumer, err := Open(ctx, singleClient(t, s.Addr), WithPrefix(prefix), WithShards(4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer consumer.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	hook := &ackOnLostReply{consumer: consumer, t: t}
+	rdb.AddHook(hook)
+	producer, err := Open(ctx, rdb, WithPrefix(prefix), WithReplicaWait(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Close()
+	for _, m := range []queue.Message{{Topic: "t", Payload: []byte("generated")}, {ID: "chosen", Topic: "t"}} {
+		hook.armed.Store(true)
+		if _, err := producer.Put(ctx, m); err != nil {
+			t.Fatalf("Put whose reply was lost: %v", err)
+		}
+		if ds, err := consumer.Receive(testCtx(t, 300*time.Millisecond), "t", 10, time.Minute); len(ds) != 0 {
+			t.Fatalf("the acked message %q came again: the retried Put stored it twice (%v)", ds[0].ID, err)
+		}
+	}
+	if hook.acked.Load() != 2 {
+		t.Fatalf("%d messages acked between a Put and its retry; want 2", hook.acked.Load())
+	}
+	// A new Put of the chosen ID is no retry: it stores the message again.
+	if _, err := producer.Put(ctx, queue.Message{ID: "chosen", Topic: "t"}); err != nil {
+		t.Fatal(err)
+	}
+	if ds := receiveN(t, ctx, consumer, "t", 1); ds[0].ID != "chosen" {
+		t.Fatalf("received %q; want the chosen ID put again", ds[0].ID)
+	}
+}
+
 // TestPubSubConnectionsKilled kills every pub/sub connection of the server while a Receive waits:
 // the message put afterwards by another process is delivered, on time (the subscription is made
 // again and the shards re-read at once).

@@ -21,6 +21,9 @@ const (
 	maxResolves = 5
 )
 
+// errNothingWritten makes putBatch remove the aliases it reserved for a batch of retried Puts.
+var errNothingWritten = errors.New("redisq: nothing written")
+
 // errUnknownReceipt is the error of each receipt that names no current lease.
 var errUnknownReceipt = fmt.Errorf("redisq: %w", queue.ErrUnknownReceipt)
 
@@ -48,6 +51,13 @@ func (q *Queue) item(m queue.Message) (putItem, error) {
 		it.hint = q.lay.hint(m.ID)
 	}
 	return it, nil
+}
+
+// newNonce returns the nonce of a Put call of chosen IDs, which tells its retries from other Puts.
+func newNonce() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return b64.EncodeToString(b[:])
 }
 
 // ceilMillis returns t in Unix milliseconds, rounded up: a due time is never rounded earlier.
@@ -93,6 +103,7 @@ func (q *Queue) Put(ctx context.Context, m queue.Message) (string, error) {
 		}
 	}
 	shard, _ := q.lay.home(m.ID)
+	it.nonce = newNonce()
 	for range maxResolves {
 		r := &request{kind: opPut, shard: shard, items: []putItem{it}}
 		if err := q.writer.do(ctx, r); err != nil {
@@ -179,7 +190,7 @@ func (q *Queue) resolve(ctx context.Context, id, alias string, it putItem) (same
 		return false, "", fmt.Errorf("%w: alias %q of %q", ErrProtocol, alias, id)
 	}
 	hint := q.lay.hint(id)
-	r := &request{kind: opScript, shard: at, script: resolveScript, args: func(int) []any {
+	r := &request{kind: opScript, shard: at, script: resolveScript, args: func(int, bool) []any {
 		return []any{id, hint, token, "check", it.req, it.topic, it.payload}
 	}}
 	if err := q.writer.do(ctx, r); err != nil {
@@ -198,7 +209,7 @@ func (q *Queue) resolve(ctx context.Context, id, alias string, it putItem) (same
 
 // unalias removes the alias of id in shard home if its value is still alias.
 func (q *Queue) unalias(ctx context.Context, home int, id, alias string) error {
-	r := &request{kind: opScript, shard: home, script: unaliasScript, args: func(int) []any {
+	r := &request{kind: opScript, shard: home, script: unaliasScript, args: func(int, bool) []any {
 		return []any{id, alias}
 	}}
 	if err := q.writer.do(ctx, r); err != nil {
@@ -240,8 +251,12 @@ func (q *Queue) PutBatch(ctx context.Context, ms []queue.Message) ([]string, err
 		batchShard = q.writer.pickShard("")
 	}
 	sec := q.clock.now() / 1000
+	nonce := newNonce()
 	for i := range items {
 		it := &items[i]
+		if it.id != "" {
+			it.nonce = nonce
+		}
 		if it.id == "" {
 			due, _ := strconv.ParseInt(it.req, 10, 64)
 			it.id = newID(batchShard, max(due/1000, sec))
@@ -257,6 +272,9 @@ func (q *Queue) PutBatch(ctx context.Context, ms []queue.Message) ([]string, err
 		if !again {
 			break
 		}
+	}
+	if err == errNothingWritten {
+		err = nil
 	}
 	if err != nil {
 		return nil, err
@@ -350,11 +368,11 @@ func (q *Queue) putBatch(ctx context.Context, shard int, items []putItem) (again
 			sendIdx = append(sendIdx, i)
 		}
 	}
-	r := &request{kind: opScript, shard: shard, script: putScript, args: func(int) []any {
-		args := make([]any, 0, 4+6*len(send))
+	r := &request{kind: opScript, shard: shard, script: putScript, args: func(_ int, retry bool) []any {
+		args := make([]any, 0, 4+8*len(send))
 		args = append(args, "a", token, len(xsame), len(send))
 		for _, it := range send {
-			args = append(args, it.id, it.hint, it.req, it.topic, it.payload, it.home)
+			args = it.append(args, retry)
 		}
 		return args
 	}}
@@ -390,7 +408,12 @@ func (q *Queue) putBatch(ctx context.Context, shard int, items []putItem) (again
 	}
 	switch {
 	case fresh == 0:
-		return false, nil // every message is a retried Put
+		// Every message is a retried Put, or a retry of this call whose messages are done: the
+		// aliases reserved now (if any) point at nothing.
+		if len(reserved) > 0 {
+			return false, errNothingWritten
+		}
+		return false, nil
 	case firstSame >= 0:
 		return false, duplicate(items[firstSame].id, firstSameDue)
 	case len(xsame) > 0:
@@ -407,7 +430,7 @@ func (q *Queue) putBatch(ctx context.Context, shard int, items []putItem) (again
 // reserve runs the reserve script for the items idx on shard home; code is "ok" when every alias
 // was written, and otherwise vals holds the script's (code, value) per item.
 func (q *Queue) reserve(ctx context.Context, home int, alias string, items []putItem, idx []int) (code string, vals []any, err error) {
-	r := &request{kind: opScript, shard: home, script: reserveScript, args: func(int) []any {
+	r := &request{kind: opScript, shard: home, script: reserveScript, args: func(int, bool) []any {
 		args := make([]any, 0, 2+5*len(idx))
 		args = append(args, alias, len(idx))
 		for _, i := range idx {

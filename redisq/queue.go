@@ -90,6 +90,10 @@ func Open(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Queu
 			q.logger().Warn("redisq: the cluster client reloads the cluster's state every " + iv.String() +
 				"; set ClusterOptions.ClusterStateReloadInterval to a few seconds so that a failover is noticed in time")
 		}
+		if c.Options().MaxRetries > 0 {
+			q.logger().Warn("redisq: the cluster client retries commands (ClusterOptions.MaxRetries); " +
+				"leave it unset: a write retried by the client after a lost reply, rather than by the engine, can store a Put twice")
+		}
 	case *redis.Client:
 	default:
 		return nil, fmt.Errorf("%w: Open: client of type %T; want a *redis.Client or a *redis.ClusterClient", ErrInvalidOption, rdb)

@@ -25,6 +25,12 @@ import (
 // pipelineTimeout bounds a pipeline's round trip beyond the WAIT it carries.
 const pipelineTimeout = 5 * time.Second
 
+// retryWindow bounds how long after its first send a write whose outcome is unknown (the connection
+// failed after the request went out) is sent again: the scripts' tombstones (WINDOW in prelude.lua,
+// 10s) must outlive the retries, so that a Put retried after its message was acked or cancelled
+// does not store it again. After it the call fails with an error saying the outcome is unknown.
+const retryWindow = 8 * time.Second
+
 // replicaRefresh is how long a master's replica count (INFO replication) is trusted.
 const replicaRefresh = 5 * time.Second
 
@@ -42,6 +48,16 @@ type putItem struct {
 	id, hint, req, topic string
 	payload              []byte
 	home                 string // the ID's home shard when it is not the request's, else ""
+	nonce                string // the Put call's nonce for a chosen ID; "" for a generated one
+}
+
+// append appends the put script's arguments for it; retry says an earlier attempt may have run.
+func (it putItem) append(args []any, retry bool) []any {
+	flag := ""
+	if retry {
+		flag = "r"
+	}
+	return append(args, it.id, it.hint, it.req, it.topic, it.payload, it.home, it.nonce, flag)
 }
 
 // An ackItem is one receipt of an ack request.
@@ -59,12 +75,14 @@ type request struct {
 	acks  []ackItem // opAck
 
 	script *redis.Script // opScript
-	args   func(shard int) []any
+	args   func(shard int, retry bool) []any
 	locked bool // the script's KEYS include the shard's lock
 
-	genIDs bool   // single Puts with generated IDs: any shard will do, and the IDs are made when sent
-	avoid  string // a master not to send generated Puts to (it refused them)
-	tries  int
+	genIDs    bool   // single Puts with generated IDs: any shard will do, and the IDs are made when sent
+	avoid     string // a master not to send generated Puts to (it refused them)
+	tries     int
+	firstSent time.Time // when the request was first sent
+	unknown   bool      // an attempt failed after it was sent: it may have run
 
 	// Set before done is closed.
 	reply    []any // the reply's items for this request (opPut, opAck: its share after NOW and ver)
@@ -78,6 +96,12 @@ type request struct {
 // writer sends requests, grouped per master.
 type writer struct {
 	q *Queue
+	// single is the client of a single server (or Sentinel failover): the one given to Open if it
+	// does not retry, and otherwise one of its options without retries, so that the engine alone
+	// decides what is sent again (see retryWindow). On a cluster the node clients do not retry
+	// unless ClusterOptions.MaxRetries is set.
+	single    *redis.Client
+	ownSingle bool
 
 	mu struct {
 		sync.Mutex
@@ -105,6 +129,13 @@ type node struct {
 
 func (w *writer) init(q *Queue) {
 	w.q = q
+	if c, ok := q.rdb.(*redis.Client); ok {
+		w.single = c
+		if opt := *c.Options(); opt.MaxRetries != 0 {
+			opt.MaxRetries = -1
+			w.single, w.ownSingle = redis.NewClient(&opt), true
+		}
+	}
 	w.mu.nodes = make(map[string]*node)
 	w.mu.retrying = make(map[*request]tock.Timer)
 }
@@ -180,7 +211,7 @@ func (w *writer) node(ctx context.Context, s int) (*node, error) {
 			return nil, err
 		}
 	} else {
-		c = w.q.rdb.(*redis.Client)
+		c = w.single
 	}
 	addr := c.Options().Addr
 	w.mu.Lock()
@@ -225,6 +256,14 @@ func (w *writer) retry(r *request, err error) {
 		w.q.cluster.ReloadState(context.Background())
 	}
 	w.q.metrics.retries.Add(1)
+	if transient(err) && !refused(err) && !r.firstSent.IsZero() {
+		r.unknown = true
+	}
+	if r.unknown && time.Since(r.firstSent) > retryWindow {
+		w.finish(r, fmt.Errorf("%w: the outcome is unknown (the connection failed after the write was sent, and %v of retries did not settle it): %v",
+			queue.ErrUnavailable, retryWindow, err))
+		return
+	}
 	if !transient(err) || r.ctx.Err() != nil || w.q.closed.Load() {
 		if r.ctx.Err() != nil && transient(err) {
 			err = fmt.Errorf("%w (after %d tries: %w)", r.ctx.Err(), r.tries, unavailable(err))
@@ -267,6 +306,9 @@ func (w *writer) stop() {
 	clear(w.mu.retrying)
 	w.mu.Unlock()
 	w.wg.Wait()
+	if w.ownSingle {
+		_ = w.single.Close()
+	}
 }
 
 // flushLoop sends n's queue, one pipeline at a time, until it is empty.
@@ -340,6 +382,12 @@ func (w *writer) flush(n *node, reqs []*request) {
 		n.mu.rr++
 		n.mu.Unlock()
 	}
+	now := time.Now()
+	for _, r := range live {
+		if r.firstSent.IsZero() {
+			r.firstSent = now
+		}
+	}
 	calls := w.group(live)
 	need := w.replicasNeeded(n)
 	ctx, cancel := context.WithTimeout(context.Background(), pipelineTimeout+q.cfg.replicaWait)
@@ -369,7 +417,7 @@ func (w *writer) flush(n *node, reqs []*request) {
 			n.mu.replicasAt = time.Time{} // count them again
 			n.mu.Unlock()
 			q.metrics.replicaWaitFailures.Add(1)
-			waitErr = fmt.Errorf("redisq: the write was made on master %s but confirmed by %d of %d replicas within %v: %w",
+			waitErr = fmt.Errorf("the write was made on master %s but confirmed by %d of %d replicas within %v: %w",
 				n.addr, acked, need, q.cfg.replicaWait, queue.ErrUnavailable)
 		}
 	}
@@ -392,7 +440,7 @@ func (w *writer) flush(n *node, reqs []*request) {
 		}
 		if err != nil {
 			for _, r := range c.reqs {
-				if r.genIDs && refused(err) {
+				if r.genIDs && refused(err) && !r.unknown {
 					// Refused before it ran: a generated Put may go to another shard.
 					r.shard = -1
 					r.avoid = n.addr
@@ -427,7 +475,7 @@ func (w *writer) group(reqs []*request) []*call {
 				keys = q.lay.lockedKeys(r.shard)
 			}
 			calls = append(calls, &call{shard: r.shard, kind: r.kind, reqs: []*request{r},
-				script: r.script, keys: keys, args: r.args(r.shard)})
+				script: r.script, keys: keys, args: r.args(r.shard, r.unknown)})
 		}
 	}
 	for _, c := range calls {
@@ -438,11 +486,11 @@ func (w *writer) group(reqs []*request) []*call {
 			for _, r := range c.reqs {
 				n += len(r.items)
 			}
-			c.args = make([]any, 0, 4+6*n)
+			c.args = make([]any, 0, 4+8*n)
 			c.args = append(c.args, "1", "", 0, n)
 			for _, r := range c.reqs {
 				for _, it := range r.items {
-					c.args = append(c.args, it.id, it.hint, it.req, it.topic, it.payload, it.home)
+					c.args = it.append(c.args, r.unknown)
 				}
 			}
 		case opAck:

@@ -12,6 +12,7 @@ for i = 1, n do
     local r = parse(rec)
     if r.tok ~= '' and r.tok == tok then
       remove(id, where, r)
+      bury(id, r)
       code, aux = 1, r.aux
     else
       code = -1

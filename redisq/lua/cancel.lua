@@ -7,6 +7,7 @@ local code, value = 0, ''
 if where then
   local r = parse(rec)
   remove(id, where, r)
+  bury(id, r)
   code, value = 1, r.aux
 else
   local a = redis.call('HGET', ALIAS, id)

@@ -10,6 +10,10 @@ local ALIAS, TOPICS, CHAN = P .. 'alias', P .. 'topics', P .. 'ev'
 local NEAR = 1000
 -- MAXMS caps due times: queue.MaxDeliverAt in Unix milliseconds.
 local MAXMS = 9214646400000
+-- WINDOW (ms) is how long a message acked or cancelled within WINDOW of its due time leaves a
+-- tombstone, so that a Put retried after its reply was lost (the engine retries for less than
+-- WINDOW) does not store the message again.
+local WINDOW = 10000
 
 -- NOW is the script's clock in Unix milliseconds, rounded down: a message due at d (rounded up
 -- when it was put) is due once d <= NOW, so it is never early by this server's clock.
@@ -25,11 +29,11 @@ local function rkey(topic) return P .. 'r:' .. topic end
 
 -- parse decodes a record's header; its payload starts at byte r.body.
 local function parse(rec)
-  local due, req, att, tok, aux, tlen, p =
-    string.match(rec, '^(%-?%d+),(%-?%d*),(%d+),([^,]*),([^,]*),(%d+);()')
+  local due, req, att, tok, aux, nonce, tlen, p =
+    string.match(rec, '^(%-?%d+),(%-?%d*),(%d+),([^,]*),([^,]*),([^,]*),(%d+);()')
   if not due then error('redisq: malformed record') end
   tlen = tonumber(tlen)
-  return {due = tonumber(due), req = req, att = tonumber(att), tok = tok, aux = aux,
+  return {due = tonumber(due), req = req, att = tonumber(att), tok = tok, aux = aux, nonce = nonce,
     topic = string.sub(rec, p, p + tlen - 1), body = p + tlen}
 end
 
@@ -37,7 +41,7 @@ local function payload(rec, r) return string.sub(rec, r.body) end
 
 local function encode(r, pl)
   return fmt(r.due) .. ',' .. r.req .. ',' .. fmt(r.att) .. ',' .. r.tok .. ',' .. r.aux .. ','
-    .. fmt(#r.topic) .. ';' .. r.topic .. pl
+    .. r.nonce .. ',' .. fmt(#r.topic) .. ';' .. r.topic .. pl
 end
 
 -- M caches the shard's pointer fields; finish writes them back when dirty.
@@ -154,6 +158,25 @@ local function remove(id, where, r)
     if ix_used() then redis.call('HDEL', IX, id) end
     D.sched = D.sched - 1
   end
+end
+
+-- bury leaves the tombstone of a message just acked or cancelled, if it was due within WINDOW: a
+-- member "<nonce>|<id>" of the set of this second, which expires after WINDOW.
+local function bury(id, r)
+  if NOW - r.due > WINDOW then return end
+  local k = P .. 'done:' .. fmt(math.floor(NOW / 1000))
+  if redis.call('SADD', k, r.nonce .. '|' .. id) == 1 and redis.call('SCARD', k) == 1 then
+    redis.call('EXPIRE', k, WINDOW / 1000 + 2)
+  end
+end
+
+-- buried reports whether the message put as (id, nonce) left a tombstone in the last WINDOW.
+local function buried(id, nonce)
+  local m = nonce .. '|' .. id
+  for s = math.floor(NOW / 1000), math.floor((NOW - WINDOW) / 1000), -1 do
+    if redis.call('SISMEMBER', P .. 'done:' .. fmt(s), m) == 1 then return true end
+  end
+  return false
 end
 
 -- CFG is the caller's delivery configuration, for the scripts that fail deliveries: ARGV[i..i+3]

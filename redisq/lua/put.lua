@@ -1,17 +1,19 @@
 -- put stores messages. ARGV: mode ('1': each message on its own, 'a': all or none), the batch token
 -- ('' unless some messages are aliased from other shards), the number of messages put on other
 -- shards' word that they are retried Puts (mode 'a'), the count n, then for each message: ID, the
--- second its ID names ('' if none), requested due time (ms), topic, payload, and the home shard of
--- its ID when that is another shard ('' otherwise).
+-- second its ID names ('' if none), requested due time (ms), topic, payload, the home shard of its
+-- ID when that is another shard ('' otherwise), the nonce of the Put call ('' for a generated ID,
+-- which is one), and 'r' when an earlier attempt of this call may have stored it ('' otherwise).
 -- Replies {NOW, ver, code1, value1, ...}: per message 'new' (stored; value: 'r' or 'w'), 'same'
--- (a retried Put; value: its due time), 'dup' (value: the waiting one's due time) or 'alias' (value:
--- the alias to resolve first); or {NOW, ver, 'aborted'} when the batch token is aborted or too old.
+-- (a retried Put, or a retry of this call whose message is done already; value: its due time or
+-- ''), 'dup' (value: the waiting one's due time) or 'alias' (value: the alias to resolve first); or
+-- {NOW, ver, 'aborted'} when the batch token is aborted or too old.
 local mode, token, xsame, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local BASE = 4
+local BASE, F = 4, 8
 local aliased = nil
 
 local function check(i)
-  local o = BASE + (i - 1) * 6
+  local o = BASE + (i - 1) * F
   local id, hint, req, topic = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4]
   local where, rec = locate(id, hint)
   if where then
@@ -26,17 +28,18 @@ local function check(i)
     local a = redis.call('HGET', ALIAS, id)
     if a then return 'alias', a end
   end
+  if ARGV[o + 8] == 'r' and buried(id, ARGV[o + 7]) then return 'same', '' end
   return 'new', ''
 end
 
 local function write(i)
-  local o = BASE + (i - 1) * 6
+  local o = BASE + (i - 1) * F
   local id, hint, req, topic, pl, home = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4], ARGV[o + 5], ARGV[o + 6]
   local rq = tonumber(req)
   local due = rq
   if due < NOW then due = NOW end
   if due > MAXMS then due = MAXMS end
-  local r = {due = due, req = '', att = 0, tok = '', aux = '', topic = topic}
+  local r = {due = due, req = '', att = 0, tok = '', aux = '', nonce = ARGV[o + 7], topic = topic}
   if due ~= rq then r.req = req end
   if home ~= '' then r.aux = home .. '.' .. token end
   local rec = encode(r, pl)

@@ -11,6 +11,7 @@ if where then
   if r.aux ~= '' and string.match(r.aux, '%.(.*)$') == token then
     if mode == 'cancel' then
       remove(id, where, r)
+      bury(id, r)
       return {NOW, finish('m'), 'cancelled', r.aux}
     end
     local rq = r.req
