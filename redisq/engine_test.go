@@ -196,6 +196,9 @@ func (h *dropReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *dropReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
+		if !runsScript(cmds) {
+			return err
+		}
 		if h.armed.Add(-1) < 0 {
 			h.armed.Add(1)
 			return err
@@ -206,6 +209,17 @@ func (h *dropReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 		}
 		return io.ErrUnexpectedEOF
 	}
+}
+
+// runsScript reports whether a pipeline runs a script: the engine's writes, not the commands
+// go-redis sends on a new connection.
+func runsScript(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		if n := c.Name(); n == "evalsha" || n == "eval" {
+			return true
+		}
+	}
+	return false
 }
 
 // TestLostRepliesMakeNoDuplicates cuts the replies of grouped writes after they ran: the Puts
@@ -279,7 +293,7 @@ func (h *ackOnLostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *ackOnLostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
-		if !h.armed.CompareAndSwap(true, false) {
+		if !runsScript(cmds) || !h.armed.CompareAndSwap(true, false) {
 			return err
 		}
 		ds, rerr := h.consumer.Receive(ctx, "t", 10, time.Minute)
