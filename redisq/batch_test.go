@@ -43,6 +43,7 @@ func aliasCount(t testing.TB, ctx context.Context, rdb *redis.Client, q *Queue) 
 // one of them is a duplicate, the same one a retried Put), Cancel finds them, and the aliases go
 // when their messages are done.
 func TestBatchAcrossShards(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	rdb := singleClient(t, s.Addr)
 	q := openQueue(t, rdb, WithShards(4))
@@ -114,6 +115,7 @@ func TestBatchAcrossShards(t *testing.T) {
 // before it wrote its messages, as if its process died there: the IDs it reserved can be put and
 // cancelled, the batch can never be written late, and nothing is stored twice.
 func TestBatchInterruptedBetweenSteps(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	rdb := singleClient(t, s.Addr)
 	q := openQueue(t, rdb, WithShards(4))

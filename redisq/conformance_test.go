@@ -8,11 +8,13 @@ import (
 )
 
 func TestConformanceSingleServer(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	queuetest.Run(t, opener(singleClient(t, s.Addr)))
 }
 
 func TestConformanceOneShard(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	queuetest.Run(t, opener(singleClient(t, s.Addr), WithShards(1)))
 }

@@ -19,9 +19,9 @@
 // message put through one is received through any. Open creates the deployment on first use
 // (its shard count, WithShards, is fixed then) and checks that later processes agree.
 //
-// Redis 7.0 or later is required: the scripts use the "#!lua" shebang (so that Redis refuses a
-// script as a whole when it is out of memory, never halfway through), sharded pub/sub, and
-// effects replication of scripts, which Redis 7 always uses, so that a script may read the clock.
+// Redis 7.0 or later is required: the scripts use the "#!lua" shebang (see Scripts), sharded
+// pub/sub, and effects replication of scripts, which Redis 7 always uses: replicas apply a
+// script's writes rather than run it again, so a script may read the clock (TIME).
 //
 // # Shards
 //
@@ -122,6 +122,12 @@
 // how many ready messages are not due yet), due (the count of each second in a range) and peek
 // (the shard's next events and the heads of given topics).
 //
+// The scripts declare their flags in a "#!lua" shebang, so that Redis decides before a script
+// starts whether it may run above maxmemory, never at a write halfway through it (which would
+// leave a message half moved): put, reserve and resolve, which add data, are refused as a whole
+// above maxmemory; receive, ack, nack, cancel, tick and unalias, which remove or move it, run
+// there too, so that consumers can drain a full Redis.
+//
 // # Timing
 //
 // What is due is decided inside the scripts, by the Redis server's clock (TIME): a message is
@@ -143,9 +149,13 @@
 // publishes an event on the shard's channel, so every process learns of it at once.
 //
 // Pub/sub delivers nothing to a connection that dropped, so a process re-reads a shard's times
-// (peek) whenever its subscription was re-established, and pings each subscription every
-// WithRecheck period (30 s by default): a reply proves nothing was lost on that connection. An
-// event lost otherwise delays what it announced by at most that period.
+// (peek) whenever its subscription was re-established (Redis also drops the sharded
+// subscriptions of a slot that moved), and pings each subscription that was quiet for a
+// WithRecheck period (30 s by default): a reply proves nothing was lost on that connection, and
+// no reply within another period makes it subscribe again. An idle deployment thus costs Redis one
+// PING per subscription per period (one subscription per process on one server, one per shard
+// per process on a cluster), and no other command while no message comes due: owners let their
+// shards go (see Ownership).
 //
 // # Events
 //
@@ -228,10 +238,12 @@
 //     and those were not acknowledged.
 //   - min-replicas-to-write on the masters makes a master refuse writes (NOREPLICAS) while fewer
 //     replicas than that are connected and recent, so an isolated master stops accepting writes
-//     that a failover would discard; the engine reports them as queue.ErrUnavailable.
+//     that a failover would discard; the engine reports them as queue.ErrUnavailable. Receive,
+//     Ack and the housekeeping write too, so a master left without its replica (after a failover,
+//     until the old master is back as its replica) serves no shard until one is back.
 //
 // Receive's leases are not waited for: a lease lost in a failover only means an earlier
-// redelivery.
+// redelivery, and an Ack of it then fails with queue.ErrUnknownReceipt.
 //
 // # Slot migration and failover
 //
@@ -240,19 +252,39 @@
 // so no script runs on a half-moved shard, whose undeclared keys might be on either side; the
 // engine retries until the migration ends. A Put with a generated ID that meets TRYAGAIN,
 // CLUSTERDOWN, MOVED, READONLY, a refused connection or a similar reply that proves the script did
-// not run, moves to another shard; so while one master fails over, puts go on to the others.
-//
-// Errors that may mean the script ran (a connection lost after the request was sent) are retried
-// with the same arguments until the call's context ends: every script is written so that running
-// it twice has the effect of running it once, except that a repeated receive leases more messages
-// (the first ones come again after their visibility timeout) and a repeated Cancel or Nack reports
-// false or queue.ErrUnknownReceipt for what it did the first time.
+// not run, moves to another shard (with a new ID); so while one master fails over, puts go on to
+// the others.
 //
 // go-redis learns of a failover from MOVED replies and its periodic reload of the cluster's state.
 // The engine cannot change a client it is given, so set ClusterOptions.ClusterStateReloadInterval
-// to a few seconds (its default is a minute); Open logs a warning when it is longer than 10 s. The
-// engine also asks the client to reload (ReloadState) whenever a write fails with a connection
-// error, CLUSTERDOWN, READONLY or MOVED.
+// to a second or two (its default is a minute; Open logs a warning above 10 s), and leave
+// ClusterOptions.MaxRetries unset (see Retries). The engine asks the client to reload its state
+// (ReloadState) whenever a call fails with a connection error, CLUSTERDOWN, READONLY,
+// MASTERDOWN or MOVED. Set cluster-require-full-coverage no on the servers, so that the masters
+// that did not fail keep serving their shards while a failed one is replaced.
+//
+// # Retries
+//
+// A write that Redis refused is sent again, to the shard's master as the client then knows it,
+// after a backoff, until the call's context ends. A write whose connection failed after it was sent
+// may or may not have run: it is sent again too, for at most 8 seconds after it was first sent,
+// and then the call fails with an error matching queue.ErrUnavailable that says the outcome is
+// unknown. The scripts make a repeated write harmless:
+//
+//   - put: a message already waiting under its ID is a retried Put. A message acked or cancelled
+//     within 10 s of its due time leaves a tombstone for 10 s (a member "<nonce>|<id>" of
+//     {T}:done:<second>), and a repeated put (flagged as such) that finds its tombstone stores
+//     nothing; so an acked message is not stored again by a retry of the Put that stored it, while
+//     a new Put of the same chosen ID (another nonce) stores a new message.
+//   - ack: a receipt whose message is gone is acked again (see Receipts).
+//   - receive: a repeated receive leases more messages; the ones of the lost reply come again
+//     after their visibility timeout, counting an attempt.
+//   - nack and cancel: the repeat reports queue.ErrUnknownReceipt, or false, for what the first
+//     run did.
+//
+// So that only the engine repeats writes, the grouped writes to a single server use a client
+// without go-redis's retries (one of the same options is made if the client given retries); the
+// node clients of a cluster client do not retry unless ClusterOptions.MaxRetries is set.
 //
 // # Caveats
 //

@@ -62,6 +62,7 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 // due time delivered is the one put (to the millisecond, rounded up), and that a process took the
 // shards and promoted them ahead of time.
 func TestWheelDeliversOnTime(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	q := openQueue(t, singleClient(t, s.Addr), WithShards(4))
 	ctx := testCtx(t, 30*time.Second)
@@ -101,6 +102,7 @@ func TestWheelDeliversOnTime(t *testing.T) {
 // TestIdleOwnerGivesShardsUp checks that a process lets its shards go when their next time is far,
 // so that an idle deployment renews no lease.
 func TestIdleOwnerGivesShardsUp(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	q := openQueue(t, singleClient(t, s.Addr), WithShards(2), WithOwnerLease(200*time.Millisecond))
 	ctx := testCtx(t, 30*time.Second)
@@ -129,6 +131,7 @@ func TestIdleOwnerGivesShardsUp(t *testing.T) {
 }
 
 func TestOpenChecksTheDeployment(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	rdb := singleClient(t, s.Addr)
 	ctx := testCtx(t, 10*time.Second)
@@ -159,6 +162,7 @@ func TestOpenChecksTheDeployment(t *testing.T) {
 }
 
 func TestOpenRefusesInvalidOptions(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	rdb := singleClient(t, s.Addr)
 	ctx := testCtx(t, 10*time.Second)
@@ -226,6 +230,7 @@ func runsScript(cmds []redis.Cmder) bool {
 // (generated and chosen IDs, a batch) and the Acks are sent again, and each message is stored
 // and delivered once.
 func TestLostRepliesMakeNoDuplicates(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	rdb := redis.NewClient(&redis.Options{Addr: s.Addr, MaxRetries: -1})
 	t.Cleanup(func() { rdb.Close() })
@@ -315,6 +320,7 @@ func (h *ackOnLostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 // acked before the Put is sent again: the retry finds the message's tombstone and stores nothing,
 // so the acked message is not delivered again.
 func TestPutRetriedAfterItsMessageWasAcked(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	prefix := newPrefix()
 	ctx := testCtx(t, 30*time.Second)
@@ -357,6 +363,7 @@ func TestPutRetriedAfterItsMessageWasAcked(t *testing.T) {
 // the message put afterwards by another process is delivered, on time (the subscription is made
 // again and the shards re-read at once).
 func TestPubSubConnectionsKilled(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	rdb := singleClient(t, s.Addr)
 	prefix := newPrefix()
@@ -407,6 +414,7 @@ func TestPubSubConnectionsKilled(t *testing.T) {
 
 // TestLargePayloads puts and receives 1 MiB payloads, several at once.
 func TestLargePayloads(t *testing.T) {
+	t.Parallel()
 	s := startServer(t)
 	q := openQueue(t, singleClient(t, s.Addr), WithShards(4))
 	ctx := testCtx(t, 60*time.Second)
@@ -442,6 +450,7 @@ func TestLargePayloads(t *testing.T) {
 // TestMaxMemory fills a Redis with maxmemory until Put fails: the error matches ErrUnavailable and
 // says why, and every message whose Put succeeded is delivered; consumers can drain a full Redis.
 func TestMaxMemory(t *testing.T) {
+	t.Parallel()
 	s := startServer(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 	q := openQueue(t, singleClient(t, s.Addr), WithShards(2))
 	ctx := testCtx(t, 60*time.Second)

@@ -50,7 +50,8 @@ type config struct {
 	err          error         // the first invalid option
 
 	// Internal knobs, for tests.
-	grace time.Duration // how long past a shard's time a process waits for its owner's tick
+	grace       time.Duration // how long past a shard's time a process waits for its owner's tick
+	noCandidacy bool
 }
 
 func defaultConfig() config {
@@ -225,4 +226,10 @@ func (c *config) isDeadLetterTopic(t string) bool {
 // in the owner's place (a second by default). Tests shorten it.
 func withGrace(d time.Duration) Option {
 	return func(c *config) { c.grace = d }
+}
+
+// withNoCandidacy makes the Queue take no free shard ahead of its time, only when its owner is
+// late, until a test clears testHookNoCandidacy.
+func withNoCandidacy() Option {
+	return func(c *config) { c.noCandidacy = true }
 }

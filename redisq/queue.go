@@ -51,7 +51,8 @@ type Queue struct {
 	done   chan struct{} // closed when Close begins
 	wg     sync.WaitGroup
 
-	testHookBatch func(step string) error // called between the steps of a cross-shard batch; nil outside tests
+	testHookBatch       func(step string) error // called between the steps of a cross-shard batch; nil outside tests
+	testHookNoCandidacy atomic.Bool             // take no free shard ahead of its time (only when late); tests set it
 }
 
 var _ queue.Engine = (*Queue)(nil)
@@ -118,6 +119,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Queu
 	q.locker = redislock.New(rdb, redislock.WithWheel(q.wheel),
 		redislock.WithWatchdogTimeout(cfg.ownerLease), redislock.WithLogger(q.logger()))
 	q.topics.m = make(map[string]*topicState)
+	q.testHookNoCandidacy.Store(cfg.noCandidacy)
 	q.metrics.init()
 	q.writer.init(q)
 	q.shards = make([]*shard, shards)
