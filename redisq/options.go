@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock"
-	"github.com/tockwheel/tock/queue"
 )
 
 // Defaults of the options.
@@ -209,17 +208,6 @@ func WithReplicaWait(n int, timeout time.Duration) Option {
 		}
 		c.replicas, c.replicaWait = n, timeout
 	}
-}
-
-// deadLetterTopic returns the dead-letter topic argument of the scripts: "" for the default.
-func (c *config) deadLetterArg() string { return c.deadLetter }
-
-// isDeadLetterTopic mirrors the scripts' test, for documentation and tests.
-func (c *config) isDeadLetterTopic(t string) bool {
-	if c.deadLetter != "" {
-		return t == c.deadLetter
-	}
-	return len(t) >= len(queue.DeadLetterSuffix) && t[len(t)-len(queue.DeadLetterSuffix):] == queue.DeadLetterSuffix
 }
 
 // withGrace sets how long past a shard's time a process waits for the owner's event before it acts

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -300,11 +299,3 @@ func (c *clock) until(ms int64) time.Duration {
 
 // errClosedWrap is the error of a call interrupted by Close.
 var errClosedWrap = fmt.Errorf("redisq: %w", queue.ErrClosed)
-
-// ctxErr wraps a context's error with what was interrupted.
-func ctxErr(what string, err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("redisq: %s: %w", what, err)
-	}
-	return err
-}
