@@ -483,3 +483,40 @@ func TestMaxMemory(t *testing.T) {
 		t.Fatalf("Put after draining: %v", err)
 	}
 }
+
+// TestOwnershipSpreads has three processes share sixteen shards that all get work at once: each
+// takes some of them, none takes (nearly) all.
+func TestOwnershipSpreads(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	prefix := newPrefix()
+	ctx := testCtx(t, 30*time.Second)
+	var qs []*Queue
+	for range 3 {
+		q, err := Open(ctx, singleClient(t, s.Addr), WithPrefix(prefix), WithShards(16))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close() })
+		qs = append(qs, q)
+	}
+	for i := range 400 {
+		at := time.Now().Add(1500*time.Millisecond + time.Duration(i)*5*time.Millisecond)
+		if _, err := qs[i%3].Put(ctx, queue.Message{Topic: "t", DeliverAt: at}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	receiveN(t, ctx, qs[0], "t", 400)
+	var took []uint64
+	var total uint64
+	for _, q := range qs {
+		took = append(took, q.metrics.acquisitions.Load())
+		total += q.metrics.acquisitions.Load()
+	}
+	t.Logf("shards taken by each process: %v", took)
+	for _, n := range took {
+		if n == 0 || n > total*3/4 {
+			t.Fatalf("shards taken by each process: %v; want each to take some, none nearly all", took)
+		}
+	}
+}
