@@ -169,7 +169,7 @@ func TestOpenRefusesInvalidOptions(t *testing.T) {
 	for _, o := range []Option{
 		WithPrefix(""), WithPrefix("a{b}"), WithShards(0), WithShards(MaxShards + 1), WithMaxAttempts(-1),
 		WithBackoff(0, time.Second), WithBackoff(time.Second, time.Millisecond), WithMaxPayload(-1),
-		WithMaxPayload(MaxPayloadLimit + 1), WithDeadLetterTopic(""), WithOwnerLease(time.Millisecond),
+		WithMaxPayload(MaxPayloadLimit + 1), WithDeadLetterTopic(strings.Repeat("d", MaxTopic+1)), WithOwnerLease(time.Millisecond),
 		WithRecheck(0), WithReplicaWait(-1, time.Second), WithReplicaWait(1, 0),
 	} {
 		if _, err := Open(ctx, rdb, o); !errors.Is(err, ErrInvalidOption) {
@@ -518,5 +518,43 @@ func TestOwnershipSpreads(t *testing.T) {
 		if n == 0 || n > total*3/4 {
 			t.Fatalf("shards taken by each process: %v; want each to take some, none nearly all", took)
 		}
+	}
+}
+
+// TestDeadLetterOptions checks WithDeadLetterTopic (every dead letter to one topic) and
+// WithMaxAttempts(0) (never a dead letter).
+func TestDeadLetterOptions(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, 30*time.Second)
+	fail := func(q *Queue, topic string, times int) {
+		t.Helper()
+		for range times {
+			ds, err := q.Receive(ctx, topic, 1, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := q.Nack(ctx, ds[0].Receipt, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	q := openQueue(t, singleClient(t, s.Addr), WithShards(2), WithMaxAttempts(2), WithDeadLetterTopic("graveyard"))
+	id, err := q.Put(ctx, queue.Message{Topic: "a", Payload: []byte("x")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fail(q, "a", 2)
+	if d := receiveN(t, ctx, q, "graveyard", 1)[0]; d.ID != id || d.Topic != "graveyard" || d.Attempt != 1 {
+		t.Fatalf("dead letter %q on %q, attempt %d; want %q on graveyard, attempt 1", d.ID, d.Topic, d.Attempt, id)
+	}
+
+	forever := openQueue(t, singleClient(t, s.Addr), WithShards(2), WithMaxAttempts(0))
+	if _, err := forever.Put(ctx, queue.Message{Topic: "b"}); err != nil {
+		t.Fatal(err)
+	}
+	fail(forever, "b", 20)
+	if d := receiveN(t, ctx, forever, "b", 1)[0]; d.Attempt != 21 {
+		t.Fatalf("attempt %d after 20 failures; want 21 on its own topic", d.Attempt)
 	}
 }

@@ -136,7 +136,8 @@ func (ss *subscriptions) start(ctx context.Context, q *Queue) error {
 		ss.wg.Add(1)
 		go ss.run(s)
 	}
-	t, err := q.wheel.Every(q.cfg.recheck, ss.pingQuiet)
+	// The pings run off the wheel's goroutines: a ping to a dead server waits for its timeout.
+	t, err := q.wheel.Every(q.cfg.recheck, func() { go ss.pingQuiet() })
 	if err != nil {
 		return fmt.Errorf("redisq: Open: %w", err)
 	}

@@ -155,13 +155,14 @@ func WithMaxPayload(n int) Option {
 	}
 }
 
-// WithDeadLetterTopic sends every dead letter to topic. By default a message of topic T goes to T
-// followed by queue.DeadLetterSuffix. A message that exhausts its attempts on its dead-letter topic
-// stays there, retried after the longest backoff. Open refuses an empty topic.
+// WithDeadLetterTopic sends every dead letter to topic. By default, and with an empty topic, a
+// message of topic T goes to T followed by queue.DeadLetterSuffix. A message that exhausts its
+// attempts on its dead-letter topic stays there, retried after the longest backoff. Open refuses a
+// topic longer than MaxTopic.
 func WithDeadLetterTopic(topic string) Option {
 	return func(c *config) {
-		if topic == "" {
-			c.invalid("WithDeadLetterTopic(%q): empty", topic)
+		if len(topic) > MaxTopic {
+			c.invalid("WithDeadLetterTopic: %d bytes, over %d", len(topic), MaxTopic)
 			return
 		}
 		c.deadLetter = topic
