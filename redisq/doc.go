@@ -271,11 +271,13 @@
 // and then the call fails with an error matching queue.ErrUnavailable that says the outcome is
 // unknown. The scripts make a repeated write harmless:
 //
-//   - put: a message already waiting under its ID is a retried Put. A message acked or cancelled
-//     within 10 s of its due time leaves a tombstone for 10 s (a member "<nonce>|<id>" of
-//     {T}:done:<second>), and a repeated put (flagged as such) that finds its tombstone stores
-//     nothing; so an acked message is not stored again by a retry of the Put that stored it, while
-//     a new Put of the same chosen ID (another nonce) stores a new message.
+//   - put: a message already waiting under its ID is a retried Put. A message put due within 10 s
+//     (marked 'y' in its nonce field), and acked or cancelled within 10 s of its due time, leaves
+//     a tombstone for 10 s (a member "<nonce>|<id>" of {T}:done:<second>); a repeated put (flagged
+//     as such) that finds its tombstone stores nothing. So an acked message is not stored again by
+//     a retry of the Put that stored it, while a new Put of the same chosen ID (another nonce)
+//     stores a new message. (A message due later than the retries last cannot be done before they
+//     end: it leaves no tombstone.)
 //   - ack: a receipt whose message is gone is acked again (see Receipts).
 //   - receive: a repeated receive leases more messages; the ones of the lost reply come again
 //     after their visibility timeout, counting an attempt.

@@ -558,3 +558,41 @@ func TestDeadLetterOptions(t *testing.T) {
 		t.Fatalf("attempt %d after 20 failures; want 21 on its own topic", d.Attempt)
 	}
 }
+
+// TestTombstonesOnlyForSoonDueMessages checks that only a message put due within the retry window
+// leaves a tombstone when it is cancelled (or acked): the Put of one due later cannot be retried
+// after it is done.
+func TestTombstonesOnlyForSoonDueMessages(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	rdb := singleClient(t, s.Addr)
+	q := openQueue(t, rdb, WithShards(1))
+	ctx := testCtx(t, 10*time.Second)
+	tombstones := func() int {
+		keys, err := rdb.Keys(ctx, "{"+q.lay.tags[0]+"}:done:*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, k := range keys {
+			n += int(rdb.SCard(ctx, k).Val())
+		}
+		return n
+	}
+	for _, tc := range []struct {
+		in   time.Duration
+		want int
+	}{{time.Hour, 0}, {5 * time.Second, 1}} {
+		id, err := q.Put(ctx, queue.Message{Topic: "t", DeliverAt: time.Now().Add(tc.in)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := tombstones()
+		if ok, err := q.Cancel(ctx, id); !ok || err != nil {
+			t.Fatalf("Cancel: %v, %v", ok, err)
+		}
+		if got := tombstones() - before; got != tc.want {
+			t.Errorf("cancelling a message due in %v left %d tombstones; want %d", tc.in, got, tc.want)
+		}
+	}
+}

@@ -160,12 +160,14 @@ local function remove(id, where, r)
   end
 end
 
--- bury leaves the tombstone of a message just acked or cancelled, if it was due within WINDOW: a
--- member "<nonce>|<id>" of the set of this second, which expires after WINDOW.
+-- bury leaves the tombstone of a message just acked or cancelled, if a retry of its Put may still
+-- come: it was put due within WINDOW (its nonce field starts with 'y'; a retry of the Put of a
+-- message due later comes before it is due, and finds it waiting) and it was due within WINDOW.
+-- The tombstone is a member "<nonce>|<id>" of the set of this second, which expires after WINDOW.
 local function bury(id, r)
-  if NOW - r.due > WINDOW then return end
+  if string.sub(r.nonce, 1, 1) ~= 'y' or NOW - r.due > WINDOW then return end
   local k = P .. 'done:' .. fmt(math.floor(NOW / 1000))
-  if redis.call('SADD', k, r.nonce .. '|' .. id) == 1 and redis.call('SCARD', k) == 1 then
+  if redis.call('SADD', k, string.sub(r.nonce, 2) .. '|' .. id) == 1 and redis.call('SCARD', k) == 1 then
     redis.call('EXPIRE', k, WINDOW / 1000 + 2)
   end
 end

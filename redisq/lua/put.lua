@@ -40,6 +40,9 @@ local function write(i)
   if due < NOW then due = NOW end
   if due > MAXMS then due = MAXMS end
   local r = {due = due, req = '', att = 0, tok = '', aux = '', nonce = ARGV[o + 7], topic = topic}
+  -- 'y' marks a message due within WINDOW of its Put: only its ack or cancel may come before a
+  -- retry of the Put, so only it leaves a tombstone (see bury).
+  if due - NOW <= WINDOW then r.nonce = 'y' .. r.nonce end
   if due ~= rq then r.req = req end
   if home ~= '' then r.aux = home .. '.' .. token end
   local rec = encode(r, pl)
