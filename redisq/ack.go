@@ -1,0 +1,187 @@
+package redisq
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/tockwheel/tock/queue"
+)
+
+// Ack ends the leases the receipts name; see [queue.Engine.Ack]. A receipt of a message that is
+// done (acked or cancelled) is acked again without error: its MAC proves it was issued, so Ack
+// needs no record of acked messages. The acks of one shard are one script, grouped with other
+// callers' writes to the same master.
+func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
+	if err := q.usable(); err != nil {
+		return err
+	}
+	type part struct {
+		r   *request
+		idx []int // positions in receipts
+	}
+	parts := make(map[int]*part)
+	decoded := make([]receipt, len(receipts))
+	var failed []queue.ReceiptError
+	bad := make(map[int]bool)
+	for i, s := range receipts {
+		rc, ok := q.sign.verify(s, q.lay.shards())
+		if !ok {
+			bad[i] = true
+			continue
+		}
+		decoded[i] = rc
+		p := parts[rc.shard]
+		if p == nil {
+			p = &part{r: &request{kind: opAck, shard: rc.shard}}
+			parts[rc.shard] = p
+		}
+		p.r.acks = append(p.r.acks, ackItem{id: rc.id, hint: q.lay.hint(rc.id), token: rc.token})
+		p.idx = append(p.idx, i)
+	}
+	// Send every shard's part at once, so that they share pipelines.
+	for _, p := range parts {
+		p.r.ctx = ctx
+		p.r.done = make(chan struct{})
+		q.writer.submit(p.r)
+	}
+	stale := make(map[int]bool)
+	for _, p := range parts {
+		select {
+		case <-p.r.done:
+		case <-ctx.Done():
+			return fmt.Errorf("redisq: ack: %w", ctx.Err())
+		}
+		if p.r.err != nil {
+			return q.writeErr("ack", p.r.err)
+		}
+		for k, i := range p.idx {
+			code, aux := replyStr(p.r.reply, k)
+			switch code {
+			case "1":
+				if aux != "" {
+					q.dropAlias(decoded[i].id, p.r.shard, aux)
+				}
+			case "0":
+			case "-1":
+				stale[i] = true
+			default:
+				return fmt.Errorf("%w: ack script replied %v", ErrProtocol, p.r.reply)
+			}
+		}
+	}
+	for i, s := range receipts {
+		if bad[i] || stale[i] {
+			failed = append(failed, queue.ReceiptError{Receipt: s, Err: errUnknownReceipt})
+		}
+	}
+	if len(failed) > 0 {
+		return fmt.Errorf("redisq: %w", &queue.AckError{Failed: failed})
+	}
+	return nil
+}
+
+// dropAlias removes, in the background, the alias of a message put by a cross-shard batch that was
+// acked or cancelled on shard at; aux is the record's "<home>.<token>". An alias left behind (this
+// process dies first) is removed when its ID is next put or cancelled.
+func (q *Queue) dropAlias(id string, at int, aux string) {
+	home, token, ok := parseAlias(aux, q.lay.shards())
+	if !ok {
+		return
+	}
+	alias := strconv.Itoa(at) + "." + token
+	q.wg.Add(1)
+	go func() {
+		defer q.wg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := q.unalias(ctx, home, id, alias); err != nil {
+			q.logger().Warn("redisq: remove the alias of a message acked or cancelled; it will be removed when its ID is next used",
+				"id", id, "error", err)
+		}
+	}()
+}
+
+// cfgArgs returns the delivery configuration as the scripts take it.
+func (q *Queue) cfgArgs() []any {
+	return []any{q.cfg.maxAttempts, millis(q.cfg.backoffFirst), millis(q.cfg.backoffMax), q.cfg.deadLetter}
+}
+
+// Nack ends the lease receipt names and makes its message due again after delay (rounded up to a
+// millisecond), or moves it to the dead-letter topic; see [queue.Engine.Nack].
+func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) error {
+	if err := q.usable(); err != nil {
+		return err
+	}
+	if delay < 0 {
+		return fmt.Errorf("redisq: nack: negative delay %v: %w", delay, queue.ErrInvalid)
+	}
+	rc, ok := q.sign.verify(receipt, q.lay.shards())
+	if !ok {
+		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)
+	}
+	hint := q.lay.hint(rc.id)
+	r := &request{kind: opScript, shard: rc.shard, script: nackScript, args: func(int, bool) []any {
+		return append(q.cfgArgs(), rc.id, hint, rc.token, millis(delay))
+	}}
+	if err := q.writer.do(ctx, r); err != nil {
+		return q.writeErr("nack", err)
+	}
+	if code := anyStr(first(r.reply)); code != "1" {
+		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)
+	}
+	return nil
+}
+
+func first(v []any) any {
+	if len(v) == 0 {
+		return nil
+	}
+	return v[0]
+}
+
+// Cancel removes the waiting message id; see [queue.Engine.Cancel]. It returns false for an ID that
+// no message of this deployment could have.
+func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
+	if err := q.usable(); err != nil {
+		return false, err
+	}
+	if id == "" || len(id) > MaxID {
+		return false, nil
+	}
+	home, hint := q.lay.home(id)
+	r := &request{kind: opScript, shard: home, script: cancelScript, args: func(int, bool) []any {
+		return []any{id, hint}
+	}}
+	if err := q.writer.do(ctx, r); err != nil {
+		return false, q.writeErr("cancel", err)
+	}
+	code, val := replyStr(r.reply, 0)
+	switch code {
+	case "0":
+		return false, nil
+	case "1":
+		if val != "" {
+			q.dropAlias(id, home, val)
+		}
+		return true, nil
+	case "2":
+		at, token, ok := parseAlias(val, q.lay.shards())
+		if !ok {
+			return false, fmt.Errorf("%w: alias %q of %q", ErrProtocol, val, id)
+		}
+		rr := &request{kind: opScript, shard: at, script: resolveScript, args: func(int, bool) []any {
+			return []any{id, hint, token, "cancel"}
+		}}
+		if err := q.writer.do(ctx, rr); err != nil {
+			return false, q.writeErr("cancel", err)
+		}
+		c, _ := replyStr(rr.reply, 0)
+		if err := q.unalias(ctx, home, id, val); err != nil {
+			return c == "cancelled", err
+		}
+		return c == "cancelled", nil
+	}
+	return false, fmt.Errorf("%w: cancel script replied %v", ErrProtocol, r.reply)
+}

@@ -1,0 +1,380 @@
+package redisq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tockwheel/tock/internal/redistest"
+	"github.com/tockwheel/tock/queue"
+)
+
+// A workload puts messages and receives and acks them from several goroutines, and records what
+// it must check: every message whose Put returned nil is delivered, none before its due time, and
+// none after an Ack of it returned nil.
+type workload struct {
+	t          *testing.T
+	prod, cons *Queue
+	topic      string
+	chosen     bool // put chosen IDs too, one in four
+
+	mu struct {
+		sync.Mutex
+		put     map[string]time.Time // acknowledged puts and their due times
+		acked   map[string]bool
+		ackedAt map[string]time.Time
+		seq     int
+	}
+	puts, failedPuts atomic.Int64
+	deliveries       atomic.Int64
+	violations       atomic.Int64
+	wg               sync.WaitGroup
+}
+
+func newWorkload(t *testing.T, prod, cons *Queue) *workload {
+	w := &workload{t: t, prod: prod, cons: cons, topic: "load"}
+	w.mu.put = make(map[string]time.Time)
+	w.mu.acked = make(map[string]bool)
+	w.mu.ackedAt = make(map[string]time.Time)
+	return w
+}
+
+// run starts producers and consumers until ctx ends; producers stop when stopPuts is closed.
+func (w *workload) run(ctx context.Context, stopPuts <-chan struct{}, producers, consumers int) {
+	for p := range producers {
+		w.wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stopPuts:
+					return
+				case <-ctx.Done():
+					return
+				default:
+				}
+				m := queue.Message{Topic: w.topic, Payload: []byte("x"), DeliverAt: time.Now().Add(time.Duration(i%15) * 100 * time.Millisecond)}
+				if w.chosen && i%4 == 0 {
+					w.mu.Lock()
+					w.mu.seq++
+					m.ID = fmt.Sprintf("p%d-%d", p, w.mu.seq)
+					w.mu.Unlock()
+				}
+				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				id, err := w.prod.Put(pctx, m)
+				cancel()
+				w.puts.Add(1)
+				if err != nil {
+					w.failedPuts.Add(1)
+					if !errors.Is(err, queue.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+						w.t.Errorf("Put: %v", err)
+					}
+					continue
+				}
+				w.mu.Lock()
+				w.mu.put[id] = m.DeliverAt
+				w.mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+			}
+		})
+	}
+	for range consumers {
+		w.wg.Go(func() {
+			for ctx.Err() == nil {
+				rctx, cancel := context.WithTimeout(ctx, time.Second)
+				ds, err := w.cons.Receive(rctx, w.topic, 16, 2*time.Second)
+				cancel()
+				now := time.Now()
+				if err != nil {
+					if !errors.Is(err, queue.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+						w.t.Errorf("Receive: %v", err)
+					}
+					continue
+				}
+				w.deliveries.Add(int64(len(ds)))
+				var receipts []string
+				w.mu.Lock()
+				for _, d := range ds {
+					if due, ok := w.mu.put[d.ID]; ok && now.Before(due) {
+						w.t.Errorf("%q delivered %v before its due time", d.ID, due.Sub(now))
+						w.violations.Add(1)
+					}
+					if w.mu.acked[d.ID] {
+						w.t.Errorf("%q delivered %v after an Ack of it returned nil", d.ID, now.Sub(w.mu.ackedAt[d.ID]))
+						w.violations.Add(1)
+					}
+					receipts = append(receipts, d.Receipt)
+				}
+				w.mu.Unlock()
+				actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				err = w.cons.Ack(actx, receipts...)
+				cancel()
+				var ae *queue.AckError
+				switch {
+				case err == nil:
+				case errors.As(err, &ae):
+					// Leases lost in a failover: those messages come again.
+					failed := make(map[string]bool)
+					for _, f := range ae.Failed {
+						failed[f.Receipt] = true
+					}
+					for i := range ds {
+						if failed[ds[i].Receipt] {
+							ds[i].ID = ""
+						}
+					}
+				default:
+					continue // the outcome is unknown: the messages may come again
+				}
+				w.mu.Lock()
+				for _, d := range ds {
+					if d.ID != "" {
+						w.mu.acked[d.ID] = true
+						w.mu.ackedAt[d.ID] = time.Now()
+					}
+				}
+				w.mu.Unlock()
+			}
+		})
+	}
+}
+
+// drained reports how many acknowledged puts are not acked yet.
+func (w *workload) pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for id := range w.mu.put {
+		if !w.mu.acked[id] {
+			n++
+		}
+	}
+	return n
+}
+
+// finish waits until every acknowledged put is acked, then stops the workload.
+func (w *workload) finish(cancel context.CancelFunc, within time.Duration) {
+	w.t.Helper()
+	deadline := time.Now().Add(within)
+	for w.pending() > 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	w.wg.Wait()
+	if n := w.pending(); n > 0 {
+		w.t.Errorf("%d messages whose Put returned nil were not delivered and acked within %v", n, within)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		replies, err := w.cons.eachShard(ctx, statsScript, func(int) []any { return nil })
+		for i, v := range replies {
+			w.t.Logf("shard %d: sched, ready, leased, early, now = %v; consumer's %s; producer's %s", i, v, w.cons.shards[i], w.prod.shards[i])
+		}
+		if err != nil {
+			w.t.Log(err)
+		}
+		if ts := w.cons.topicIfKnown(w.topic); ts != nil {
+			ts.mu.Lock()
+			w.t.Logf("consumer's heads of %s: %v (now %d)", w.topic, ts.heads, w.cons.clock.now())
+			ts.mu.Unlock()
+		}
+	}
+	w.t.Logf("%d puts (%d failed, %.2f%% succeeded), %d acknowledged, %d deliveries",
+		w.puts.Load(), w.failedPuts.Load(), 100*float64(w.puts.Load()-w.failedPuts.Load())/float64(max(w.puts.Load(), 1)),
+		len(w.mu.put), w.deliveries.Load())
+}
+
+// idsOn returns n chosen IDs whose home shards are on master m.
+func idsOn(t *testing.T, c *redistest.Cluster, q *Queue, m *redistest.Node, n int) []string {
+	t.Helper()
+	on := make(map[int]bool)
+	for s := range q.lay.shards() {
+		on[s] = c.MasterOfKey(q.lay.metaKey(s)) == m
+	}
+	var ids []string
+	for i := 0; len(ids) < n; i++ {
+		id := fmt.Sprint("probe-", i)
+		if s, _ := q.lay.home(id); on[s] {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// TestMasterKilledUnderLoad kills a master with SIGKILL while producers and consumers run, after
+// its replica is in sync: its replica takes over; no message whose Put returned nil is lost, none
+// is delivered early or after its Ack returned nil; and the test measures how long the killed
+// master's shards were not writable, and how many Puts failed meanwhile.
+func TestMasterKilledUnderLoad(t *testing.T) {
+	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1,
+		Args: []string{"--cluster-require-full-coverage", "no"}})
+	prefix := newPrefix()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	open := func() *Queue {
+		q, err := Open(ctx, clusterClient(t, c.Addrs()), WithPrefix(prefix), WithShards(6))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close() })
+		return q
+	}
+	prod, cons := open(), open()
+	w := newWorkload(t, prod, cons)
+	w.chosen = true
+	stopPuts := make(chan struct{})
+	w.run(ctx, stopPuts, 6, 3)
+
+	time.Sleep(time.Second)
+	victim := c.Masters()[1]
+	probes := idsOn(t, c, prod, victim, 1000)
+	c.WaitHealthy() // its replica has everything acknowledged so far (and WAIT covers the rest)
+	killed := time.Now()
+	c.Kill(victim.Addr)
+	// How long until a chosen ID whose home is on the killed master can be put again.
+	probed := make(chan time.Duration, 1)
+	go func() {
+		for i := 0; time.Since(killed) < 20*time.Second; i++ {
+			pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+			_, err := prod.Put(pctx, queue.Message{ID: probes[i], Topic: "probe"})
+			pcancel()
+			if err == nil {
+				probed <- time.Since(killed)
+				return
+			}
+		}
+		probed <- 0
+	}()
+	c.WaitPromoted(victim)
+	writable := <-probed
+	time.Sleep(time.Second)
+	close(stopPuts)
+	w.finish(cancel, 20*time.Second)
+	t.Logf("master killed: its shards writable again %v after the kill", writable)
+	if writable == 0 {
+		t.Fatal("the killed master's shards were not writable again within 20s")
+	}
+}
+
+// TestReplicaStoppedThenMasterKilled freezes a master's only replica, then kills the master: puts
+// to its shards fail (WAIT finds no replica, then min-replicas-to-write refuses them) rather than
+// being acknowledged and lost; once the replica is back and has taken over, every put that
+// returned nil is delivered.
+func TestReplicaStoppedThenMasterKilled(t *testing.T) {
+	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1,
+		Args: []string{"--cluster-require-full-coverage", "no", "--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"}})
+	ctx := testCtx(t, 60*time.Second)
+	q := openQueue(t, clusterClient(t, c.Addrs()), WithShards(6), WithReplicaWait(1, 300*time.Millisecond))
+	victim := c.Masters()[0]
+	replica := c.ReplicasOf(victim)[0]
+	probes := idsOn(t, c, q, victim, 30)
+	acked := make(map[string]bool)
+	put := func(i int) error {
+		id := probes[i]
+		pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		_, err := q.Put(pctx, queue.Message{ID: id, Topic: "t"})
+		if err == nil {
+			acked[id] = true
+		}
+		return err
+	}
+	for i := range 20 {
+		if err := put(i); err != nil {
+			t.Fatalf("Put before the failure: %v", err)
+		}
+	}
+	c.Pause(replica.Addr)
+	failed := 0
+	// The first ones wait for the replica in vain (WAIT); after min-replicas-max-lag the master
+	// refuses them (NOREPLICAS).
+	for i := 20; i < 26; i++ {
+		if i == 23 {
+			time.Sleep(time.Second)
+		}
+		err := put(i)
+		if err == nil {
+			t.Errorf("Put to a master whose only replica is frozen returned nil")
+			continue
+		}
+		if !errors.Is(err, queue.ErrUnavailable) && !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Put with the replica frozen: %v; want ErrUnavailable", err)
+		}
+		failed++
+	}
+	c.Kill(victim.Addr)
+	for i := 26; i < 29; i++ {
+		if err := put(i); err == nil {
+			t.Errorf("Put to a killed master whose replica is frozen returned nil")
+		}
+	}
+	c.Resume(replica.Addr)
+	c.WaitPromoted(victim)
+	// The new master has no replica, so min-replicas-to-write keeps it from writing (receiving
+	// too) until the old master is back as its replica.
+	c.Restart(victim.Addr)
+	c.WaitHealthy()
+	got := make(map[string]bool)
+	for len(got) < len(acked) {
+		ds, err := q.Receive(ctx, "t", 100, time.Minute)
+		if err != nil {
+			t.Fatalf("Receive after the replica took over, with %d of %d: %v", len(got), len(acked), err)
+		}
+		for _, d := range ds {
+			got[d.ID] = true
+		}
+	}
+	for id := range acked {
+		if !got[id] {
+			t.Errorf("%q was acknowledged and lost", id)
+		}
+	}
+	t.Logf("%d puts acknowledged before the replica froze, all delivered; %d refused while it was frozen", len(acked), failed)
+}
+
+// TestSlotMigrationUnderLoad moves the slot of a shard to another master, key by key, while
+// producers and consumers run: scripts on the shard are refused (TRYAGAIN, ASK, then MOVED) and
+// sent again, no script runs on a half-moved shard, and nothing is lost, early or delivered after
+// its Ack.
+func TestSlotMigrationUnderLoad(t *testing.T) {
+	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 2})
+	prefix := newPrefix()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	open := func() *Queue {
+		q, err := Open(ctx, clusterClient(t, c.Addrs()), WithPrefix(prefix), WithShards(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close() })
+		return q
+	}
+	prod, cons := open(), open()
+	w := newWorkload(t, prod, cons)
+	w.chosen = true
+	stopPuts := make(chan struct{})
+	w.run(ctx, stopPuts, 4, 2)
+	for round := range 2 {
+		time.Sleep(700 * time.Millisecond)
+		slot := c.KeySlot(prod.lay.metaKey(0))
+		from := c.MasterOfSlot(slot)
+		to := c.Masters()[0]
+		if to == from {
+			to = c.Masters()[1]
+		}
+		m := c.StartMigration(slot, to)
+		// Move the keys in a few steps, so that scripts meet a shard split over two masters.
+		time.Sleep(100 * time.Millisecond)
+		m.MoveKeys(prod.lay.metaKey(0))
+		time.Sleep(100 * time.Millisecond)
+		m.Finish()
+		t.Logf("round %d: slot %d of shard 0 moved from %s to %s", round, slot, from.Addr, to.Addr)
+	}
+	time.Sleep(700 * time.Millisecond)
+	close(stopPuts)
+	w.finish(cancel, 20*time.Second)
+	if prod.metrics.retries.Load() == 0 {
+		t.Log("no write was refused during the migrations")
+	}
+}

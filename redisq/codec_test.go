@@ -1,0 +1,139 @@
+package redisq
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+func testSigner() signer { return signer{secret: []byte("0123456789abcdef0123456789abcdef")} }
+
+func TestReceiptsVerifyAsIssued(t *testing.T) {
+	g := testSigner()
+	for _, id := range []string{"a", "order-7", newID(5, 1_700_000_000), "with\x00bytes\xff", strings.Repeat("x", MaxID)} {
+		tok := newToken()
+		rc := g.issue(5, tok, id)
+		got, ok := g.verify(rc, 16)
+		if !ok || got.shard != 5 || got.token != tok || got.id != id {
+			t.Fatalf("verify(issue(5, %q, %q)) = %+v, %v", tok, id, got, ok)
+		}
+	}
+}
+
+// TestReceiptsRefuseEveryChange changes each byte of a receipt to every other character of the
+// alphabets involved and truncates and extends it: none verifies.
+func TestReceiptsRefuseEveryChange(t *testing.T) {
+	g := testSigner()
+	rc := g.issue(3, newToken(), "order-7")
+	alphabet := "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_+/=."
+	for i := range len(rc) {
+		for _, c := range []byte(alphabet) {
+			if c == rc[i] {
+				continue
+			}
+			forged := rc[:i] + string(c) + rc[i+1:]
+			if _, ok := g.verify(forged, 16); ok {
+				t.Fatalf("forged receipt %q (from %q) verified", forged, rc)
+			}
+		}
+	}
+	for _, forged := range []string{"", rc[:receiptHead-1], rc[:receiptHead], rc + "x", rc[:len(rc)-1]} {
+		if _, ok := g.verify(forged, 16); ok {
+			t.Errorf("receipt %q verified", forged)
+		}
+	}
+	other := signer{secret: []byte("another secret of thirty-two by")}
+	if _, ok := other.verify(rc, 16); ok {
+		t.Error("a receipt verified under another deployment's secret")
+	}
+	if _, ok := g.verify(g.issue(20, newToken(), "x"), 16); ok {
+		t.Error("a receipt naming shard 20 of 16 verified")
+	}
+}
+
+func FuzzVerifyReceipt(f *testing.F) {
+	g := testSigner()
+	f.Add(g.issue(1, newToken(), "id"))
+	f.Add("")
+	f.Add(strings.Repeat("A", receiptHead) + "id")
+	f.Fuzz(func(t *testing.T, s string) {
+		r, ok := g.verify(s, 16)
+		if ok && g.issue(r.shard, r.token, r.id) != s {
+			t.Fatalf("verify accepted %q, which is not issue(%d, %q, %q)", s, r.shard, r.token, r.id)
+		}
+	})
+}
+
+func TestDecodeRecord(t *testing.T) {
+	rec, err := decodeRecord("1700000000123,,2,tok,3.abc,nonce,5;topicpay;load")
+	if err != nil || rec.due != 1700000000123 || rec.att != 2 || rec.tok != "tok" || rec.topic != "topic" ||
+		!bytes.Equal(rec.payload, []byte("pay;load")) {
+		t.Fatalf("decodeRecord = %+v, %v", rec, err)
+	}
+	for _, bad := range []string{"", "1,,0,,,,1", "1,,0,,,;t", "1,,0,,,1;t", "x,,0,,,,1;t", "1,,0,,,,9;short", "1,,0,,,,-1;t", "1,,x,,,,1;t"} {
+		if _, err := decodeRecord(bad); err == nil {
+			t.Errorf("decodeRecord(%q) accepted it", bad)
+		}
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	f.Add("1700000000123,-5,2,tok,,n,5;topicpayload")
+	f.Add("1,,0,,,,0;")
+	f.Fuzz(func(t *testing.T, s string) {
+		rec, err := decodeRecord(s)
+		if err == nil && len(rec.topic)+len(rec.payload) > len(s) {
+			t.Fatalf("decodeRecord(%q) = %+v: longer than its input", s, rec)
+		}
+	})
+}
+
+func TestParseEvent(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want event
+	}{
+		{"o abc", event{kind: 'o', owner: "abc"}},
+		{"o -", event{kind: 'o'}},
+		{"m 7 1700000000 - - -", event{kind: 'm', ver: 7, wsec: 1700000000, wcount: -1, lms: -1}},
+		{"n 8 - 0 1700000000123 own", event{kind: 'n', ver: 8, wsec: -1, wcount: 0, lms: 1700000000123, owner: "own"}},
+		{"m 9 - - - - 1700000000500 1:t 1700000000600 7:a b:c d", event{kind: 'm', ver: 9, wsec: -1, wcount: -1, lms: -1,
+			heads: []topicHead{{1700000000500, "t"}, {1700000000600, "a b:c d"}}}},
+	} {
+		got, ok := parseEvent(tc.in)
+		if !ok || got.kind != tc.want.kind || got.ver != tc.want.ver || got.wsec != tc.want.wsec ||
+			got.wcount != tc.want.wcount || got.lms != tc.want.lms || got.owner != tc.want.owner ||
+			len(got.heads) != len(tc.want.heads) {
+			t.Fatalf("parseEvent(%q) = %+v, %v; want %+v", tc.in, got, ok, tc.want)
+		}
+		for i := range got.heads {
+			if got.heads[i] != tc.want.heads[i] {
+				t.Fatalf("parseEvent(%q) heads = %+v; want %+v", tc.in, got.heads, tc.want.heads)
+			}
+		}
+	}
+	for _, bad := range []string{"", "x 1", "m", "m 1 2 3", "m x - - - -", "m 1 - - - - 5 9:t", "m 1 - - - - 5 t", "m 1 - - - - x 1:t"} {
+		if _, ok := parseEvent(bad); ok {
+			t.Errorf("parseEvent(%q) accepted it", bad)
+		}
+	}
+}
+
+func FuzzParseEvent(f *testing.F) {
+	f.Add("m 9 - - - - 1700000000500 1:t 1700000000600 7:a b:c d")
+	f.Add("n 8 - 0 1700000000123 own")
+	f.Add("o -")
+	f.Fuzz(func(t *testing.T, s string) {
+		e, ok := parseEvent(s)
+		if !ok {
+			return
+		}
+		n := 0
+		for _, h := range e.heads {
+			n += len(h.topic)
+		}
+		if n > len(s) {
+			t.Fatalf("parseEvent(%q) returned %d bytes of topics", s, n)
+		}
+	})
+}

@@ -1,0 +1,98 @@
+package redisq
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestShardTagsSpreadOverSlotRanges checks that each shard's tag falls in its own range of slots,
+// so that masters holding contiguous ranges get equal shares of the shards.
+func TestShardTagsSpreadOverSlotRanges(t *testing.T) {
+	for _, n := range []int{1, 3, 16, 100, MaxShards} {
+		l := newLayout("tock", n)
+		for i, tag := range l.tags {
+			slot := int(crc16(tag) % slotCount)
+			if lo, hi := i*slotCount/n, (i+1)*slotCount/n; slot < lo || slot >= hi {
+				t.Fatalf("%d shards: tag %q of shard %d is in slot %d, outside [%d, %d)", n, tag, i, slot, lo, hi)
+			}
+			if !strings.HasPrefix(tag, "tock/"+strconv.Itoa(i)+".") {
+				t.Fatalf("tag %q of shard %d", tag, i)
+			}
+		}
+	}
+}
+
+// TestCRC16MatchesRedis checks crc16 against slots Redis reports (CLUSTER KEYSLOT).
+func TestCRC16MatchesRedis(t *testing.T) {
+	for key, slot := range map[string]int{"foo": 12182, "bar": 5061, "123456789": 12739, "": 0} {
+		if got := int(crc16(key) % slotCount); got != slot {
+			t.Errorf("slot of %q = %d; want %d", key, got, slot)
+		}
+	}
+}
+
+func TestGeneratedIDsNameTheirShardAndSecond(t *testing.T) {
+	l := newLayout("p", 16)
+	for _, tc := range []struct {
+		shard int
+		sec   int64
+	}{{0, 0}, {15, 1_700_000_000}, {7, 1 << 39}} {
+		id := newID(tc.shard, tc.sec)
+		if len(id) != idLen {
+			t.Fatalf("newID = %q, %d characters; want %d", id, len(id), idLen)
+		}
+		s, sec, ok := parseID(id, 16)
+		if !ok || s != tc.shard || sec != tc.sec {
+			t.Fatalf("parseID(%q) = %d, %d, %v; want %d, %d", id, s, sec, ok, tc.shard, tc.sec)
+		}
+		if home, hint := l.home(id); home != tc.shard || hint != strconv.FormatInt(tc.sec, 10) {
+			t.Fatalf("home(%q) = %d, %q", id, home, hint)
+		}
+	}
+	if newID(3, 5) == newID(3, 5) {
+		t.Fatal("two generated IDs are equal")
+	}
+}
+
+func TestChosenIDsHashToTheirHome(t *testing.T) {
+	l := newLayout("p", 16)
+	seen := make(map[int]bool)
+	for i := range 1000 {
+		id := "order-" + strconv.Itoa(i)
+		s, hint := l.home(id)
+		if hint != "" {
+			t.Fatalf("home(%q) names second %q", id, hint)
+		}
+		if again, _ := l.home(id); again != s {
+			t.Fatalf("home(%q) is %d, then %d", id, s, again)
+		}
+		seen[s] = true
+	}
+	if len(seen) != 16 {
+		t.Fatalf("1000 chosen IDs fell in %d of 16 shards", len(seen))
+	}
+	// A generated ID naming a shard beyond the deployment's is a chosen ID like any other.
+	id := newID(20, 1)
+	if _, _, ok := parseID(id, 16); ok {
+		t.Fatalf("parseID(%q) accepted shard 20 of 16", id)
+	}
+	for _, id := range []string{"", "short", strings.Repeat("z", idLen), strings.Repeat("0", idLen-1) + "!"} {
+		if _, _, ok := parseID(id, 1024); ok {
+			t.Errorf("parseID(%q) accepted it", id)
+		}
+	}
+}
+
+func TestValidPrefix(t *testing.T) {
+	for _, p := range []string{"tock", "a", "my-app:queue_1.x", strings.Repeat("p", MaxPrefix)} {
+		if err := validPrefix(p); err != nil {
+			t.Errorf("validPrefix(%q) = %v", p, err)
+		}
+	}
+	for _, p := range []string{"", "a{b", "a}b", "a b", "tab\t", "é", strings.Repeat("p", MaxPrefix+1)} {
+		if validPrefix(p) == nil {
+			t.Errorf("validPrefix(%q) accepted it", p)
+		}
+	}
+}

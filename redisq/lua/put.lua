@@ -1,0 +1,97 @@
+-- put stores messages. ARGV: mode ('1': each message on its own, 'a': all or none), the batch token
+-- ('' unless some messages are aliased from other shards), the number of messages put on other
+-- shards' word that they are retried Puts (mode 'a'), the count n, then for each message: ID, the
+-- second its ID names ('' if none), requested due time (ms), topic, payload, the home shard of its
+-- ID when that is another shard ('' otherwise), the nonce of the Put call ('' for a generated ID,
+-- which is one), and 'r' when an earlier attempt of this call may have stored it ('' otherwise).
+-- Replies {NOW, ver, code1, value1, ...}: per message 'new' (stored; value: 'r' or 'w'), 'same'
+-- (a retried Put, or a retry of this call whose message is done already; value: its due time or
+-- ''), 'dup' (value: the waiting one's due time) or 'alias' (value: the alias to resolve first); or
+-- {NOW, ver, 'aborted'} when the batch token is aborted or too old.
+local mode, token, xsame, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local BASE, F = 4, 8
+local aliased = nil
+
+local function check(i)
+  local o = BASE + (i - 1) * F
+  local id, hint, req, topic = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4]
+  local where, rec = locate(id, hint)
+  if where then
+    local r = parse(rec)
+    local rq = r.req
+    if rq == '' then rq = fmt(r.due) end
+    if r.topic == topic and rq == req and payload(rec, r) == ARGV[o + 5] then return 'same', fmt(r.due) end
+    return 'dup', fmt(r.due)
+  end
+  if aliased == nil then aliased = redis.call('EXISTS', ALIAS) == 1 end
+  if aliased then
+    local a = redis.call('HGET', ALIAS, id)
+    if a then return 'alias', a end
+  end
+  if ARGV[o + 8] == 'r' and buried(id, ARGV[o + 7]) then return 'same', '' end
+  return 'new', ''
+end
+
+local function write(i)
+  local o = BASE + (i - 1) * F
+  local id, hint, req, topic, pl, home = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4], ARGV[o + 5], ARGV[o + 6]
+  local rq = tonumber(req)
+  local due = rq
+  if due < NOW then due = NOW end
+  if due > MAXMS then due = MAXMS end
+  local r = {due = due, req = '', att = 0, tok = '', aux = '', nonce = ARGV[o + 7], topic = topic}
+  -- 'y' marks a message due within WINDOW of its Put: only its ack or cancel may come before a
+  -- retry of the Put, so only it leaves a tombstone (see bury).
+  if due - NOW <= WINDOW then r.nonce = 'y' .. r.nonce end
+  if due ~= rq then r.req = req end
+  if home ~= '' then r.aux = home .. '.' .. token end
+  local rec = encode(r, pl)
+  local sec = math.floor(due / 1000)
+  if due <= NOW + NEAR or sec < meta().adv then
+    to_ready(id, rec, topic, due)
+    return 'r'
+  end
+  local s = fmt(sec)
+  to_wheel(id, rec, s, s ~= hint)
+  return 'w'
+end
+
+local out = {NOW, 0}
+if mode == 'a' then
+  if token ~= '' then
+    local born = tonumber(string.match(token, '^(%d+)%-')) or 0
+    if NOW - born > 600000 or redis.call('EXISTS', P .. 'abort:' .. token) == 1 then
+      return {NOW, meta().ver, 'aborted'}
+    end
+  end
+  local codes, vals, fresh = {}, {}, 0
+  for i = 1, n do
+    codes[i], vals[i] = check(i)
+    if codes[i] == 'new' then fresh = fresh + 1 end
+  end
+  local ok = true
+  for i = 1, n do
+    if codes[i] == 'dup' or codes[i] == 'alias' then ok = false end
+  end
+  -- A batch is a retried Put only when every message is one; a retried one beside new ones is a
+  -- duplicate, and so is every message when others were found waiting on other shards.
+  if ok and fresh > 0 and (fresh < n or xsame > 0) then ok = false end
+  if ok then
+    for i = 1, n do
+      if codes[i] == 'new' then vals[i] = write(i) end
+    end
+  end
+  for i = 1, n do
+    out[#out + 1] = codes[i]
+    out[#out + 1] = vals[i]
+  end
+else
+  for i = 1, n do
+    local c, v = check(i)
+    if c == 'new' then v = write(i) end
+    out[#out + 1] = c
+    out[#out + 1] = v
+  end
+end
+out[2] = finish('m')
+return out

@@ -1,0 +1,312 @@
+package redisq
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tockwheel/tock/queue"
+	"github.com/tockwheel/tock/redislock"
+)
+
+// The environment of the helper process (TestHelperProcess).
+const (
+	helperRoleEnv   = "REDISQ_HELPER_ROLE"
+	helperAddrEnv   = "REDISQ_HELPER_ADDR"
+	helperPrefixEnv = "REDISQ_HELPER_PREFIX"
+)
+
+// helperOptions are the options of the queues of the process tests, in both processes.
+func helperOptions() []Option {
+	return []Option{WithShards(1), WithOwnerLease(600 * time.Millisecond), WithMaxAttempts(2),
+		WithBackoff(50*time.Millisecond, 50*time.Millisecond), withGrace(200 * time.Millisecond)}
+}
+
+// TestHelperProcess is not a test: the process tests run it as a child process, in a role:
+//
+//   - consumer: receives one message of topic t with a visibility of 300ms, prints "received <id>
+//     <attempt>" and kills itself with SIGKILL, as a consumer that crashes;
+//   - owner: prints "owned <n> fenced <n> lost <n>" every 20ms until it is killed, while its queue
+//     does its housekeeping.
+func TestHelperProcess(t *testing.T) {
+	role := os.Getenv(helperRoleEnv)
+	if role == "" {
+		t.Skip("helper process of the process tests")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: os.Getenv(helperAddrEnv)})
+	ctx := context.Background()
+	q, err := Open(ctx, rdb, append(helperOptions(), WithPrefix(os.Getenv(helperPrefixEnv)))...)
+	if err != nil {
+		fmt.Println("error", err)
+		os.Exit(2)
+	}
+	switch role {
+	case "consumer":
+		ds, err := q.Receive(ctx, "t", 1, 300*time.Millisecond)
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
+		fmt.Println("received", ds[0].ID, ds[0].Attempt)
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	case "owner":
+		for {
+			fmt.Println("owned", q.metrics.owned.Load(), "fenced", q.metrics.fenced.Load(), "ticks", q.metrics.ticks.Load())
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	os.Exit(2)
+}
+
+// helper is a running helper process.
+type helper struct {
+	cmd   *exec.Cmd
+	lines chan string
+}
+
+func startHelper(t *testing.T, role, addr, prefix string) *helper {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperRoleEnv+"="+role, helperAddrEnv+"="+addr, helperPrefixEnv+"="+prefix)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	h := &helper{cmd: cmd, lines: make(chan string, 1024)}
+	go func() {
+		defer close(h.lines)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			select {
+			case h.lines <- sc.Text():
+			default: // a status nobody reads
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return h
+}
+
+// await returns the first line of h that starts with prefix, failing the test after d.
+func (h *helper) await(t *testing.T, prefix string, d time.Duration) string {
+	t.Helper()
+	timeout := time.After(d)
+	for {
+		select {
+		case line, ok := <-h.lines:
+			if !ok {
+				t.Fatalf("helper exited waiting for %q", prefix)
+			}
+			if strings.HasPrefix(line, "error") {
+				t.Fatalf("helper: %s", line)
+			}
+			if strings.HasPrefix(line, prefix) {
+				return line
+			}
+		case <-timeout:
+			t.Fatalf("helper said no %q within %v", prefix, d)
+		}
+	}
+}
+
+// TestConsumerProcessDies has consumers in child processes that crash while they hold a message:
+// it is delivered again once each lease runs out, not before, and after the maximum number of
+// failed deliveries it is a dead letter.
+func TestConsumerProcessDies(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	prefix := newPrefix()
+	q := openQueue(t, singleClient(t, s.Addr), append(helperOptions(), WithPrefix(prefix))...)
+	ctx := testCtx(t, 30*time.Second)
+	id, err := q.Put(ctx, queue.Message{Topic: "t", Payload: []byte("crash me")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last time.Time
+	for attempt := 1; attempt <= 2; attempt++ {
+		h := startHelper(t, "consumer", s.Addr, prefix)
+		line := h.await(t, "received", 10*time.Second)
+		if want := fmt.Sprintf("received %s %d", id, attempt); line != want {
+			t.Fatalf("helper %q; want %q", line, want)
+		}
+		// The helper reports after its Receive returned, so the time between reports can be a
+		// little shorter than between the leases, but not by the visibility timeout.
+		if again := time.Since(last); attempt > 1 && again < 300*time.Millisecond {
+			t.Fatalf("delivered again %v after the crashed consumer received it; want the visibility timeout, 300ms", again)
+		}
+		last = time.Now()
+		_ = h.cmd.Wait()
+		if attempt == 2 {
+			break
+		}
+		// Nothing comes while the dead consumer's lease lasts.
+		if ds, err := q.Receive(testCtx(t, 150*time.Millisecond), "t", 1, time.Minute); len(ds) != 0 || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("during the dead consumer's lease: %v, %v", ds, err)
+		}
+	}
+	dead := receiveN(t, ctx, q, "t"+queue.DeadLetterSuffix, 1)
+	if dead[0].ID != id || string(dead[0].Payload) != "crash me" {
+		t.Fatalf("dead letter %q %q", dead[0].ID, dead[0].Payload)
+	}
+}
+
+// ownerSetup starts a helper process that owns the only shard of a deployment with messages due
+// over the next seconds, and a queue of this process on it.
+func ownerSetup(t *testing.T) (*helper, *Queue, map[string]time.Time) {
+	s := startServer(t)
+	prefix := newPrefix()
+	ctx := testCtx(t, 30*time.Second)
+	h := startHelper(t, "owner", s.Addr, prefix)
+	h.await(t, "owned 0", 10*time.Second)
+	q := openQueue(t, singleClient(t, s.Addr), append(helperOptions(), WithPrefix(prefix), withNoCandidacy())...)
+	due := make(map[string]time.Time)
+	// Due over five seconds, so that the shard has seconds to promote after the helper is gone,
+	// however long it takes to take the shard on a loaded machine.
+	start := time.Now().Add(1200 * time.Millisecond)
+	for i := range 40 {
+		at := start.Add(time.Duration(i) * 125 * time.Millisecond)
+		id, err := q.Put(ctx, queue.Message{Topic: "t", DeliverAt: at})
+		if err != nil {
+			t.Fatal(err)
+		}
+		due[id] = at
+	}
+	// The helper is to own the shard: this process does not compete for it until then.
+	h.await(t, "owned 1", 10*time.Second)
+	q.testHookNoCandidacy.Store(false)
+	return h, q, due
+}
+
+// consume receives every message of due in the background, from now on; wait returns the latest
+// lateness, failing the test on a message delivered twice or early.
+func consume(t *testing.T, q *Queue, due map[string]time.Time) (wait func() time.Duration) {
+	t.Helper()
+	done := make(chan time.Duration, 1)
+	go func() {
+		ctx := testCtx(t, 30*time.Second)
+		var worst time.Duration
+		seen := make(map[string]bool)
+		for len(seen) < len(due) {
+			ds, err := q.Receive(ctx, "t", len(due), time.Minute)
+			now := time.Now()
+			if err != nil {
+				t.Errorf("Receive after %d of %d: %v", len(seen), len(due), err)
+				break
+			}
+			for _, d := range ds {
+				want, ok := due[d.ID]
+				switch {
+				case !ok || seen[d.ID]:
+					t.Errorf("%q delivered twice or never put", d.ID)
+				case now.Before(want):
+					t.Errorf("%q delivered %v early", d.ID, want.Sub(now))
+				}
+				seen[d.ID] = true
+				worst = max(worst, now.Sub(want))
+				if err := q.Ack(ctx, d.Receipt); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		done <- worst
+	}()
+	return func() time.Duration { return <-done }
+}
+
+// TestOwnerProcessKilled kills the process that owns the shard, with SIGKILL, while messages come
+// due: the other process delivers them (in the owner's place at first, then as the new owner once
+// the lease ran out), each once and none early.
+func TestOwnerProcessKilled(t *testing.T) {
+	t.Parallel()
+	h, q, due := ownerSetup(t)
+	wait := consume(t, q, due)
+	if err := h.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	worst := wait()
+	t.Logf("owner killed; latest delivery %v after its due time; this process: %d acquisitions, %d fallback ticks",
+		worst, q.metrics.acquisitions.Load(), q.metrics.fallbackTicks.Load())
+	if q.metrics.acquisitions.Load() == 0 {
+		t.Fatalf("this process never took the shard over in %v", time.Since(killed))
+	}
+}
+
+// TestOwnerProcessPaused stops the owning process with SIGSTOP past its lease, lets the other take
+// the shard over, and resumes it: the resumed process does not act as owner (its lock is lost, and
+// the tick script refuses its fencing token if it tries), and every message is delivered once.
+func TestOwnerProcessPaused(t *testing.T) {
+	t.Parallel()
+	h, q, due := ownerSetup(t)
+	wait := consume(t, q, due)
+	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for q.metrics.owned.Load() != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("this process did not take the shard over from the paused one: %s", q.shards[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := h.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	// Skip what the paused process printed before it stopped, up to its status after it resumed:
+	// it owns nothing (its lock is lost, and the tick script refuses its token if it ticks before
+	// it notices; see TestTickRefusesStaleFencingToken).
+	line := h.await(t, "owned 0", 5*time.Second)
+	worst := wait()
+	t.Logf("resumed owner: %q; latest delivery %v after its due time", line, worst)
+}
+
+// TestTickRefusesStaleFencingToken plays an owner whose lease ran out and was taken by another
+// process, and which ticks without having noticed: the script refuses its token and does nothing.
+func TestTickRefusesStaleFencingToken(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	rdb := singleClient(t, s.Addr)
+	q := openQueue(t, rdb, WithShards(1))
+	ctx := testCtx(t, 10*time.Second)
+	l := redislock.New(rdb)
+	old, err := l.TryLock(ctx, q.lay.lockName(0), redislock.WithOwner(q.owner), redislock.WithLease(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	cur, err := l.TryLock(ctx, q.lay.lockName(0), redislock.WithOwner("another process"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Unlock(ctx)
+	if _, err := q.Put(ctx, queue.Message{Topic: "t", DeliverAt: time.Now().Add(2 * time.Second)}); err != nil {
+		t.Fatal(err)
+	}
+	fenced := q.metrics.fenced.Load()
+	if err := q.shards[0].tick(ctx, old, 0); err != nil {
+		t.Fatal(err)
+	}
+	if q.metrics.fenced.Load() != fenced+1 {
+		t.Fatal("the tick with a stale fencing token was not refused")
+	}
+	v, err := tickScript.Run(ctx, rdb, q.lay.lockedKeys(0), append(q.cfgArgs(), fmt.Sprint(cur.Token()), "another process", 5000, 10)...).Slice()
+	if err != nil || len(v) < 7 || v[6] != int64(1) {
+		t.Fatalf("the current owner's tick with a lead of 5s: %v, %v; want one message promoted", v, err)
+	}
+}

@@ -1,0 +1,301 @@
+package redisq
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/queue"
+	"github.com/tockwheel/tock/redislock"
+)
+
+// layoutVersion is the version of the key layout and scripts, kept in the deployment's config.
+const layoutVersion = "1"
+
+// A Queue is a delay queue in Redis: a [queue.Engine] and a [queue.Reporter]. Open one per process
+// and share it; it is safe for concurrent use by any number of goroutines, and any number of
+// processes may open the same deployment.
+type Queue struct {
+	rdb     redis.UniversalClient
+	cluster *redis.ClusterClient // rdb, when it is a cluster client
+	cfg     config
+	lay     *layout
+	sign    signer
+	wheel   *tock.Wheel
+	locker  *redislock.Locker
+	owner   string // this process's owner token in the shards' locks and events
+	log     *slog.Logger
+
+	clock   clock
+	writer  writer
+	subs    subscriptions
+	shards  []*shard
+	metrics metrics
+
+	topics struct {
+		sync.Mutex
+		m map[string]*topicState
+	}
+
+	closed atomic.Bool
+	done   chan struct{} // closed when Close begins
+	wg     sync.WaitGroup
+
+	testHookBatch       func(step string) error // called between the steps of a cross-shard batch; nil outside tests
+	testHookNoCandidacy atomic.Bool             // take no free shard ahead of its time (only when late); tests set it
+}
+
+var _ queue.Engine = (*Queue)(nil)
+var _ queue.Reporter = (*Queue)(nil)
+
+// Open opens the queue kept in rdb under the prefix of WithPrefix, creating the deployment if it
+// does not exist yet. rdb is a *redis.Client (one server, or a Sentinel failover client) or a
+// *redis.ClusterClient; other clients are refused with ErrInvalidOption, as is any invalid option.
+// Open fails with ErrMismatch when the deployment exists with another shard count, with an error
+// matching queue.ErrUnavailable when Redis cannot be reached or is older than 7.0, and with the
+// context's error if ctx ends first. It returns once the Queue is subscribed to every shard's
+// events and knows their state. Open panics on a nil rdb.
+func Open(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Queue, error) {
+	if rdb == nil {
+		panic("redisq: Open: nil Redis client")
+	}
+	cfg := defaultConfig()
+	shardsGiven := false
+	for _, o := range opts {
+		if o != nil {
+			before := cfg.shards
+			o(&cfg)
+			if cfg.shards != before {
+				shardsGiven = true
+			}
+		}
+	}
+	if cfg.err != nil {
+		return nil, cfg.err
+	}
+	q := &Queue{rdb: rdb, cfg: cfg, log: cfg.logger, done: make(chan struct{})}
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		q.cluster = c
+		if iv := c.Options().ClusterStateReloadInterval; iv > 10*time.Second {
+			q.logger().Warn("redisq: the cluster client reloads the cluster's state every " + iv.String() +
+				"; set ClusterOptions.ClusterStateReloadInterval to a few seconds so that a failover is noticed in time")
+		}
+		if c.Options().MaxRetries > 0 {
+			q.logger().Warn("redisq: the cluster client retries commands (ClusterOptions.MaxRetries); " +
+				"leave it unset: a write retried by the client after a lost reply, rather than by the engine, can store a Put twice")
+		}
+	case *redis.Client:
+	default:
+		return nil, fmt.Errorf("%w: Open: client of type %T; want a *redis.Client or a *redis.ClusterClient", ErrInvalidOption, rdb)
+	}
+	if err := checkVersion(ctx, rdb); err != nil {
+		return nil, err
+	}
+	shards, secret, err := q.deployment(ctx, shardsGiven)
+	if err != nil {
+		return nil, err
+	}
+	q.lay = newLayout(cfg.prefix, shards)
+	q.sign = signer{secret: secret}
+	if err := q.loadScripts(ctx); err != nil {
+		return nil, err
+	}
+	q.wheel = cfg.wheel
+	if q.wheel == nil {
+		q.wheel = tock.New()
+	}
+	q.owner = rand.Text()[:16]
+	q.locker = redislock.New(rdb, redislock.WithWheel(q.wheel),
+		redislock.WithWatchdogTimeout(cfg.ownerLease), redislock.WithLogger(q.logger()))
+	q.topics.m = make(map[string]*topicState)
+	q.testHookNoCandidacy.Store(cfg.noCandidacy)
+	q.metrics.init()
+	q.writer.init(q)
+	q.shards = make([]*shard, shards)
+	for i := range q.shards {
+		q.shards[i] = newShard(q, i)
+	}
+	if err := q.subs.start(ctx, q); err != nil {
+		q.shutdown()
+		return nil, err
+	}
+	return q, nil
+}
+
+func (q *Queue) logger() *slog.Logger {
+	if q.log == nil {
+		return slog.Default()
+	}
+	return q.log
+}
+
+// checkVersion refuses a Redis older than 7.0.
+func checkVersion(ctx context.Context, rdb redis.UniversalClient) error {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return fmt.Errorf("redisq: Open: %w", unavailable(err))
+	}
+	v := infoField(info, "redis_version")
+	major, _ := strconv.Atoi(strings.SplitN(v, ".", 2)[0])
+	if major < 7 {
+		return fmt.Errorf("redisq: Open: Redis %s is older than 7.0: %w", v, queue.ErrUnavailable)
+	}
+	return nil
+}
+
+// infoField returns a field of an INFO reply.
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// createConfig writes the deployment's configuration unless it exists, and returns it.
+var createConfig = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'version', ARGV[1], 'shards', ARGV[2], 'secret', ARGV[3])
+end
+return redis.call('HMGET', KEYS[1], 'version', 'shards', 'secret')
+`)
+
+// deployment reads the deployment's configuration, creating it if needed, and checks it.
+func (q *Queue) deployment(ctx context.Context, shardsGiven bool) (int, []byte, error) {
+	key := "{" + q.cfg.prefix + "}:config"
+	var secret [32]byte
+	rand.Read(secret[:])
+	v, err := createConfig.Run(ctx, q.rdb, []string{key}, layoutVersion, q.cfg.shards, hex.EncodeToString(secret[:])).Slice()
+	if err != nil {
+		return 0, nil, fmt.Errorf("redisq: Open: deployment %q: %w", q.cfg.prefix, unavailable(err))
+	}
+	str := func(i int) string { s, _ := v[i].(string); return s }
+	if len(v) != 3 || str(0) == "" {
+		return 0, nil, fmt.Errorf("%w: configuration of %q is %v", ErrProtocol, q.cfg.prefix, v)
+	}
+	if str(0) != layoutVersion {
+		return 0, nil, fmt.Errorf("%w: deployment %q has layout version %s; this package writes %s",
+			ErrMismatch, q.cfg.prefix, str(0), layoutVersion)
+	}
+	shards, err := strconv.Atoi(str(1))
+	sec, err2 := hex.DecodeString(str(2))
+	if err != nil || err2 != nil || shards < 1 || shards > MaxShards || len(sec) < 16 {
+		return 0, nil, fmt.Errorf("%w: configuration of %q is %v", ErrProtocol, q.cfg.prefix, v)
+	}
+	if shardsGiven && shards != q.cfg.shards {
+		return 0, nil, fmt.Errorf("%w: deployment %q has %d shards; WithShards(%d) was given",
+			ErrMismatch, q.cfg.prefix, shards, q.cfg.shards)
+	}
+	return shards, sec, nil
+}
+
+// loadScripts loads the scripts on every master, so that EVALSHA finds them and a script that Redis
+// cannot compile fails Open.
+func (q *Queue) loadScripts(ctx context.Context) error {
+	load := func(ctx context.Context, c *redis.Client) error {
+		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			loadScripts(ctx, p)
+			return nil
+		})
+		return err
+	}
+	var err error
+	if q.cluster != nil {
+		err = q.cluster.ForEachMaster(ctx, load)
+	} else {
+		err = load(ctx, q.rdb.(*redis.Client))
+	}
+	if err != nil {
+		return fmt.Errorf("redisq: Open: load scripts: %w", unavailable(err))
+	}
+	return nil
+}
+
+// usable returns ErrClosed after Close.
+func (q *Queue) usable() error {
+	if q.closed.Load() {
+		return fmt.Errorf("redisq: %w", queue.ErrClosed)
+	}
+	return nil
+}
+
+// Ready returns nil when every master of the deployment answers a PING, an error matching
+// queue.ErrUnavailable when one does not, and queue.ErrClosed after Close.
+func (q *Queue) Ready(ctx context.Context) error {
+	if err := q.usable(); err != nil {
+		return err
+	}
+	var err error
+	if q.cluster != nil {
+		err = q.cluster.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+			return c.Ping(ctx).Err()
+		})
+	} else {
+		err = q.rdb.Ping(ctx).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("redisq: ready: %w", unavailable(err))
+	}
+	return nil
+}
+
+// Close stops the Queue: waiting Receive calls return queue.ErrClosed, and so does every later call.
+// It gives up the shards this process owns, so that others take them over at once, and waits for
+// the writes in flight. Messages leased through it and not acked are delivered again after their
+// visibility timeout. A second Close returns queue.ErrClosed.
+func (q *Queue) Close() error {
+	if !q.closed.CompareAndSwap(false, true) {
+		return fmt.Errorf("redisq: %w", queue.ErrClosed)
+	}
+	q.shutdown()
+	return nil
+}
+
+// shutdown stops everything Open started.
+func (q *Queue) shutdown() {
+	q.closed.Store(true)
+	close(q.done)
+	for _, s := range q.shards {
+		s.stop()
+	}
+	q.subs.stop()
+	q.writer.stop()
+	q.wg.Wait()
+	if q.cfg.wheel == nil && q.wheel != nil {
+		q.wheel.Stop()
+	}
+}
+
+// clock estimates the Redis server's clock from the script replies, which carry it: the offset in
+// milliseconds from this process's clock. Timers are set by it; a timer that fires early only
+// costs a script call that says when to come back.
+type clock struct {
+	offset atomic.Int64
+}
+
+func (c *clock) observe(redisMs int64) {
+	c.offset.Store(redisMs - time.Now().UnixMilli())
+}
+
+// now returns the estimate of the Redis server's clock, in Unix milliseconds.
+func (c *clock) now() int64 { return time.Now().UnixMilli() + c.offset.Load() }
+
+// until returns how long until the Redis server's clock reads ms, rounded up.
+func (c *clock) until(ms int64) time.Duration {
+	d := time.Duration(ms-c.now()) * time.Millisecond
+	return max(d+time.Millisecond, 0)
+}
+
+// errClosedWrap is the error of a call interrupted by Close.
+var errClosedWrap = fmt.Errorf("redisq: %w", queue.ErrClosed)

@@ -1,0 +1,88 @@
+package redisq
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+)
+
+// A receipt is receiptHead characters of base64url, then the message ID:
+//
+//	version (1 byte) | shard (2 bytes) | lease token (12 bytes) | MAC (12 bytes)
+//
+// where MAC is the first 12 bytes of HMAC-SHA256 under the deployment's secret of "r1", the shard,
+// the token and the ID. The token is random and kept in the message's record while the lease is
+// current; the MAC lets Ack tell a receipt of a message that is gone (acked or cancelled) from a
+// forgery without asking Redis.
+const (
+	receiptVersion = 1
+	tokenLen       = 12
+	macLen         = 12
+	receiptBytes   = 1 + 2 + tokenLen + macLen
+	receiptHead    = receiptBytes / 3 * 4 // 27 bytes are 36 characters, without padding
+)
+
+var b64 = base64.RawURLEncoding.Strict()
+
+// receipt is a decoded receipt.
+type receipt struct {
+	shard int
+	token string // the lease token as the record keeps it: 16 characters of base64url
+	id    string
+}
+
+// newToken returns a fresh lease token in the form the records keep.
+func newToken() string {
+	var b [tokenLen]byte
+	rand.Read(b[:])
+	return b64.EncodeToString(b[:])
+}
+
+// signer makes and checks receipts with a deployment's secret. It is immutable.
+type signer struct {
+	secret []byte
+}
+
+func (g signer) mac(shard int, token []byte, id string) []byte {
+	m := hmac.New(sha256.New, g.secret)
+	var s [4]byte
+	s[0], s[1] = 'r', '1'
+	binary.BigEndian.PutUint16(s[2:], uint16(shard))
+	m.Write(s[:])
+	m.Write(token)
+	m.Write([]byte(id))
+	return m.Sum(nil)[:macLen]
+}
+
+// issue returns the receipt of a lease of message id on shard under token (as newToken makes).
+func (g signer) issue(shard int, token, id string) string {
+	var b [receiptBytes]byte
+	b[0] = receiptVersion
+	binary.BigEndian.PutUint16(b[1:3], uint16(shard))
+	if n, err := b64.Decode(b[3:3+tokenLen], []byte(token)); err != nil || n != tokenLen {
+		panic("redisq: malformed lease token " + token)
+	}
+	copy(b[3+tokenLen:], g.mac(shard, b[3:3+tokenLen], id))
+	return b64.EncodeToString(b[:]) + id
+}
+
+// verify decodes a receipt and checks its MAC; ok is false for anything this deployment did not
+// issue, byte for byte.
+func (g signer) verify(s string, shards int) (r receipt, ok bool) {
+	if len(s) < receiptHead {
+		return receipt{}, false
+	}
+	var b [receiptBytes]byte
+	n, err := b64.Decode(b[:], []byte(s[:receiptHead]))
+	if err != nil || n != receiptBytes || b[0] != receiptVersion {
+		return receipt{}, false
+	}
+	shard := int(binary.BigEndian.Uint16(b[1:3]))
+	id := s[receiptHead:]
+	if shard >= shards || !hmac.Equal(b[3+tokenLen:], g.mac(shard, b[3:3+tokenLen], id)) {
+		return receipt{}, false
+	}
+	return receipt{shard: shard, token: b64.EncodeToString(b[3 : 3+tokenLen]), id: id}, true
+}

@@ -1,0 +1,288 @@
+package redisq
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/queue"
+)
+
+// Head values of a topic in a shard, beside due times in Unix milliseconds.
+const (
+	headUnknown = math.MinInt64 // not known: ask the shard
+	headNone    = math.MaxInt64 // nothing ready
+)
+
+// maxLeases bounds the messages one receive script leases.
+const maxLeases = 1000
+
+// A topicState is what this process knows of a topic it has receivers for: per shard, the due
+// time of the topic's earliest ready message (its head), and a timer for the earliest head in the
+// future. Receivers wait on wake, which is closed (and replaced) when a head may have come due.
+type topicState struct {
+	name string
+
+	mu      sync.Mutex
+	heads   []int64
+	wake    chan struct{}
+	timer   tock.Timer
+	timerAt int64 // the Redis time the timer fires at; 0 when none is set
+}
+
+// topic returns the state of a topic, making it (with every head unknown) on first use.
+func (q *Queue) topic(name string) *topicState {
+	q.topics.Lock()
+	defer q.topics.Unlock()
+	ts := q.topics.m[name]
+	if ts == nil {
+		ts = &topicState{name: name, heads: make([]int64, q.lay.shards()), wake: make(chan struct{})}
+		for i := range ts.heads {
+			ts.heads[i] = headUnknown
+		}
+		q.topics.m[name] = ts
+	}
+	return ts
+}
+
+// topicIfKnown returns the state of a topic this process has receivers for, or nil.
+func (q *Queue) topicIfKnown(name string) *topicState {
+	q.topics.Lock()
+	defer q.topics.Unlock()
+	return q.topics.m[name]
+}
+
+// topicHeadAtMost lowers the head of topic in shard to ms, from an event or a Put of this process.
+func (q *Queue) topicHeadAtMost(topic string, shard int, ms, ver int64) {
+	ts := q.topicIfKnown(topic)
+	if ts == nil {
+		return
+	}
+	q.shards[shard].observe(ver)
+	ts.mu.Lock()
+	if ms < ts.heads[shard] {
+		ts.heads[shard] = ms
+		ts.armLocked(q)
+	}
+	ts.mu.Unlock()
+}
+
+// forgetShard makes every head of shard unknown, after its events may have been lost.
+func (q *Queue) forgetShard(shard int) {
+	q.topics.Lock()
+	tss := make([]*topicState, 0, len(q.topics.m))
+	for _, ts := range q.topics.m {
+		tss = append(tss, ts)
+	}
+	q.topics.Unlock()
+	for _, ts := range tss {
+		ts.mu.Lock()
+		ts.heads[shard] = headUnknown
+		ts.armLocked(q)
+		ts.mu.Unlock()
+	}
+}
+
+// setHead records the head a script reported for shard: as it is when the reply is not older than
+// an event applied since (fresh), and otherwise only if it is earlier.
+func (ts *topicState) setHead(q *Queue, shard int, head int64, fresh bool) {
+	if head < 0 {
+		head = headNone
+	}
+	ts.mu.Lock()
+	if fresh || head < ts.heads[shard] {
+		ts.heads[shard] = head
+	}
+	ts.armLocked(q)
+	ts.mu.Unlock()
+}
+
+// armLocked wakes the receivers if a head has come due, and otherwise sets the timer for the
+// earliest head.
+func (ts *topicState) armLocked(q *Queue) {
+	earliest := int64(headNone)
+	for _, h := range ts.heads {
+		earliest = min(earliest, h)
+	}
+	if earliest == headNone {
+		return
+	}
+	if earliest <= q.clock.now() {
+		close(ts.wake)
+		ts.wake = make(chan struct{})
+		return
+	}
+	if ts.timerAt != 0 && ts.timerAt <= earliest {
+		return
+	}
+	ts.timer.Stop()
+	ts.timerAt = earliest
+	t, err := q.wheel.AfterFunc(q.clock.until(earliest), func() {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		if ts.timerAt != earliest {
+			return
+		}
+		ts.timerAt = 0
+		close(ts.wake)
+		ts.wake = make(chan struct{})
+	})
+	if err != nil {
+		// The wheel is stopped (Close, or a shared wheel stopped by its owner): wake the receivers,
+		// which see the Queue closed or ask Redis.
+		ts.timerAt = 0
+		close(ts.wake)
+		ts.wake = make(chan struct{})
+		return
+	}
+	ts.timer = t
+}
+
+// dueLocked returns the shards whose head has come by now, earliest first.
+func (ts *topicState) dueLocked(now int64) []int {
+	var out []int
+	for s, h := range ts.heads {
+		if h <= now {
+			out = append(out, s)
+		}
+	}
+	slices.SortFunc(out, func(a, b int) int {
+		switch {
+		case ts.heads[a] < ts.heads[b]:
+			return -1
+		case ts.heads[a] > ts.heads[b]:
+			return 1
+		}
+		return a - b
+	})
+	return out
+}
+
+// Receive waits until a message of topic is due and leases up to max due messages for visibility
+// (rounded up to a millisecond); see [queue.Engine.Receive]. It asks Redis only when a shard's
+// earliest message of the topic has come due by what this process knows (from replies and the
+// shards' events), and then the shards in the order of those due times.
+func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility time.Duration) ([]queue.Delivery, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
+	switch {
+	case topic == "" || len(topic) > MaxTopic:
+		return nil, fmt.Errorf("redisq: receive: topic of %d bytes: %w", len(topic), queue.ErrInvalid)
+	case max < 1:
+		return nil, fmt.Errorf("redisq: receive: max %d: %w", max, queue.ErrInvalid)
+	case visibility <= 0:
+		return nil, fmt.Errorf("redisq: receive: visibility %v: %w", visibility, queue.ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redisq: receive: %w", err)
+	}
+	ts := q.topic(topic)
+	vis := millis(visibility)
+	for {
+		if q.closed.Load() {
+			return nil, errClosedWrap
+		}
+		ts.mu.Lock()
+		wake := ts.wake
+		due := ts.dueLocked(q.clock.now())
+		if len(due) == 0 {
+			ts.armLocked(q)
+		}
+		ts.mu.Unlock()
+		if len(due) == 0 {
+			select {
+			case <-wake:
+				continue
+			case <-ctx.Done():
+				return nil, fmt.Errorf("redisq: receive: %w", ctx.Err())
+			case <-q.done:
+				return nil, errClosedWrap
+			}
+		}
+		var out []queue.Delivery
+		var lastErr error
+		failed := 0
+		for _, s := range due {
+			if len(out) >= max {
+				break
+			}
+			ds, err := q.receiveShard(ctx, ts, s, min(max-len(out), maxLeases), vis)
+			out = append(out, ds...)
+			if err != nil {
+				if ctx.Err() != nil {
+					break
+				}
+				lastErr = err
+				failed++
+			}
+		}
+		if len(out) > 0 {
+			slices.SortStableFunc(out, func(a, b queue.Delivery) int { return a.DeliverAt.Compare(b.DeliverAt) })
+			return out, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("redisq: receive: %w", err)
+		}
+		if failed > 0 && failed == len(due) {
+			return nil, fmt.Errorf("redisq: receive: %w", unavailable(lastErr))
+		}
+	}
+}
+
+// receiveShard runs the receive script on shard s.
+func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis int64) ([]queue.Delivery, error) {
+	args := q.cfgArgs()
+	args = append(args, ts.name, n, vis)
+	for range n {
+		args = append(args, newToken())
+	}
+	start := time.Now()
+	v, err := receiveScript.Run(ctx, q.rdb, q.lay.keys(s), args...).Slice()
+	q.metrics.observeScript(time.Since(start))
+	if err != nil {
+		if q.cluster != nil && reloads(err) {
+			q.cluster.ReloadState(context.Background())
+		}
+		// Ask again a little later rather than at once.
+		ts.mu.Lock()
+		if ts.heads[s] <= q.clock.now() {
+			ts.heads[s] = q.clock.now() + 250
+		}
+		ts.armLocked(q)
+		ts.mu.Unlock()
+		return nil, err
+	}
+	if len(v) < 7 || (len(v)-7)%2 != 0 {
+		return nil, fmt.Errorf("%w: receive script replied %d values", ErrProtocol, len(v))
+	}
+	nums := make([]int64, 7)
+	for i := range nums {
+		nums[i], _ = v[i].(int64)
+	}
+	now, ver, head, wsec, wcount, lms, more := nums[0], nums[1], nums[2], nums[3], nums[4], nums[5], nums[6]
+	q.clock.observe(now)
+	sh := q.shards[s]
+	fresh := sh.observe(ver)
+	ts.setHead(q, s, head, fresh)
+	sh.learn(fresh, wsec, wcount, lms, more == 1)
+	var out []queue.Delivery
+	for i := 7; i+1 < len(v); i += 2 {
+		id, _ := v[i].(string)
+		raw, _ := v[i+1].(string)
+		rec, err := decodeRecord(raw)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, queue.Delivery{
+			Message: queue.Message{ID: id, Topic: rec.topic, Payload: rec.payload, DeliverAt: time.UnixMilli(rec.due)},
+			Receipt: q.sign.issue(s, rec.tok, id),
+			Attempt: rec.att,
+		})
+	}
+	return out, nil
+}

@@ -1,0 +1,500 @@
+package redisq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/redislock"
+)
+
+// Housekeeping parameters.
+const (
+	// tickBudget bounds the messages one tick promotes, and the leases it expires: a few
+	// milliseconds of Redis's time, so that other commands are not held up by a large second.
+	tickBudget = 1000
+	// leadBase and leadPerMessage make the owner's lead: how long before a second starts it is
+	// promoted. promoteRate is the rate leadPerMessage assumes.
+	leadBase       = 250 * time.Millisecond
+	leadPerMessage = 10 * time.Microsecond
+	maxLead        = 30 * time.Second
+	// actTimeout bounds one housekeeping call.
+	actTimeout = 5 * time.Second
+)
+
+// A shard is this process's driver of one shard's housekeeping. It keeps what it knows of the
+// shard's next times (from script replies and events), owns the shard's lock while the shard has
+// work near, and keeps one timer: as owner, for the next tick; otherwise for taking the shard
+// when its next time comes and no one owns it, or for acting in the owner's place when the owner's
+// event did not come a grace period after a time passed.
+type shard struct {
+	q       *Queue
+	i       int
+	stagger time.Duration // this process's offset from the others at the shard's times
+
+	mu struct {
+		sync.Mutex
+		lastVer int64 // the latest event count seen, in replies and events
+		known   bool  // the times below are the shard's (false until a peek or a tick after subscribing)
+		wsec    int64 // the earliest second with waiting messages; -1 none
+		wcount  int64 // its count
+		lms     int64 // the earliest lease deadline; -1 none
+		owner   string
+		lock    *redislock.Lock // held by this process
+		token   string          // the lock's fencing token, as the tick script compares it
+		timer   tock.Timer
+		timerAt int64 // the Redis time the timer is set for; 0 when none
+		busy    bool  // act is running
+		again   bool  // act must run again when it ends
+		stopped bool
+	}
+}
+
+func newShard(q *Queue, i int) *shard {
+	s := &shard{q: q, i: i, stagger: time.Duration(rand.Int64N(int64(q.cfg.grace/2) + 1))}
+	s.mu.wsec, s.mu.lms = -1, -1
+	return s
+}
+
+// observe records an event count from a reply or an event and reports whether it is the latest
+// seen, so that what a reply says may replace what events said.
+func (s *shard) observe(ver int64) (fresh bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fresh = ver >= s.mu.lastVer
+	if ver > s.mu.lastVer {
+		s.mu.lastVer = ver
+	}
+	return fresh
+}
+
+// learn records the shard's next times from a reply: as they are when fresh, only the earlier
+// otherwise. more says the script left housekeeping undone.
+func (s *shard) learn(fresh bool, wsec, wcount, lms int64, more bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fresh {
+		s.mu.wsec, s.mu.wcount, s.mu.lms = wsec, wcount, lms
+		s.mu.known = true
+	} else {
+		s.earlierLocked(wsec, wcount, lms)
+	}
+	if more {
+		s.kickLocked()
+		return
+	}
+	s.armLocked()
+}
+
+// earlierLocked lowers the next times to the given ones where they are earlier (-1: no news).
+func (s *shard) earlierLocked(wsec, wcount, lms int64) {
+	if wsec >= 0 && (s.mu.wsec < 0 || wsec < s.mu.wsec) {
+		s.mu.wsec = wsec
+		if wcount >= 0 {
+			s.mu.wcount = wcount
+		}
+	}
+	if lms >= 0 && (s.mu.lms < 0 || lms < s.mu.lms) {
+		s.mu.lms = lms
+	}
+}
+
+// event applies one of the shard's events (see the package doc).
+func (s *shard) event(e event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch e.kind {
+	case 'o':
+		if e.owner != s.q.owner {
+			s.mu.owner = e.owner
+		}
+	case 'm', 'n':
+		fresh := e.ver >= s.mu.lastVer
+		if e.ver > s.mu.lastVer {
+			s.mu.lastVer = e.ver
+		}
+		if e.kind == 'n' && fresh {
+			s.mu.wsec, s.mu.wcount, s.mu.lms = e.wsec, e.wcount, e.lms
+			s.mu.known = true
+		} else {
+			s.earlierLocked(e.wsec, e.wcount, e.lms)
+		}
+		if e.owner != "" && e.owner != s.q.owner {
+			s.mu.owner = e.owner
+		}
+	}
+	s.armLocked()
+}
+
+// unknown forgets the shard's times, after its events may have been lost; the next act reads them.
+func (s *shard) unknown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.known = false
+	s.kickLocked()
+}
+
+// lead returns how long before a second with count messages the owner promotes it.
+func lead(count int64) time.Duration {
+	return min(leadBase+time.Duration(count)*leadPerMessage, maxLead)
+}
+
+// armLocked sets the timer for the shard's next action.
+func (s *shard) armLocked() {
+	if s.mu.stopped || s.mu.busy {
+		return
+	}
+	if !s.mu.known {
+		s.kickLocked()
+		return
+	}
+	wheelAt := int64(-1)
+	if s.mu.wsec >= 0 {
+		wheelAt = s.mu.wsec * 1000
+	}
+	event := earliest(wheelAt, s.mu.lms)
+	if event < 0 {
+		s.setTimerLocked(0)
+		if s.mu.lock != nil {
+			s.kickLocked() // nothing left: give the shard up
+		}
+		return
+	}
+	leadAt := earliest(wheelAt-lead(s.mu.wcount).Milliseconds(), s.mu.lms)
+	if wheelAt < 0 {
+		leadAt = s.mu.lms
+	}
+	var at int64
+	switch {
+	case s.mu.lock != nil:
+		at = leadAt
+		if at > s.q.clock.now()+s.releaseAfter().Milliseconds() {
+			s.kickLocked() // far away: give the shard up until then
+			return
+		}
+	case s.mu.owner == "":
+		// Take the shard before its time, later the more shards this process owns.
+		at = leadAt - (s.stagger + s.q.ownedDelay()).Milliseconds()
+	default:
+		at = event + (s.q.cfg.grace + s.stagger).Milliseconds()
+	}
+	s.setTimerLocked(at)
+}
+
+// releaseAfter is how far away the next time must be for the owner to give the shard up.
+func (s *shard) releaseAfter() time.Duration { return 3 * s.q.cfg.ownerLease }
+
+func earliest(a, b int64) int64 {
+	switch {
+	case a < 0:
+		return b
+	case b < 0:
+		return a
+	}
+	return min(a, b)
+}
+
+// setTimerLocked sets the timer to fire at the Redis time at (0: no timer).
+func (s *shard) setTimerLocked(at int64) {
+	if at == s.mu.timerAt {
+		return
+	}
+	s.mu.timer.Stop()
+	s.mu.timerAt = at
+	if at == 0 {
+		return
+	}
+	t, err := s.q.wheel.AfterFunc(s.q.clock.until(at), func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.mu.timerAt != at {
+			return
+		}
+		s.mu.timerAt = 0
+		s.kickLocked()
+	})
+	if err != nil {
+		s.mu.timerAt = 0
+		return
+	}
+	s.mu.timer = t
+}
+
+// kickLocked starts act unless it runs, in which case it runs again when done.
+func (s *shard) kickLocked() {
+	if s.mu.stopped {
+		return
+	}
+	if s.mu.busy {
+		s.mu.again = true
+		return
+	}
+	s.mu.timer.Stop()
+	s.mu.timerAt = 0
+	s.mu.busy = true
+	s.q.wg.Add(1)
+	go s.act()
+}
+
+// act does what the shard needs now: read its times, take or give up its lock, tick.
+func (s *shard) act() {
+	defer s.q.wg.Done()
+	err := s.step()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.mu.busy = false
+	if err != nil && !s.mu.stopped && !s.q.closed.Load() {
+		s.q.logger().Warn("redisq: shard housekeeping failed; retrying", "shard", s.i, "error", err)
+		// Try again after a while rather than at once.
+		s.setTimerLocked(s.q.clock.now() + 500)
+		s.mu.again = false
+		return
+	}
+	if s.mu.again {
+		s.mu.again = false
+		s.kickLocked()
+		return
+	}
+	s.armLocked()
+}
+
+// step is one action of act.
+func (s *shard) step() error {
+	q := s.q
+	ctx, cancel := context.WithTimeout(context.Background(), actTimeout)
+	defer cancel()
+	s.mu.Lock()
+	known, lk, owner := s.mu.known, s.mu.lock, s.mu.owner
+	wheelAt := int64(-1)
+	if s.mu.wsec >= 0 {
+		wheelAt = s.mu.wsec * 1000
+	}
+	event, wcount := earliest(wheelAt, s.mu.lms), s.mu.wcount
+	leadAt := earliest(wheelAt-lead(wcount).Milliseconds(), s.mu.lms)
+	if wheelAt < 0 {
+		leadAt = s.mu.lms
+	}
+	s.mu.Unlock()
+	if !known {
+		return s.peek(ctx)
+	}
+	now := q.clock.now()
+	if lk != nil {
+		select {
+		case <-lk.Lost():
+			s.drop(lk)
+			return nil
+		default:
+		}
+		if event < 0 || leadAt > now+s.releaseAfter().Milliseconds() {
+			return s.release(ctx, lk)
+		}
+		if leadAt > now {
+			return nil // woken early (an event): the timer is set again
+		}
+		return s.tick(ctx, lk, wcount)
+	}
+	if event < 0 {
+		return nil
+	}
+	if owner == "" || event+q.cfg.grace.Milliseconds() <= now {
+		late := event+q.cfg.grace.Milliseconds() <= now
+		if !late && (leadAt-(s.stagger+q.ownedDelay()).Milliseconds() > now || q.testHookNoCandidacy.Load()) {
+			return nil // woken early
+		}
+		nlk, err := q.locker.TryLock(ctx, q.lay.lockName(s.i), redislock.WithOwner(q.owner))
+		switch {
+		case err == nil:
+			return s.took(ctx, nlk, wcount)
+		case !errors.Is(err, redislock.ErrNotAcquired):
+			return err
+		}
+		s.mu.Lock()
+		if s.mu.owner == "" {
+			s.mu.owner = "?" // held by a process whose event has not come yet
+		}
+		s.mu.Unlock()
+	}
+	if event+q.cfg.grace.Milliseconds() > now {
+		return nil
+	}
+	// The owner is late by the grace period: do its work, without a lead and without its token.
+	q.metrics.fallbackTicks.Add(1)
+	return s.tick(ctx, nil, 0)
+}
+
+// took records that this process acquired the shard's lock, announces it and ticks.
+func (s *shard) took(ctx context.Context, lk *redislock.Lock, wcount int64) error {
+	s.mu.Lock()
+	if s.mu.stopped {
+		s.mu.Unlock()
+		_ = lk.Unlock(ctx)
+		return nil
+	}
+	s.mu.lock, s.mu.token, s.mu.owner = lk, strconv.FormatInt(lk.Token(), 10), s.q.owner
+	s.mu.Unlock()
+	s.q.metrics.owned.Add(1)
+	s.q.metrics.acquisitions.Add(1)
+	_ = s.q.rdb.SPublish(ctx, s.q.lay.channel(s.i), "o "+s.q.owner).Err()
+	return s.tick(ctx, lk, wcount)
+}
+
+// drop forgets a lock that this process no longer holds.
+func (s *shard) drop(lk *redislock.Lock) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.lock == lk {
+		s.mu.lock, s.mu.token = nil, ""
+		if s.mu.owner == s.q.owner {
+			s.mu.owner = "?"
+		}
+		s.q.metrics.owned.Add(-1)
+	}
+}
+
+// release gives the shard's lock up and announces it.
+func (s *shard) release(ctx context.Context, lk *redislock.Lock) error {
+	s.drop(lk)
+	s.mu.Lock()
+	s.mu.owner = ""
+	s.mu.Unlock()
+	err := lk.Unlock(ctx)
+	if err != nil && !errors.Is(err, redislock.ErrNotHeld) {
+		return err
+	}
+	return s.q.rdb.SPublish(ctx, s.q.lay.channel(s.i), "o -").Err()
+}
+
+// tick runs the tick script: as owner under lk's fencing token, or in the owner's place (lk nil),
+// and repeats while it leaves work.
+func (s *shard) tick(ctx context.Context, lk *redislock.Lock, wcount int64) error {
+	q := s.q
+	token, owner, leadMs := "", "", int64(0)
+	if lk != nil {
+		token, owner = strconv.FormatInt(lk.Token(), 10), q.owner
+		leadMs = lead(wcount).Milliseconds()
+	}
+	for {
+		args := append(q.cfgArgs(), token, owner, leadMs, tickBudget)
+		start := time.Now()
+		v, err := tickScript.Run(ctx, q.rdb, q.lay.lockedKeys(s.i), args...).Slice()
+		q.metrics.observeScript(time.Since(start))
+		if err != nil {
+			if q.cluster != nil && reloads(err) {
+				q.cluster.ReloadState(context.Background())
+			}
+			return fmt.Errorf("tick: %w", err)
+		}
+		if len(v) == 1 {
+			// Fenced: another process holds the lock now; this one lost it without noticing.
+			q.metrics.fenced.Add(1)
+			s.drop(lk)
+			return nil
+		}
+		if len(v) < 7 {
+			return fmt.Errorf("%w: tick script replied %v", ErrProtocol, v)
+		}
+		nums := make([]int64, len(v))
+		for i := range v {
+			nums[i], _ = v[i].(int64)
+		}
+		now, ver, wsec, wc, lms, more, moved := nums[0], nums[1], nums[2], nums[3], nums[4], nums[5], nums[6]
+		q.clock.observe(now)
+		q.metrics.ticks.Add(1)
+		q.metrics.promoted.Add(uint64(moved))
+		q.metrics.lateness.add(int(moved)-(len(nums)-7), nums[7:])
+		fresh := s.observe(ver)
+		s.mu.Lock()
+		if fresh {
+			s.mu.wsec, s.mu.wcount, s.mu.lms = wsec, wc, lms
+			s.mu.known = true
+		} else {
+			s.earlierLocked(wsec, wc, lms)
+		}
+		s.mu.Unlock()
+		if more == 0 || ctx.Err() != nil {
+			return nil
+		}
+		if lk != nil {
+			leadMs = lead(wc).Milliseconds()
+		}
+	}
+}
+
+// peek reads the shard's times and the heads of the topics this process has receivers for.
+func (s *shard) peek(ctx context.Context) error {
+	q := s.q
+	q.topics.Lock()
+	names := make([]string, 0, len(q.topics.m))
+	for name := range q.topics.m {
+		names = append(names, name)
+	}
+	q.topics.Unlock()
+	args := make([]any, len(names))
+	for i, n := range names {
+		args[i] = n
+	}
+	v, err := peekScript.Run(ctx, q.rdb, q.lay.lockedKeys(s.i), args...).Slice()
+	if err != nil {
+		return fmt.Errorf("peek: %w", err)
+	}
+	if len(v) != 6+len(names) {
+		return fmt.Errorf("%w: peek script replied %v", ErrProtocol, v)
+	}
+	num := func(i int) int64 { n, _ := v[i].(int64); return n }
+	q.clock.observe(num(0))
+	q.metrics.peeks.Add(1)
+	fresh := s.observe(num(1))
+	for i, name := range names {
+		q.topic(name).setHead(q, s.i, num(6+i), fresh)
+	}
+	owner, _ := v[5].(string)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fresh || !s.mu.known {
+		s.mu.wsec, s.mu.wcount, s.mu.lms = num(2), num(3), num(4)
+	} else {
+		s.earlierLocked(num(2), num(3), num(4))
+	}
+	s.mu.known = true
+	if s.mu.lock == nil {
+		s.mu.owner = owner
+	}
+	return nil
+}
+
+// stop ends the driver and gives up the shard's lock.
+func (s *shard) stop() {
+	s.mu.Lock()
+	s.mu.stopped = true
+	s.mu.timer.Stop()
+	lk := s.mu.lock
+	s.mu.lock = nil
+	s.mu.Unlock()
+	if lk != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		s.q.metrics.owned.Add(-1)
+		if lk.Unlock(ctx) == nil {
+			_ = s.q.rdb.SPublish(ctx, s.q.lay.channel(s.i), "o -").Err()
+		}
+	}
+}
+
+// ownedDelay is how much later than a process owning no shard this one tries to take a free one.
+func (q *Queue) ownedDelay() time.Duration {
+	return min(time.Duration(q.metrics.owned.Load())*10*time.Millisecond, q.cfg.grace/2)
+}
+
+// String describes the driver's state, for logs and test failures.
+func (s *shard) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Sprintf("shard %d: known %v, next second %d (%d messages), next lease deadline %d, owner %q (this process %q, holding %v), timer at %d, busy %v, now %d",
+		s.i, s.mu.known, s.mu.wsec, s.mu.wcount, s.mu.lms, s.mu.owner, s.q.owner, s.mu.lock != nil, s.mu.timerAt, s.mu.busy, s.q.clock.now())
+}

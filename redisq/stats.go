@@ -1,0 +1,258 @@
+package redisq
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tockwheel/tock/queue"
+)
+
+// Stats reports the deployment's counts, added over every shard's counters with one read-only
+// script per shard, sent in one pipeline (one per master on a cluster). Scheduled counts the
+// messages promoted ahead of their due time too. Lateness is that of the messages this process
+// promoted (see the package doc).
+func (q *Queue) Stats(ctx context.Context) (queue.Stats, error) {
+	if err := q.usable(); err != nil {
+		return queue.Stats{}, err
+	}
+	replies, err := q.eachShard(ctx, statsScript, func(int) []any { return nil })
+	if err != nil {
+		return queue.Stats{}, fmt.Errorf("redisq: stats: %w", unavailable(err))
+	}
+	var st queue.Stats
+	for _, v := range replies {
+		if len(v) != 5 {
+			return queue.Stats{}, fmt.Errorf("%w: stats script replied %v", ErrProtocol, v)
+		}
+		n := make([]int64, 5)
+		for i := range n {
+			n[i], _ = v[i].(int64)
+		}
+		st.Scheduled += n[0] + n[3]
+		st.Due += n[1] - n[3]
+		st.Leased += n[2]
+	}
+	st.Lateness = q.metrics.lateness.summary()
+	return st, nil
+}
+
+// DueCounts returns how many messages wait for their due time in each of n steps of step from
+// from; see [queue.Engine.DueCounts]. It counts per second, from the wheel's seconds (HLEN of each
+// second's hash): a second is counted in the step where it begins, and messages already promoted
+// (those due within about a second) are not counted.
+func (q *Queue) DueCounts(ctx context.Context, from time.Time, step time.Duration, n int) ([]int, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
+	if n <= 0 || step <= 0 {
+		return nil, nil
+	}
+	start := from.Unix()
+	if from.Nanosecond() > 0 {
+		start++ // a second that begins before from is not in any step
+	}
+	end := from.Add(step * time.Duration(n))
+	stop := end.Unix()
+	if end.Nanosecond() > 0 {
+		stop++
+	}
+	replies, err := q.eachShard(ctx, dueScript, func(int) []any { return []any{start, stop} })
+	if err != nil {
+		return nil, fmt.Errorf("redisq: due counts: %w", unavailable(err))
+	}
+	counts := make([]int, n)
+	for _, v := range replies {
+		for i := 0; i+1 < len(v); i += 2 {
+			sec, _ := v[i].(int64)
+			c, _ := v[i+1].(int64)
+			k := int(time.Unix(sec, 0).Sub(from) / step)
+			if k >= 0 && k < n {
+				counts[k] += int(c)
+			}
+		}
+	}
+	return counts, nil
+}
+
+// eachShard runs a read-only script on every shard in one pipeline and returns the replies.
+func (q *Queue) eachShard(ctx context.Context, s *redis.Script, args func(shard int) []any) ([][]any, error) {
+	n := q.lay.shards()
+	run := func(eval bool, which []int, cmds []*redis.Cmd) error {
+		_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range which {
+				if eval {
+					cmds[i] = s.Eval(ctx, p, q.lay.keys(i), args(i)...)
+				} else {
+					cmds[i] = s.EvalSha(ctx, p, q.lay.keys(i), args(i)...)
+				}
+			}
+			return nil
+		})
+		return err
+	}
+	cmds := make([]*redis.Cmd, n)
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	start := time.Now()
+	_ = run(false, all, cmds)
+	var again []int
+	for i, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		_ = run(true, again, cmds)
+	}
+	q.metrics.observeScript(time.Since(start))
+	out := make([][]any, n)
+	for i, c := range cmds {
+		v, err := c.Slice()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// metrics are this process's measurements, reported by Metrics.
+type metrics struct {
+	retries             atomic.Uint64 // grouped writes sent again
+	replicaWaitFailures atomic.Uint64 // WAITs that returned fewer replicas than asked
+	reconnects          atomic.Uint64 // subscriptions lost
+	rechecks            atomic.Uint64 // subscriptions made again, and their shards re-read
+	pings               atomic.Uint64
+	events              atomic.Uint64
+	peeks               atomic.Uint64
+	ticks               atomic.Uint64
+	fallbackTicks       atomic.Uint64 // ticks in an absent owner's place
+	fenced              atomic.Uint64 // ticks refused for a stale fencing token
+	acquisitions        atomic.Uint64
+	owned               atomic.Int64
+	promoted            atomic.Uint64
+
+	scripts  histogram
+	lateness latenessRing
+}
+
+func (m *metrics) init() {
+	m.scripts.bounds = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
+	m.scripts.counts = make([]uint64, len(m.scripts.bounds))
+	m.lateness.samples = make([]int64, 0, latenessSamples)
+}
+
+func (m *metrics) observeScript(d time.Duration) { m.scripts.observe(d.Seconds()) }
+
+// histogram is a Prometheus-shaped histogram.
+type histogram struct {
+	mu     sync.Mutex
+	bounds []float64
+	counts []uint64 // not cumulative
+	count  uint64
+	sum    float64
+}
+
+func (h *histogram) observe(v float64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.count++
+	h.sum += v
+	for i, b := range h.bounds {
+		if v <= b {
+			h.counts[i]++
+			break
+		}
+	}
+}
+
+func (h *histogram) metric(name, help string) queue.Metric {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := queue.Metric{Name: name, Help: help, Kind: queue.Histogram, Count: h.count, Sum: h.sum}
+	var c uint64
+	for i, b := range h.bounds {
+		c += h.counts[i]
+		m.Buckets = append(m.Buckets, queue.Bucket{UpperBound: b, Count: c})
+	}
+	return m
+}
+
+// latenessSamples is how many recent promotions Stats.Lateness summarises.
+const latenessSamples = 4096
+
+// latenessRing keeps the lateness of the most recent promotions, in milliseconds.
+type latenessRing struct {
+	mu      sync.Mutex
+	samples []int64
+	next    int
+}
+
+// add records onTime promotions with no lateness and the given late ones.
+func (r *latenessRing) add(onTime int, late []int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	put := func(v int64) {
+		if len(r.samples) < latenessSamples {
+			r.samples = append(r.samples, v)
+			return
+		}
+		r.samples[r.next] = v
+		r.next = (r.next + 1) % latenessSamples
+	}
+	for range min(max(onTime, 0), latenessSamples) {
+		put(0)
+	}
+	for _, v := range late {
+		put(v)
+	}
+}
+
+func (r *latenessRing) summary() queue.Lateness {
+	r.mu.Lock()
+	s := slices.Clone(r.samples)
+	r.mu.Unlock()
+	if len(s) == 0 {
+		return queue.Lateness{}
+	}
+	slices.Sort(s)
+	at := func(p float64) time.Duration {
+		return time.Duration(s[min(int(p*float64(len(s))), len(s)-1)]) * time.Millisecond
+	}
+	return queue.Lateness{P50: at(0.5), P99: at(0.99), Max: time.Duration(s[len(s)-1]) * time.Millisecond}
+}
+
+// Metrics reports this process's measurements of the engine, for /metrics: script round trips,
+// subscription losses and re-reads, housekeeping ticks (as owner and in an absent owner's place),
+// the shards it owns, fencing refusals, grouped writes retried, and replica waits that failed.
+func (q *Queue) Metrics(ctx context.Context) ([]queue.Metric, error) {
+	if err := q.usable(); err != nil {
+		return nil, err
+	}
+	m := &q.metrics
+	counter := func(name, help string, v uint64) queue.Metric {
+		return queue.Metric{Name: name, Help: help, Kind: queue.Counter, Value: float64(v)}
+	}
+	return []queue.Metric{
+		m.scripts.metric("redis_script_duration_seconds", "Round trips of the engine's scripts and pipelines to Redis."),
+		counter("redis_write_retries_total", "Grouped writes sent again after a refusal or a connection failure.", m.retries.Load()),
+		counter("redis_replica_wait_failures_total", "Grouped writes that fewer replicas than required confirmed in time.", m.replicaWaitFailures.Load()),
+		counter("redis_pubsub_reconnects_total", "Event subscriptions lost (connection failed, silent, or slot moved).", m.reconnects.Load()),
+		counter("redis_rechecks_total", "Event subscriptions made again, after which their shards were re-read.", m.rechecks.Load()),
+		counter("redis_pubsub_pings_total", "Pings of quiet event subscriptions.", m.pings.Load()),
+		counter("redis_events_total", "Shard events received.", m.events.Load()),
+		counter("redis_ticks_total", "Housekeeping ticks run by this process.", m.ticks.Load()),
+		counter("redis_fallback_ticks_total", "Housekeeping ticks run in the place of an owner that was late.", m.fallbackTicks.Load()),
+		counter("redis_fenced_ticks_total", "Ticks refused because this process's fencing token was stale.", m.fenced.Load()),
+		counter("redis_shard_acquisitions_total", "Shards this process took ownership of.", m.acquisitions.Load()),
+		counter("redis_promoted_total", "Messages this process promoted from the wheel to the ready sets.", m.promoted.Load()),
+		{Name: "redis_owned_shards", Help: "Shards whose housekeeping this process owns.", Kind: queue.Gauge, Value: float64(m.owned.Load())},
+	}, nil
+}
