@@ -19,6 +19,9 @@ const (
 	DefaultDeadLetterSuffix   = ".dead"
 )
 
+// MaxPayloadLimit is the largest payload any queue accepts: the most WithMaxPayload may allow.
+const MaxPayloadLimit = wal.MaxPayload
+
 // An Option configures a Queue in Open.
 type Option func(*config)
 
@@ -140,7 +143,7 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: checkpoint interval %v", ErrInvalid, c.checkpoint)
 	case c.segmentSize < 1<<12 || c.segmentSize > 1<<31:
 		return fmt.Errorf("%w: segment size %d outside [4KiB, 2GiB]", ErrInvalid, c.segmentSize)
-	case c.maxPayload < 0 || c.maxPayload > 16<<20:
+	case c.maxPayload < 0 || c.maxPayload > MaxPayloadLimit:
 		return fmt.Errorf("%w: max payload %d outside [0, 16MiB]", ErrInvalid, c.maxPayload)
 	case len(c.deadLetter) > wal.MaxName:
 		return fmt.Errorf("%w: dead-letter topic of %d bytes", ErrInvalid, len(c.deadLetter))

@@ -620,7 +620,9 @@ type Reader struct {
 // NewReader returns a Reader of l.
 func (l *Log) NewReader() *Reader { return &Reader{l: l} }
 
-const readWindow = 256 << 10
+// ReadWindow is the size of the window a Reader reads around a record it does not hold: lists are
+// followed backwards through records written close together, so one read serves many of them.
+const ReadWindow = 256 << 10
 
 // ReadAt reads the record at pos, which must be written.
 func (r *Reader) ReadAt(pos Pos) (Record, error) {
@@ -648,7 +650,8 @@ func (r *Reader) ReadAt(pos Pos) (Record, error) {
 }
 
 // window returns n bytes at off of segment seg, reading a window that ends a little after them
-// (lists are followed backwards) when the cache does not hold them.
+// (lists are followed backwards) when the cache does not hold them. The window starts at off at
+// the latest: n bytes larger than the window are read whole.
 func (r *Reader) window(seg uint32, off int64, n int) ([]byte, error) {
 	if seg == r.seg && off >= r.start && off+int64(n) <= r.start+int64(len(r.buf)) {
 		return r.buf[off-r.start : off-r.start+int64(n)], nil
@@ -657,8 +660,8 @@ func (r *Reader) window(seg uint32, off int64, n int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	start := max(off+int64(n)+4096-readWindow, SegmentHeader)
-	size := max(int(off-start)+n, readWindow)
+	start := min(off, max(off+int64(n)+4096-ReadWindow, SegmentHeader))
+	size := max(int(off-start)+n, ReadWindow)
 	if cap(r.buf) < size {
 		r.buf = make([]byte, size)
 	}
