@@ -196,13 +196,13 @@ var errStopScan = errors.New("delayq: stop scan")
 
 // scanSegment calls fn for each record of the closed segment seg.
 func (q *Queue) scanSegment(seg uint32, fn func(wal.Pos, *wal.Record)) error {
-	err := q.log.Scan(wal.MakePos(seg, wal.SegmentHeader), func(p wal.Pos, rec wal.Record) error {
+	err := q.log.Scan(wal.MakePos(seg, wal.SegmentHeader), wal.MakePos(seg+1, 0), func(p wal.Pos, rec wal.Record) error {
 		if p.Segment() != seg {
 			return errStopScan
 		}
 		fn(p, &rec)
 		return nil
-	})
+	}, nil)
 	if errors.Is(err, errStopScan) {
 		return nil
 	}
@@ -276,11 +276,7 @@ func (q *Queue) relocate(r *wal.Reader, list int64, old func(wal.Pos) bool) (int
 		q.mu.Unlock()
 		return 0, false, nil
 	}
-	logEnd := q.log.End()
 	q.mu.Unlock()
-	if err := q.log.WaitWritten(logEnd); err != nil {
-		return 0, false, err
-	}
 	recs, rerr := q.readList(r, h.head, 0)
 
 	q.mu.Lock()
@@ -296,10 +292,7 @@ func (q *Queue) relocate(r *wal.Reader, list int64, old func(wal.Pos) bool) (int
 		return 0, false, rerr
 	}
 	if now.head != h.head {
-		// Records added since the read. The flusher does not need mu, so waiting here is safe.
-		if err := q.log.WaitWritten(q.log.End()); err != nil {
-			return 0, false, err
-		}
+		// Records added since the read.
 		more, err := q.readList(r, now.head, h.head)
 		if err != nil {
 			return 0, false, err

@@ -360,6 +360,9 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if err := q.waitRoom(); err != nil {
+		return err
+	}
 	q.mu.Lock()
 	if err := q.usableLocked(); err != nil {
 		q.mu.Unlock()
@@ -396,6 +399,9 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 // of times. It returns an error matching ErrUnknownReceipt if the receipt names no current lease.
 func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := q.waitRoom(); err != nil {
 		return err
 	}
 	q.mu.Lock()

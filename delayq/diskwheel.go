@@ -102,11 +102,7 @@ func (q *Queue) load(a int64) error {
 		if h.head == seen || try == 3 {
 			break // keep mu
 		}
-		logEnd := q.log.End()
 		q.mu.Unlock()
-		if err := q.log.WaitWritten(logEnd); err != nil {
-			return err
-		}
 		part, err := q.readList(r, h.head, seen)
 		if err != nil {
 			return err
@@ -116,10 +112,7 @@ func (q *Queue) load(a int64) error {
 	}
 	defer q.mu.Unlock()
 	if h := q.state.peek(a).head; h != seen {
-		// Records added since the last read. The flusher does not need mu, so waiting here is safe.
-		if err := q.log.WaitWritten(q.log.End()); err != nil {
-			return err
-		}
+		// Records added since the last read.
 		part, err := q.readList(r, h, seen)
 		if err != nil {
 			return err

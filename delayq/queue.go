@@ -35,8 +35,9 @@ type Queue struct {
 
 	// mu guards the state below. It is held while records are appended to the log, so the order of
 	// records in the log is the order of the state changes they describe. Lock order: mu before
-	// the log's own lock; never wait for the log's flusher to sync while holding mu, except in load
-	// (see there).
+	// the log's own lock. Nothing waits for the log's writer while holding mu: Append never waits
+	// (waitRoom holds producers back before they take mu), and records not yet written are read
+	// from memory.
 	mu      sync.Mutex
 	state   state
 	err     error   // sticky: a background failure that makes the queue unusable
@@ -210,6 +211,9 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if err := q.waitRoom(); err != nil {
+		return nil, err
+	}
 	ids := make([]string, len(msgs))
 	now := time.Now().UnixNano()
 	q.mu.Lock()
@@ -263,6 +267,18 @@ func (q *Queue) validate(m *Message) error {
 // maxDeliverAt is the latest DeliverAt Put accepts: times are kept as int64 Unix nanoseconds.
 var maxDeliverAt = time.Unix(0, 1<<63-1).Add(-24 * time.Hour)
 
+// waitRoom holds a producer back while the log's writer lags. It is called before taking mu: no
+// wait for the writer may happen under mu.
+func (q *Queue) waitRoom() error {
+	if err := q.log.WaitRoom(); err != nil {
+		if errors.Is(err, wal.ErrClosed) {
+			return ErrClosed
+		}
+		return err
+	}
+	return nil
+}
+
 // waitDurable waits for the log to sync through end, or returns at once with NoSync.
 func (q *Queue) waitDurable(end wal.Pos) error {
 	if q.cfg.noSync {
@@ -293,7 +309,7 @@ func (q *Queue) putLocked(id, topic string, payload []byte, deliverAt int64, att
 	if id == "" {
 		// The ID holds the record's own position, which is known before appending because
 		// appends are serialised under mu.
-		rec.ID = makeID(deliverAt, q.log.NextPos(rec.Size()+generatedIDLen))
+		rec.ID = makeID(deliverAt, q.log.Reserve(rec.Size()+generatedIDLen))
 	}
 	pos, end, err := q.log.Append(&rec)
 	if err != nil {
@@ -337,6 +353,9 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
+	if err := q.waitRoom(); err != nil {
+		return false, err
+	}
 	q.cancelMu.Lock()
 	defer q.cancelMu.Unlock()
 	for {
@@ -369,10 +388,9 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 			q.mu.Unlock()
 			return false, nil
 		}
-		logEnd := q.log.End()
 		q.mu.Unlock()
 
-		found, err := q.findInList(h.head, origin, id, logEnd)
+		found, err := q.findInList(h.head, origin, id)
 		if q.afterCancelRead != nil {
 			q.afterCancelRead()
 		}
@@ -424,10 +442,7 @@ func (s *state) findSlot(id string) (slot int64, origin wal.Pos, ok bool) {
 
 // findInList reads the list from head backwards down to origin (to its end when origin is 0) and
 // reports whether the newest record with the ID is a Put, that is, whether the message is pending.
-func (q *Queue) findInList(head, origin wal.Pos, id string, logEnd wal.Pos) (bool, error) {
-	if err := q.log.WaitWritten(logEnd); err != nil {
-		return false, err
-	}
+func (q *Queue) findInList(head, origin wal.Pos, id string) (bool, error) {
 	r := q.log.NewReader()
 	for p := head; p != 0 && p >= origin; {
 		rec, err := r.ReadAt(p)

@@ -26,9 +26,16 @@ func (q *Queue) recover() error {
 	case err != nil:
 		return fmt.Errorf("delayq: %w", err)
 	}
-	q.log, err = wal.Open(q.dir, wal.Options{SegmentSize: q.cfg.segmentSize, NoSync: q.cfg.noSync, Logger: q.cfg.logger})
+	var covered wal.Pos
+	if ck != nil {
+		covered = ck.replay
+	}
+	q.log, err = wal.Open(q.dir, wal.Options{SegmentSize: q.cfg.segmentSize, NoSync: q.cfg.noSync, Logger: q.cfg.logger, Covered: covered})
 	if err != nil {
 		return err
+	}
+	if d := q.log.OpenDamage(); len(d) > 0 {
+		return d[0]
 	}
 	segs, _ := q.log.Segments()
 	if ck == nil && (len(segs) > 1 || q.log.End().Offset() > wal.SegmentHeader) {
@@ -78,7 +85,7 @@ func (q *Queue) recover() error {
 	}
 
 	rp := replayer{q: q, r: q.log.NewReader(), tolerant: rebuild, rolls: make(map[wal.Pos]*entry)}
-	if err := q.log.Scan(replay, rp.apply); err != nil {
+	if err := q.log.Scan(replay, 0, rp.apply, nil); err != nil {
 		return err
 	}
 	if s.loaded == math.MinInt64/4 {

@@ -74,13 +74,13 @@ func TestReadAtEveryBoundary(t *testing.T) {
 	slices.Reverse(order)
 	readBack(order)
 	n := 0
-	err := l.Scan(MakePos(1, SegmentHeader), func(p Pos, got Record) error {
+	err := l.Scan(MakePos(1, SegmentHeader), 0, func(p Pos, got Record) error {
 		if p != pos[n] || !bytes.Equal(got.Payload, recs[n].Payload) {
 			return fmt.Errorf("record %d at %v: %d bytes, want %d at %v", n, p, len(got.Payload), len(recs[n].Payload), pos[n])
 		}
 		n++
 		return nil
-	})
+	}, nil)
 	if err != nil || n != len(recs) {
 		t.Fatalf("Scan: %d of %d records, %v", n, len(recs), err)
 	}
@@ -121,13 +121,13 @@ func FuzzReaderLargeRecords(f *testing.F) {
 			}
 		}
 		n := 0
-		if err := l.Scan(MakePos(1, SegmentHeader), func(p Pos, got Record) error {
+		if err := l.Scan(MakePos(1, SegmentHeader), 0, func(p Pos, got Record) error {
 			if p != pos[n] || !bytes.Equal(got.Payload, recs[n].Payload) {
 				return fmt.Errorf("record %d at %v differs", n, p)
 			}
 			n++
 			return nil
-		}); err != nil || n != len(recs) {
+		}, nil); err != nil || n != len(recs) {
 			t.Fatalf("Scan: %d of %d records, %v", n, len(recs), err)
 		}
 	})
