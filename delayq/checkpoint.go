@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,9 +54,9 @@ type checkpoint struct {
 	slots       int
 	loaded      int64
 	diskPending int64
-	heads       []listHead
-	slotDue     []int64 // the due count of each of heads; nil when read from a version 1 file
-	pins        map[uint32]int64
+	lists       []slotList // the non-empty lists
+	hasDue      bool       // lists carry their due counts (not in version 1)
+	pins        pins
 	entries     []ckEntry
 	userIDs     map[string]int64
 }
@@ -70,42 +71,36 @@ type ckEntry struct {
 
 // snapshotLocked copies the state a checkpoint with replay position end keeps.
 func (q *Queue) snapshotLocked(end wal.Pos) *checkpoint {
-	s := &q.state
+	w := &q.disk
 	ck := &checkpoint{
 		replay:      end,
-		slotNs:      s.slotNs,
-		slots:       len(s.heads),
-		loaded:      s.loaded,
-		diskPending: s.diskPending,
-		pins:        make(map[uint32]int64, len(s.pins)),
-		entries:     make([]ckEntry, 0, len(s.byOrigin)),
-		userIDs:     make(map[string]int64, len(s.userIDs)),
+		slotNs:      w.slotNs,
+		slots:       len(w.lists),
+		loaded:      w.loaded,
+		diskPending: w.pending,
+		hasDue:      true,
+		pins:        maps.Clone(q.pins),
+		entries:     make([]ckEntry, 0, len(q.mem.byOrigin)),
+		userIDs:     maps.Clone(w.ids),
 	}
-	for i, h := range s.heads {
-		if h.head != 0 {
-			ck.heads = append(ck.heads, h)
-			ck.slotDue = append(ck.slotDue, s.slotDue[i])
+	for _, l := range w.lists {
+		if l.head != 0 {
+			ck.lists = append(ck.lists, l)
 		}
 	}
-	for k, v := range s.pins {
-		ck.pins[k] = v
-	}
-	for _, e := range s.byOrigin {
+	for _, e := range q.mem.byOrigin {
 		ce := ckEntry{pos: e.pos, origin: e.origin, deliverAt: e.deliverAt, attempt: e.attempt}
 		if e.topicChanged {
 			ce.topic = e.topic
 		}
 		ck.entries = append(ck.entries, ce)
 	}
-	for k, v := range s.userIDs {
-		ck.userIDs[k] = v
-	}
 	return ck
 }
 
 func (ck *checkpoint) encode() []byte {
 	le := binary.LittleEndian
-	b := make([]byte, 0, checkpointFixed+len(ck.heads)*24+len(ck.pins)*12+len(ck.entries)*40)
+	b := make([]byte, 0, checkpointFixed+len(ck.lists)*24+len(ck.pins)*12+len(ck.entries)*40)
 	b = append(b, checkpointMagic...)
 	b = le.AppendUint32(b, checkpointVersion)
 	b = le.AppendUint64(b, uint64(ck.replay))
@@ -113,14 +108,14 @@ func (ck *checkpoint) encode() []byte {
 	b = le.AppendUint32(b, uint32(ck.slots))
 	b = le.AppendUint64(b, uint64(ck.loaded))
 	b = le.AppendUint64(b, uint64(ck.diskPending))
-	b = le.AppendUint32(b, uint32(len(ck.heads)))
+	b = le.AppendUint32(b, uint32(len(ck.lists)))
 	b = le.AppendUint32(b, uint32(len(ck.pins)))
 	b = le.AppendUint32(b, uint32(len(ck.entries)))
 	b = le.AppendUint32(b, uint32(len(ck.userIDs)))
-	for i, h := range ck.heads {
-		b = le.AppendUint64(b, uint64(h.slot))
-		b = le.AppendUint64(b, uint64(h.head))
-		b = le.AppendUint64(b, uint64(ck.slotDue[i]))
+	for _, l := range ck.lists {
+		b = le.AppendUint64(b, uint64(l.slot))
+		b = le.AppendUint64(b, uint64(l.head))
+		b = le.AppendUint64(b, uint64(l.due))
 	}
 	for _, seg := range slices.Sorted(mapKeys(ck.pins)) {
 		b = le.AppendUint32(b, seg)
@@ -196,17 +191,15 @@ func decodeCheckpoint(path string, b []byte) (*checkpoint, error) {
 	if rest := len(body) - d.off; nh > rest/headSize || np > rest/12 || ne > rest/30 || nu > rest/10 || nh > ck.slots {
 		return nil, bad(48, "section counts %d/%d/%d/%d exceed the data", nh, np, ne, nu)
 	}
-	ck.heads = make([]listHead, nh)
-	if version >= 2 {
-		ck.slotDue = make([]int64, nh)
-	}
-	for i := range ck.heads {
-		ck.heads[i] = listHead{slot: int64(d.u64()), head: wal.Pos(d.u64())}
+	ck.lists = make([]slotList, nh)
+	ck.hasDue = version >= 2
+	for i := range ck.lists {
+		ck.lists[i] = slotList{slot: int64(d.u64()), head: wal.Pos(d.u64())}
 		if version >= 2 {
-			ck.slotDue[i] = int64(d.u64())
+			ck.lists[i].due = int64(d.u64())
 		}
 	}
-	ck.pins = make(map[uint32]int64, np)
+	ck.pins = make(pins, np)
 	for range np {
 		seg := d.u32()
 		ck.pins[seg] = int64(d.u64())

@@ -335,8 +335,8 @@ func TestCancelRacingRollKeepsList(t *testing.T) {
 		now := time.Now()
 		far, _ := q.Put(ctx, Message{Topic: "t", DeliverAt: now.Add(25 * time.Second)})
 		other, _ := q.Put(ctx, Message{Topic: "t", DeliverAt: now.Add(25*time.Second + time.Millisecond)})
-		q.afterCancelRead = func() {
-			q.afterCancelRead = nil
+		q.afterListRead = func() {
+			q.afterListRead = nil
 			// Let the loader load far's list (the slot 10 laps before it) and roll it forward.
 			time.Sleep(12 * time.Second)
 			synctest.Wait()
@@ -504,7 +504,7 @@ func TestReceiveOnManyTopicsKeepsNoMemory(t *testing.T) {
 			t.Fatalf("the waiting Receive got %d messages", len(ds))
 		}
 		q.mu.Lock()
-		n := len(q.state.topics)
+		n := len(q.mem.topics)
 		q.mu.Unlock()
 		if n != 0 {
 			t.Fatalf("%d topics remembered after every Receive returned and no message is ready", n)

@@ -29,66 +29,28 @@ type Queue struct {
 	closed chan struct{} // closed when Close begins
 	bg     sync.WaitGroup
 
-	// cancelMu serialises Cancel calls, so two cancels of one message cannot both report true while
-	// one of them walks a slot list without holding mu. Lock order: cancelMu before mu.
-	cancelMu sync.Mutex
-
 	// mu guards the state below. It is held while records are appended to the log, so the order of
 	// records in the log is the order of the state changes they describe. Lock order: mu before
 	// the log's own lock. Nothing waits for the log's writer while holding mu: Append never waits
 	// (waitRoom holds producers back before they take mu), and records not yet written are read
 	// from memory.
-	mu      sync.Mutex
-	state   state
-	err     error   // sticky: a background failure that makes the queue unusable
-	ckptPos wal.Pos // replay position of the last checkpoint written
-	stats   counters
+	mu   sync.Mutex
+	disk diskWheel     // messages waiting on disk
+	mem  deliveryIndex // messages in memory
+	pins pins          // records still needed, per segment
+	// moving holds, by origin, messages taken out of a list by an Advance or Relocate record whose
+	// copies are owed (see apply.go).
+	moving   map[wal.Pos]*entry
+	leaseSeq uint64  // numbers leases; starts at a random number at Open
+	err      error   // sticky: a background failure that makes the queue unusable
+	ckptPos  wal.Pos // replay position of the last checkpoint written
+	stats    counters
 
 	// ckptMu serialises checkpoints (the background ones and Close's). Lock order: ckptMu before mu.
 	ckptMu sync.Mutex
 
-	// afterCancelRead, when set by a test, runs after Cancel has read a slot list without mu.
-	afterCancelRead func()
-}
-
-// state is the part of a Queue that checkpoints and recovery rebuild.
-type state struct {
-	slotNs int64 // disk-wheel slot length
-	// loaded is the newest slot whose list has been moved to memory. Messages in slots <= loaded
-	// are in memory (entries); later ones are in the disk wheel's lists.
-	loaded int64
-	// heads[s mod len(heads)] is the list of slot s for the one slot s in (loaded, loaded+len]
-	// congruent to that index, if any.
-	heads []listHead
-	// slotDue[i] counts the messages in heads[i]'s list that are due in the list's own slot, less
-	// those cancelled: the status forecast (see DueCounts). Messages the list only holds until
-	// they roll are not counted until they are rolled into their own slot's list.
-	slotDue []int64
-	// pins[seg] counts the records in segment seg that are still needed: records of lists not yet
-	// loaded, and the current records of loaded messages. A segment older than the checkpoint with
-	// no pins is deleted.
-	pins map[uint32]int64
-	// diskPending counts the messages in lists not yet loaded: their Put records less the Cancel
-	// records threaded into them, each of which cancels one of them (see takeListLocked).
-	diskPending int64
-	// userIDs maps the chosen ID of each message in the disk wheel to its slot, for Cancel.
-	userIDs map[string]int64
-
-	byOrigin map[wal.Pos]*entry // messages in memory by their first record
-	byID     map[string]*entry  // messages in memory with chosen IDs (the latest, for duplicates)
-	buckets  map[int64]*bucket  // timer buckets by millisecond
-	topics   map[string]*topicQueue
-	leased   int
-	ready    int
-	// leaseSeq numbers leases. It starts at a random number at Open, so a receipt from before a
-	// restart is all but certain not to name a lease after it.
-	leaseSeq uint64
-}
-
-// A listHead is the newest record of the disk-wheel list of one slot.
-type listHead struct {
-	slot int64   // absolute slot; meaningful only while head != 0
-	head wal.Pos // 0: the list is empty
+	// afterListRead, when set by a test, runs after lockList has read a list without mu.
+	afterListRead func()
 }
 
 // Open opens the queue in dir, creating the directory if it does not exist, and recovers from
@@ -118,7 +80,10 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		lock:   lock,
 		closed: make(chan struct{}),
 		wheel:  tock.New(),
+		pins:   make(pins),
+		moving: make(map[wal.Pos]*entry),
 	}
+	q.mem = newDeliveryIndex(q.wheel, q.fire)
 	if err := q.recover(); err != nil {
 		q.wheel.Stop()
 		if q.log != nil {
@@ -230,7 +195,6 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 		}
 		id, e, err := q.putLocked(m.ID, m.Topic, m.Payload, at, 0, 0)
 		if err != nil {
-			q.failLocked(err)
 			q.mu.Unlock()
 			return nil, err
 		}
@@ -293,218 +257,26 @@ func (q *Queue) waitDurable(end wal.Pos) error {
 	return nil
 }
 
-// putLocked appends a Put record for a message due at deliverAt, into the disk wheel if its slot
-// is not loaded yet and straight into memory otherwise. origin is the position of the message's
-// first record for a rolled copy, else 0. It returns the ID and the end of the record.
+// putLocked appends and applies a Put record of a message due at deliverAt: threaded into the
+// list of its slot when that slot is not loaded yet, else straight into memory. origin is the
+// position of the message's first record for a copy (a roll or a relocation), else 0. It returns
+// the ID and the end of the record.
 func (q *Queue) putLocked(id, topic string, payload []byte, deliverAt int64, attempt uint32, origin wal.Pos) (string, wal.Pos, error) {
-	s := &q.state
 	rec := wal.Record{Kind: wal.KindPut, ID: id, Topic: topic, Payload: payload, DeliverAt: deliverAt, Attempt: attempt, Origin: origin}
-	slot := s.slotOf(deliverAt)
-	var h *listHead
-	if slot > s.loaded {
-		list := s.listSlotFor(slot)
-		h = s.head(list)
-		rec.Threaded, rec.ListSlot, rec.Prev = true, list, h.head
+	w := &q.disk
+	if slot := w.slotOf(deliverAt); slot > w.loaded {
+		list := w.listFor(slot)
+		rec.Threaded, rec.ListSlot, rec.Prev = true, list, w.peek(list).head
+	} else if origin == 0 {
+		// Into memory, where the message keeps the payload: the caller may reuse its buffer once
+		// Put returns. (A copy's payload was read from the log.)
+		rec.Payload = bytes.Clone(payload)
 	}
 	if id == "" {
 		// The ID holds the record's own position, which is known before appending because
 		// appends are serialised under mu.
 		rec.ID = makeID(deliverAt, q.log.Reserve(rec.Size()+generatedIDLen))
 	}
-	pos, end, err := q.log.Append(&rec)
-	if err != nil {
-		return "", 0, err
-	}
-	s.pins[pos.Segment()]++
-	if h != nil {
-		h.slot, h.head = rec.ListSlot, pos
-		s.diskPending++
-		if rec.ListSlot == slot {
-			s.slotDue[s.index(slot)]++
-		}
-		if !isGenerated(rec.ID, originOf(origin, pos)) {
-			s.userIDs[rec.ID] = slot
-		}
-		return rec.ID, end, nil
-	}
-	// The caller may reuse its payload buffer once Put returns: keep a copy.
-	e := &entry{pos: pos, origin: originOf(origin, pos), id: rec.ID, topic: topic, payload: bytes.Clone(payload), deliverAt: deliverAt, attempt: attempt}
-	if !q.insertLocked(e) {
-		q.unpinLocked(pos) // a rolled copy of a message in memory already
-		return rec.ID, end, nil
-	}
-	q.armLocked(e)
-	return rec.ID, end, nil
-}
-
-func originOf(origin, pos wal.Pos) wal.Pos {
-	if origin != 0 {
-		return origin
-	}
-	return pos
-}
-
-// Cancel cancels the pending message with the given ID and reports whether it did: false means no
-// message with the ID is pending (never put, already acked, cancelled or dead, or the ID is
-// malformed). A message already leased to a consumer is cancelled too; its receipt becomes stale.
-// A true return is durable like Put. Cancel of a message in the disk wheel reads the records of
-// its slot written after it; it keeps nothing in memory, however many messages are cancelled.
-func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, err
-	}
-	if err := q.waitRoom(); err != nil {
-		return false, err
-	}
-	q.cancelMu.Lock()
-	defer q.cancelMu.Unlock()
-	for {
-		q.mu.Lock()
-		if err := q.usableLocked(); err != nil {
-			q.mu.Unlock()
-			return false, err
-		}
-		s := &q.state
-		if e := q.lookupLocked(id); e != nil {
-			_, end, err := q.log.Append(&wal.Record{Kind: wal.KindCancel, ID: id})
-			if err != nil {
-				q.failLocked(err)
-				q.mu.Unlock()
-				return false, err
-			}
-			q.removeLocked(e)
-			q.stats.cancelled++
-			q.mu.Unlock()
-			return true, q.waitDurable(end)
-		}
-		slot, origin, ok := s.findSlot(id)
-		if !ok || slot <= s.loaded {
-			q.mu.Unlock()
-			return false, nil
-		}
-		list := s.listSlotFor(slot)
-		h := s.peek(list)
-		if h.head == 0 {
-			q.mu.Unlock()
-			return false, nil
-		}
-		q.mu.Unlock()
-
-		found, err := q.findInList(h.head, origin, id)
-		if q.afterCancelRead != nil {
-			q.afterCancelRead()
-		}
-		q.mu.Lock()
-		if s.loaded >= list || s.peek(list) != h {
-			// The slot was loaded, or records were added to it, while we read: look again. (A
-			// read error can come from that too: a loaded list's segments may be deleted.)
-			q.mu.Unlock()
-			continue
-		}
-		if err != nil {
-			q.mu.Unlock()
-			return false, err
-		}
-		if !found {
-			q.mu.Unlock()
-			return false, nil
-		}
-		rec := wal.Record{Kind: wal.KindCancel, ID: id, Threaded: true, ListSlot: list, Prev: h.head}
-		pos, end, err := q.log.Append(&rec)
-		if err != nil {
-			q.failLocked(err)
-			q.mu.Unlock()
-			return false, err
-		}
-		s.pins[pos.Segment()]++
-		*s.head(list) = listHead{slot: list, head: pos}
-		s.cancelDueLocked(id, list)
-		s.diskPending--
-		delete(s.userIDs, id)
-		q.stats.cancelled++
-		q.mu.Unlock()
-		return true, q.waitDurable(end)
-	}
-}
-
-// findSlot returns the disk-wheel slot of a message not loaded yet, and the position of its first
-// record when the ID tells it (0 otherwise).
-func (s *state) findSlot(id string) (slot int64, origin wal.Pos, ok bool) {
-	if slot, ok := s.userIDs[id]; ok {
-		return slot, 0, true
-	}
-	at, origin, ok := parseID(id)
-	if !ok {
-		return 0, 0, false
-	}
-	return s.slotOf(at), origin, true
-}
-
-// findInList reads the list from head backwards down to origin (to its end when origin is 0) and
-// reports whether the newest record with the ID is a Put, that is, whether the message is pending.
-func (q *Queue) findInList(head, origin wal.Pos, id string) (bool, error) {
-	r := q.log.NewReader()
-	for p := head; p != 0 && p >= origin; {
-		rec, err := r.ReadAt(p)
-		if err != nil {
-			return false, fmt.Errorf("delayq: reading slot list: %w", err)
-		}
-		if rec.ID == id {
-			return rec.Kind == wal.KindPut, nil
-		}
-		p = rec.Prev
-	}
-	return false, nil
-}
-
-// slotOf returns the disk-wheel slot of a time in Unix nanoseconds.
-func (s *state) slotOf(ns int64) int64 {
-	q := ns / s.slotNs
-	if ns%s.slotNs < 0 {
-		q--
-	}
-	return q
-}
-
-// slotStart returns the start of slot in Unix nanoseconds.
-func (s *state) slotStart(slot int64) int64 { return slot * s.slotNs }
-
-// listSlotFor returns the list a message of a slot after loaded goes into: its own slot within the
-// horizon, otherwise the last slot within the horizon that shares its wheel index, where it will
-// be rolled forward when loaded.
-func (s *state) listSlotFor(slot int64) int64 {
-	n := int64(len(s.heads))
-	limit := s.loaded + n
-	if slot <= limit {
-		return slot
-	}
-	laps := (slot - limit + n - 1) / n
-	return slot - laps*n
-}
-
-// index returns the wheel index of slot.
-func (s *state) index(slot int64) int {
-	n := int64(len(s.heads))
-	return int(((slot % n) + n) % n)
-}
-
-// peek returns the head of list, which is empty if list's wheel index holds another lap's list.
-func (s *state) peek(list int64) listHead {
-	if h := s.heads[s.index(list)]; h.slot == list {
-		return h
-	}
-	return listHead{}
-}
-
-// head returns the head of list's wheel index for updating, emptied first if it held another
-// lap's list. It must only be called for a list in (loaded, loaded+horizon], where the index holds
-// no other live list.
-func (s *state) head(list int64) *listHead {
-	i := s.index(list)
-	h := &s.heads[i]
-	if h.slot != list {
-		*h = listHead{slot: list}
-		s.slotDue[i] = 0
-	}
-	return h
+	end, err := q.commitLocked(&rec, nil)
+	return rec.ID, end, err
 }

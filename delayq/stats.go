@@ -75,7 +75,6 @@ type Lateness struct {
 // counters are the Stats counters, guarded by Queue.mu.
 type counters struct {
 	puts, delivered, acked, nacked, expired, deadLettered, cancelled uint64
-	lateness                                                         latenessRing
 }
 
 // latenessRing keeps the last samples of lateness.
@@ -105,11 +104,10 @@ func (q *Queue) Stats() Stats {
 	syncs := syncStats(q.log.SyncStats())
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	s := &q.state
 	st := Stats{
-		Pending:      s.diskPending + int64(len(s.byOrigin)-s.ready-s.leased),
-		Due:          s.ready,
-		Leased:       s.leased,
+		Pending:      q.disk.pending + int64(len(q.mem.byOrigin)-q.mem.ready-q.mem.leased),
+		Due:          q.mem.ready,
+		Leased:       q.mem.leased,
 		Puts:         q.stats.puts,
 		Delivered:    q.stats.delivered,
 		Acked:        q.stats.acked,
@@ -117,7 +115,7 @@ func (q *Queue) Stats() Stats {
 		Expired:      q.stats.expired,
 		DeadLettered: q.stats.deadLettered,
 		Cancelled:    q.stats.cancelled,
-		Lateness:     q.stats.lateness.summary(),
+		Lateness:     q.mem.lateness.summary(),
 		Segments:     len(segs),
 		Syncs:        syncs,
 	}

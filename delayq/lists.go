@@ -1,0 +1,126 @@
+package delayq
+
+import (
+	"fmt"
+
+	"github.com/tockwheel/tock/delayq/internal/wal"
+)
+
+// A listRecord is a record read from a slot list, with its position.
+type listRecord struct {
+	pos wal.Pos
+	rec wal.Record
+}
+
+// readChain reads the records of list from head backwards, down to lo (records before lo are not
+// read) or to stop, a record known to be in the list, whichever comes first. It returns the records
+// read, newest first, and whether it reached stop: when stop is not 0 and is not reached, the list
+// was replaced since stop was its head, and the records read are all of it (down to lo).
+func (q *Queue) readChain(r *wal.Reader, list int64, head, stop, lo wal.Pos) ([]listRecord, bool, error) {
+	var out []listRecord
+	p := head
+	for ; p != 0 && p != stop && p >= lo; p = out[len(out)-1].rec.Prev {
+		rec, err := r.ReadAt(p)
+		if err != nil {
+			return nil, false, fmt.Errorf("delayq: reading slot list at %v: %w", p, err)
+		}
+		if rec.Kind != wal.KindPut && rec.Kind != wal.KindCancel || !rec.Threaded || rec.ListSlot != list {
+			return nil, false, fmt.Errorf("%w: %v record at %v in the list of slot %d", ErrCorrupt, rec.Kind, p, list)
+		}
+		if rec.Prev >= p {
+			return nil, false, fmt.Errorf("%w: slot list goes forward at %v", ErrCorrupt, p)
+		}
+		out = append(out, listRecord{p, rec})
+	}
+	return out, stop != 0 && p == stop, nil
+}
+
+// readList reads the whole list of slot list, which must not change meanwhile (mu is held, or
+// recovery is running).
+func (q *Queue) readList(r *wal.Reader, list int64) ([]listRecord, error) {
+	recs, _, err := q.readChain(r, list, q.disk.peek(list).head, 0, 0)
+	return recs, err
+}
+
+// listTries bounds the reads of a list made without mu, each catching up on the records added
+// during the one before.
+const listTries = 3
+
+// lockList reads the records of the list of slot list from position lo on, newest first, as the
+// loader, Cancel and compaction need them, holding mu as little as it can: it reads what the list
+// holds without mu, then takes mu and reads the records added meanwhile, without mu again while
+// there were many. It returns with mu held and the records complete as of that moment, or with ok
+// false (and mu held) as soon as keep, called under mu each time mu is taken, returns false: the
+// list is no longer the caller's to read (it was loaded, say). Reading under mu never waits for the
+// log's writer: records not yet written are read from memory.
+func (q *Queue) lockList(r *wal.Reader, list int64, lo wal.Pos, keep func() bool) (recs []listRecord, ok bool, err error) {
+	var seen wal.Pos // the head recs was read from
+	q.mu.Lock()
+	for try := 0; ; try++ {
+		if !keep() {
+			return nil, false, nil
+		}
+		head := q.disk.peek(list).head
+		if head == seen {
+			return recs, true, nil
+		}
+		if try == listTries {
+			// Catch up under mu: the part added since the last read is small by now.
+			part, reached, err := q.readChain(r, list, head, seen, lo)
+			if err != nil {
+				return nil, true, err
+			}
+			return joinParts(part, recs, reached), true, nil
+		}
+		q.mu.Unlock()
+		part, reached, err := q.readChain(r, list, head, seen, lo)
+		if q.afterListRead != nil {
+			q.afterListRead()
+		}
+		q.mu.Lock()
+		if err != nil {
+			if !keep() {
+				// The error may come from the change that ended the read: a loaded list's
+				// segments can be deleted.
+				return nil, false, nil
+			}
+			if q.disk.peek(list).head != head {
+				seen, recs = 0, nil // changed under the read: read it again
+				continue
+			}
+			return nil, true, err
+		}
+		recs, seen = joinParts(part, recs, reached), head
+	}
+}
+
+// joinParts puts part, read from a newer head down to the head older was read from, before older;
+// when part did not reach older's head, the list was replaced and part is all of it.
+func joinParts(part, older []listRecord, reached bool) []listRecord {
+	if !reached {
+		return part
+	}
+	return append(part, older...)
+}
+
+// countDue counts the messages of list's records, newest first, that are due in list's own slot
+// and not cancelled, as the wheel keeps slotList.due: a Cancel record takes off the newest older
+// Put with its ID if that one is due in list's slot. Recovery uses it to rebuild the counts of a
+// checkpoint that lacks them; tests check the counts against it.
+func (w *diskWheel) countDue(list int64, recs []listRecord) int64 {
+	var n int64
+	cancels := make(map[string]bool) // IDs of Cancel records not yet matched with their Put
+	for _, lr := range recs {
+		rec := &lr.rec
+		if rec.Kind == wal.KindCancel {
+			cancels[rec.ID] = true
+			continue
+		}
+		cancelled := cancels[rec.ID]
+		delete(cancels, rec.ID)
+		if !cancelled && w.slotOf(rec.DeliverAt) == list {
+			n++
+		}
+	}
+	return n
+}
