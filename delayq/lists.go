@@ -72,10 +72,11 @@ func (q *Queue) lockList(r *wal.Reader, list int64, lo wal.Pos, keep func() bool
 			}
 			return joinParts(part, recs, reached), true, nil
 		}
+		hook := q.afterListRead
 		q.mu.Unlock()
 		part, reached, err := q.readChain(r, list, head, seen, lo)
-		if q.afterListRead != nil {
-			q.afterListRead()
+		if hook != nil {
+			hook()
 		}
 		q.mu.Lock()
 		if err != nil {
