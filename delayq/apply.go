@@ -164,7 +164,7 @@ func (q *Queue) pendingIn(recs []listRecord) []*entry {
 func (q *Queue) payMovingLocked() error {
 	for _, origin := range sortedKeys(q.moving) {
 		e := q.moving[origin]
-		if _, _, err := q.putLocked(e.id, e.topic, e.payload, e.deliverAt, e.attempt, e.origin); err != nil {
+		if _, _, err := q.putLocked(e.id, e.topic, e.payload, e.deliverAt, e.attempt, e.origin, false); err != nil {
 			return err
 		}
 	}

@@ -3,7 +3,6 @@ package delayq
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -78,10 +77,14 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 	}
 }
 
-// leaseLocked hands e, the head of its topic's ready list, to a consumer until deadline.
+// leaseLocked hands e, the head of its topic's ready list, to a consumer until deadline. The lease
+// number is random, so that a receipt cannot be guessed from another one (see makeReceipt).
 func (q *Queue) leaseLocked(e *entry, deadline int64) Delivery {
-	q.leaseSeq++
-	q.mem.lease(e, q.leaseSeq, deadline)
+	n := q.leaseRand.Uint64()
+	for n == 0 {
+		n = q.leaseRand.Uint64() // 0 names no lease
+	}
+	q.mem.lease(e, n, deadline)
 	q.stats.delivered++
 	return Delivery{
 		Message: Message{ID: e.id, Topic: e.topic, Payload: bytes.Clone(e.payload), DeliverAt: time.Unix(0, e.deliverAt)},
@@ -92,23 +95,29 @@ func (q *Queue) leaseLocked(e *entry, deadline int64) Delivery {
 
 // leasedLocked returns the entry a receipt names if it is leased under that receipt. A message
 // whose lease ran out but which was not leased again still counts, so a slow consumer's ack is not
-// wasted.
+// wasted. The error is the same whether or not a message exists at the position the receipt names.
 func (q *Queue) leasedLocked(receipt string) (*entry, error) {
 	origin, lease, ok := parseReceipt(receipt)
 	if !ok {
-		return nil, fmt.Errorf("%w: malformed receipt %q", ErrUnknownReceipt, receipt)
+		return nil, fmt.Errorf("%w: malformed receipt", ErrUnknownReceipt)
 	}
 	e := q.mem.byOrigin[origin]
 	if e == nil || e.lease != lease || lease == 0 {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownReceipt, receipt)
+		return nil, ErrUnknownReceipt
 	}
 	return e, nil
 }
 
-// Ack ends the leases the receipts name: their messages are done and never delivered again. It
-// acks every receipt it can and returns an error matching ErrUnknownReceipt for the others. When
-// it returns, the acks are durable (unless NoSync). An ack of a message whose visibility timeout
-// ran out is accepted as long as no other Receive has leased it since.
+// Ack ends the leases the receipts name: their messages are done and never delivered again. When
+// it returns, the acks are durable (unless WithNoSync). An ack of a message whose visibility
+// timeout ran out is accepted as long as no other Receive has leased it since.
+//
+// The outcome is per receipt. Ack acks every receipt it can; when some cannot be acked (they
+// match ErrUnknownReceipt: malformed, forged, stale, or of a cancelled message), it returns an
+// *AckError listing them and counting the others. A receipt acked before, by this Queue since
+// Open and among its last 65,536 acks, is acked already: Ack reports no error for it, so that a
+// retried Ack succeeds. (Receipts carry 64 random bits, so a forged receipt cannot pass for one
+// acked before.)
 func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -121,19 +130,27 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 		q.mu.Unlock()
 		return err
 	}
-	var errs []error
+	var failed []ReceiptError
 	var end wal.Pos
+	acked := 0
 	for _, r := range receipts {
 		e, err := q.leasedLocked(r)
 		if err != nil {
-			errs = append(errs, err)
+			if origin, lease, ok := parseReceipt(r); ok && q.acks.has(origin, lease) {
+				end = max(end, q.log.End()) // acked before; durable once the log is here
+				continue
+			}
+			failed = append(failed, ReceiptError{Receipt: r, Err: err})
 			continue
 		}
-		if end, err = q.commitLocked(&wal.Record{Kind: wal.KindAck, Target: e.origin}, nil); err != nil {
+		origin, lease := e.origin, e.lease
+		if end, err = q.commitLocked(&wal.Record{Kind: wal.KindAck, Target: origin}, nil); err != nil {
 			q.mu.Unlock()
 			return err
 		}
+		q.acks.add(origin, lease)
 		q.stats.acked++
+		acked++
 	}
 	q.mu.Unlock()
 	if end != 0 {
@@ -141,7 +158,45 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 			return err
 		}
 	}
-	return errors.Join(errs...)
+	if len(failed) > 0 {
+		return &AckError{Acked: acked, Failed: failed}
+	}
+	return nil
+}
+
+// recentAcks remembers the last acks, so that a retried Ack can be told from a forged one.
+type recentAcks struct {
+	set  map[ackKey]struct{}
+	ring []ackKey
+	next int
+}
+
+type ackKey struct {
+	origin wal.Pos
+	lease  uint64
+}
+
+// recentAcksKept is how many acks recentAcks remembers.
+const recentAcksKept = 1 << 16
+
+func (a *recentAcks) has(origin wal.Pos, lease uint64) bool {
+	_, ok := a.set[ackKey{origin, lease}]
+	return ok
+}
+
+func (a *recentAcks) add(origin wal.Pos, lease uint64) {
+	if a.set == nil {
+		a.set = make(map[ackKey]struct{})
+	}
+	k := ackKey{origin, lease}
+	if len(a.ring) < recentAcksKept {
+		a.ring = append(a.ring, k)
+	} else {
+		delete(a.set, a.ring[a.next])
+		a.ring[a.next] = k
+		a.next = (a.next + 1) % recentAcksKept
+	}
+	a.set[k] = struct{}{}
 }
 
 // Nack ends a lease early: the delivery counts as failed and the message is due again after delay
@@ -161,7 +216,7 @@ func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) e
 	}
 	e, err := q.leasedLocked(receipt)
 	if err == nil && e.st != leased {
-		err = fmt.Errorf("%w: lease already over: %s", ErrUnknownReceipt, receipt)
+		err = fmt.Errorf("%w: lease already over", ErrUnknownReceipt)
 	}
 	if err != nil {
 		q.mu.Unlock()

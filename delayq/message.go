@@ -72,7 +72,10 @@ func isGenerated(id string, origin wal.Pos) bool {
 	return ok && p == origin
 }
 
-// A receipt is the message's current log position and its lease number, as 32 hex digits.
+// A receipt is the position of the message's first record and its lease number, as 32 hex digits.
+// Lease numbers are 64 random bits (a ChaCha8 stream seeded from crypto/rand at Open), so knowing a
+// message's ID, and receipts of other leases, tells nothing of the receipt of its lease: a forged
+// receipt is refused as unknown, with the same error whether or not the message exists.
 func makeReceipt(pos wal.Pos, lease uint64) string {
 	return fmt.Sprintf("%016x%016x", uint64(pos), lease)
 }

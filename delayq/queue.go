@@ -3,8 +3,10 @@ package delayq
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -40,16 +42,18 @@ type Queue struct {
 	pins pins          // records still needed, per segment
 	// moving holds, by origin, messages taken out of a list by an Advance or Relocate record whose
 	// copies are owed (see apply.go).
-	moving   map[wal.Pos]*entry
-	leaseSeq uint64  // numbers leases; starts at a random number at Open
-	err      error   // sticky: a background failure that makes the queue unusable
-	ckptPos  wal.Pos // replay position of the last checkpoint written
-	stats    counters
+	moving map[wal.Pos]*entry
+	// leaseRand draws lease numbers: a ChaCha8 generator seeded from crypto/rand at Open.
+	leaseRand *rand.ChaCha8
+	acks      recentAcks
+	err       error   // sticky: a background failure that makes the queue unusable
+	ckptPos   wal.Pos // replay position of the last checkpoint written
+	stats     counters
 
 	// ckptMu serialises checkpoints (the background ones and Close's). Lock order: ckptMu before mu.
 	ckptMu sync.Mutex
 
-	// afterListRead, when set by a test, runs after lockList has read a list without mu.
+	// afterListRead, when set by a test (under mu), runs after lockList has read a list without mu.
 	afterListRead func()
 }
 
@@ -83,6 +87,9 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		pins:   make(pins),
 		moving: make(map[wal.Pos]*entry),
 	}
+	var seed [32]byte
+	crand.Read(seed[:])
+	q.leaseRand = rand.NewChaCha8(seed)
 	q.mem = newDeliveryIndex(q.wheel, q.fire)
 	if err := q.recover(); err != nil {
 		q.wheel.Stop()
@@ -162,11 +169,22 @@ func (q *Queue) Put(ctx context.Context, m Message) (string, error) {
 }
 
 // PutBatch stores msgs as Put does, in one critical section and one sync, and returns their IDs
-// in order. It validates every message before writing any; an invalid one gives an error matching
-// ErrInvalid and nothing is stored.
+// in order. It is all or nothing: it validates every message before writing any (an invalid one
+// gives an error matching ErrInvalid and nothing is stored), and the batch's records are written to
+// the log as one atomic group, so that after a crash either all of them are there or none. The
+// records of a batch must fit in MaxBatchBytes.
 func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) {
+	total := 0
 	for i := range msgs {
-		if err := q.validate(&msgs[i]); err != nil {
+		m := &msgs[i]
+		err := q.validate(m)
+		if err == nil {
+			total += putSize(m)
+			if total > MaxBatchBytes {
+				err = fmt.Errorf("%w: batch of %d messages over %d bytes", ErrInvalid, len(msgs), MaxBatchBytes)
+			}
+		}
+		if err != nil {
 			if len(msgs) > 1 {
 				err = fmt.Errorf("message %d: %w", i, err)
 			}
@@ -186,6 +204,8 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 		q.mu.Unlock()
 		return nil, err
 	}
+	// The group stays in one segment; each record's position is known before it is appended.
+	q.log.Reserve(total)
 	var end wal.Pos
 	for i := range msgs {
 		m := &msgs[i]
@@ -193,7 +213,7 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 		if m.DeliverAt.After(time.Unix(0, 0)) {
 			at = m.DeliverAt.UnixNano()
 		}
-		id, e, err := q.putLocked(m.ID, m.Topic, m.Payload, at, 0, 0)
+		id, e, err := q.putLocked(m.ID, m.Topic, m.Payload, at, 0, 0, i < len(msgs)-1)
 		if err != nil {
 			q.mu.Unlock()
 			return nil, err
@@ -206,6 +226,20 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 		return nil, err
 	}
 	return ids, nil
+}
+
+// MaxBatchBytes bounds the size of the records of one PutBatch, which are written as one group
+// into one segment: a message takes its payload, ID and topic and about 50 bytes.
+const MaxBatchBytes = 1 << 30
+
+// putSize returns the size of the Put record of m.
+func putSize(m *Message) int {
+	idLen := len(m.ID)
+	if idLen == 0 {
+		idLen = generatedIDLen
+	}
+	r := wal.Record{Kind: wal.KindPut, Topic: m.Topic, Payload: m.Payload}
+	return r.Size() + idLen
 }
 
 func (q *Queue) validate(m *Message) error {
@@ -259,10 +293,11 @@ func (q *Queue) waitDurable(end wal.Pos) error {
 
 // putLocked appends and applies a Put record of a message due at deliverAt: threaded into the
 // list of its slot when that slot is not loaded yet, else straight into memory. origin is the
-// position of the message's first record for a copy (a roll or a relocation), else 0. It returns
-// the ID and the end of the record.
-func (q *Queue) putLocked(id, topic string, payload []byte, deliverAt int64, attempt uint32, origin wal.Pos) (string, wal.Pos, error) {
-	rec := wal.Record{Kind: wal.KindPut, ID: id, Topic: topic, Payload: payload, DeliverAt: deliverAt, Attempt: attempt, Origin: origin}
+// position of the message's first record for a copy (a roll or a relocation), else 0; more says
+// that more records of the caller's atomic group follow. It returns the ID and the end of the
+// record.
+func (q *Queue) putLocked(id, topic string, payload []byte, deliverAt int64, attempt uint32, origin wal.Pos, more bool) (string, wal.Pos, error) {
+	rec := wal.Record{Kind: wal.KindPut, ID: id, Topic: topic, Payload: payload, DeliverAt: deliverAt, Attempt: attempt, Origin: origin, More: more}
 	w := &q.disk
 	if slot := w.slotOf(deliverAt); slot > w.loaded {
 		list := w.listFor(slot)

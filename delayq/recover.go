@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io/fs"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -37,7 +36,6 @@ func (q *Queue) recover() error {
 	}
 
 	q.mu.Lock()
-	q.leaseSeq = rand.Uint64() >> 1
 	replay, err := q.restore(ck, rebuild, wal.MakePos(segs[0], wal.SegmentHeader))
 	if err == nil {
 		err = q.replay(replay, rebuild)
