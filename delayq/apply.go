@@ -62,7 +62,8 @@ func (q *Queue) apply(pos wal.Pos, rec *wal.Record, list []listRecord) error {
 		}
 	case wal.KindAdvance:
 		if rec.Slot <= q.disk.loaded {
-			return fmt.Errorf("%w: advance to slot %d at %v after slot %d was loaded", ErrCorrupt, rec.Slot, pos, q.disk.loaded)
+			q.damaged(q.corruptAt(pos, fmt.Sprintf("advance to slot %d after slot %d was loaded", rec.Slot, q.disk.loaded)))
+			return nil
 		}
 		q.takeList(rec.Slot, list, true)
 	case wal.KindRelocate:

@@ -34,6 +34,10 @@ type diskWheel struct {
 type slotList struct {
 	slot int64   // absolute slot; meaningful only while head != 0
 	head wal.Pos // its newest record; 0: the list is empty
+	// first is the position of its oldest record (0 when not known, in a list restored from an
+	// older checkpoint): every record threaded into slot from first to head is in the list, which
+	// is how the rest of a list whose chain is broken by damage is found (see readChain).
+	first wal.Pos
 	// due counts the list's messages due in slot itself, less those cancelled: the forecast of
 	// DueCounts. Messages the list only holds until they roll are not counted until they are
 	// rolled into their own slot's list.
@@ -100,6 +104,9 @@ func (w *diskWheel) at(list int64) *slotList {
 // push threads rec, a Put or Cancel record at pos, into its list.
 func (w *diskWheel) push(pos wal.Pos, rec *wal.Record) {
 	l := w.at(rec.ListSlot)
+	if l.head == 0 {
+		l.first = pos
+	}
 	l.head = pos
 	if rec.Kind == wal.KindCancel {
 		w.cancelDue(rec.ID, rec.ListSlot)

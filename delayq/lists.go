@@ -1,7 +1,9 @@
 package delayq
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
@@ -16,29 +18,63 @@ type listRecord struct {
 // read) or to stop, a record known to be in the list, whichever comes first. It returns the records
 // read, newest first, and whether it reached stop: when stop is not 0 and is not reached, the list
 // was replaced since stop was its head, and the records read are all of it (down to lo).
-func (q *Queue) readChain(r *wal.Reader, list int64, head, stop, lo wal.Pos) ([]listRecord, bool, error) {
+//
+// Damage does not stop it. A record that cannot be read, or is not a record of the list, breaks
+// the chain there: it is passed to report, and the rest of the list, its records older than the
+// damaged one, is found by scanning the log from the list's first record (or stop, or lo) for the
+// records threaded into list. So damage costs only the messages of the damaged record. (A read
+// made without mu reports damage only once it knows the list was not loaded meanwhile: the
+// segments of a loaded list can be deleted.)
+//
+// first is the list's first record, from the wheel; readChain does not look at the wheel, so that
+// it can run without mu.
+func (q *Queue) readChain(r *wal.Reader, list int64, head, first, stop, lo wal.Pos, report func(error)) ([]listRecord, bool, error) {
 	var out []listRecord
 	p := head
 	for ; p != 0 && p != stop && p >= lo; p = out[len(out)-1].rec.Prev {
 		rec, err := r.ReadAt(p)
+		if err == nil && (rec.Kind != wal.KindPut && rec.Kind != wal.KindCancel || !rec.Threaded || rec.ListSlot != list || rec.Prev >= p) {
+			err = q.corruptAt(p, fmt.Sprintf("%v record is not a record of the list of slot %d", rec.Kind, list))
+		}
+		if errors.Is(err, ErrCorrupt) {
+			report(err)
+			rest, err := q.scanList(list, max(lo, first, stop+1), p, report)
+			return append(out, rest...), stop != 0, err
+		}
 		if err != nil {
 			return nil, false, fmt.Errorf("delayq: reading slot list at %v: %w", p, err)
-		}
-		if rec.Kind != wal.KindPut && rec.Kind != wal.KindCancel || !rec.Threaded || rec.ListSlot != list {
-			return nil, false, fmt.Errorf("%w: %v record at %v in the list of slot %d", ErrCorrupt, rec.Kind, p, list)
-		}
-		if rec.Prev >= p {
-			return nil, false, fmt.Errorf("%w: slot list goes forward at %v", ErrCorrupt, p)
 		}
 		out = append(out, listRecord{p, rec})
 	}
 	return out, stop != 0 && p == stop, nil
 }
 
+// scanList returns the records threaded into list in [from, to), newest first, found by scanning
+// the log. Damage met is reported and skipped; segments missing are skipped (they hold no record
+// of a list in the wheel, or the damage was reported where it was found).
+func (q *Queue) scanList(list int64, from, to wal.Pos, report func(error)) ([]listRecord, error) {
+	from = max(from, wal.MakePos(1, 0))
+	var out []listRecord
+	err := q.log.Scan(from, to, func(pos wal.Pos, rec wal.Record) error {
+		if rec.Threaded && rec.ListSlot == list && (rec.Kind == wal.KindPut || rec.Kind == wal.KindCancel) {
+			out = append(out, listRecord{pos, rec})
+		}
+		return nil
+	}, func(ce *wal.CorruptError) error {
+		if !errors.Is(ce, wal.ErrMissing) {
+			report(ce)
+		}
+		return nil
+	})
+	slices.Reverse(out)
+	return out, err
+}
+
 // readList reads the whole list of slot list, which must not change meanwhile (mu is held, or
 // recovery is running).
 func (q *Queue) readList(r *wal.Reader, list int64) ([]listRecord, error) {
-	recs, _, err := q.readChain(r, list, q.disk.peek(list).head, 0, 0)
+	l := q.disk.peek(list)
+	recs, _, err := q.readChain(r, list, l.head, l.first, 0, 0, q.damaged)
 	return recs, err
 }
 
@@ -60,13 +96,14 @@ func (q *Queue) lockList(r *wal.Reader, list int64, lo wal.Pos, keep func() bool
 		if !keep() {
 			return nil, false, nil
 		}
-		head := q.disk.peek(list).head
+		l := q.disk.peek(list)
+		head := l.head
 		if head == seen {
 			return recs, true, nil
 		}
 		if try == listTries {
 			// Catch up under mu: the part added since the last read is small by now.
-			part, reached, err := q.readChain(r, list, head, seen, lo)
+			part, reached, err := q.readChain(r, list, head, l.first, seen, lo, q.damaged)
 			if err != nil {
 				return nil, true, err
 			}
@@ -74,11 +111,17 @@ func (q *Queue) lockList(r *wal.Reader, list int64, lo wal.Pos, keep func() bool
 		}
 		hook := q.afterListRead
 		q.mu.Unlock()
-		part, reached, err := q.readChain(r, list, head, seen, lo)
+		var damage []error
+		part, reached, err := q.readChain(r, list, head, l.first, seen, lo, func(err error) { damage = append(damage, err) })
 		if hook != nil {
 			hook()
 		}
 		q.mu.Lock()
+		if keep() {
+			for _, d := range damage {
+				q.damaged(d)
+			}
+		}
 		if err != nil {
 			if !keep() {
 				// The error may come from the change that ended the read: a loaded list's

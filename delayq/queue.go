@@ -53,6 +53,11 @@ type Queue struct {
 	// ckptMu serialises checkpoints (the background ones and Close's). Lock order: ckptMu before mu.
 	ckptMu sync.Mutex
 
+	// damageMu guards the damage found so far (see damage.go). Lock order: mu before damageMu.
+	damageMu   sync.Mutex
+	damageSeen map[string]struct{}
+	corrupt    uint64
+
 	// afterListRead, when set by a test (under mu), runs after lockList has read a list without mu.
 	afterListRead func()
 }

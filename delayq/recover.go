@@ -27,8 +27,8 @@ func (q *Queue) recover() error {
 	if err != nil {
 		return err
 	}
-	if d := q.log.OpenDamage(); len(d) > 0 {
-		return d[0]
+	for _, d := range q.log.OpenDamage() {
+		q.damaged(d)
 	}
 	segs, _ := q.log.Segments()
 	if ck == nil && (len(segs) > 1 || q.log.End().Offset() > wal.SegmentHeader) {
@@ -61,7 +61,8 @@ func (q *Queue) readCheckpoint() (ck *checkpoint, rebuild bool, err error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, false, nil
 	case errors.Is(err, ErrCorrupt):
-		q.cfg.logger.Warn("delayq: checkpoint unreadable; rebuilding from the log", "err", err)
+		q.damaged(err)
+		q.cfg.logger.Warn("delayq: checkpoint unreadable; rebuilding from the log", "dir", q.dir)
 		return nil, true, nil
 	case err != nil:
 		return nil, false, fmt.Errorf("delayq: %w", err)
@@ -111,18 +112,25 @@ func (q *Queue) loadEntries(ces []ckEntry) error {
 	r := q.log.NewReader()
 	for _, ce := range ces {
 		rec, err := r.ReadAt(ce.pos)
-		if err != nil {
-			return fmt.Errorf("delayq: reading message the checkpoint holds: %w", err)
+		if err == nil && rec.Kind != wal.KindPut {
+			err = q.corruptAt(ce.pos, fmt.Sprintf("the checkpoint holds a %v record as a message", rec.Kind))
 		}
-		if rec.Kind != wal.KindPut {
-			return fmt.Errorf("%w: checkpoint names a %v record at %v as a message", ErrCorrupt, rec.Kind, ce.pos)
+		if errors.Is(err, ErrCorrupt) {
+			q.damaged(err)
+			q.pins.remove(ce.pos) // the message is lost; the checkpoint counted its record
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("delayq: reading a message the checkpoint holds: %w", err)
 		}
 		e := &entry{pos: ce.pos, origin: ce.origin, id: rec.ID, topic: rec.Topic, payload: rec.Payload, deliverAt: ce.deliverAt, attempt: ce.attempt}
 		if ce.topic != "" {
 			e.topic, e.topicChanged = ce.topic, true
 		}
 		if !q.mem.insert(e) {
-			return fmt.Errorf("%w: checkpoint holds message %v twice", ErrCorrupt, ce.origin)
+			q.damaged(q.corruptAt(ce.pos, "the checkpoint holds the message twice"))
+			q.pins.remove(ce.pos)
+			continue
 		}
 		q.mem.arm(e)
 	}
@@ -153,7 +161,10 @@ func (q *Queue) replay(from wal.Pos, tolerant bool) error {
 			}
 		}
 		return q.apply(pos, &rec, list)
-	}, nil)
+	}, func(ce *wal.CorruptError) error {
+		q.damaged(ce)
+		return nil
+	})
 	if err != nil {
 		return err
 	}

@@ -31,6 +31,11 @@ type Stats struct {
 	// waiting for a consumer.
 	Lateness Lateness
 
+	// CorruptRecords counts the damaged places (records, or the bytes between two valid records)
+	// found in the log and the checkpoint since Open. Each costs the messages it held, and is
+	// logged with its file and offset; the queue goes on.
+	CorruptRecords uint64
+
 	// Segments and DiskBytes describe the log files.
 	Segments  int
 	DiskBytes int64
@@ -101,23 +106,25 @@ func (r *latenessRing) summary() Lateness {
 // Stats returns a snapshot of q's state and counters. It works after Close too.
 func (q *Queue) Stats() Stats {
 	segs, sizes := q.log.Segments()
+	corrupt := q.corruptRecords()
 	syncs := syncStats(q.log.SyncStats())
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	st := Stats{
-		Pending:      q.disk.pending + int64(len(q.mem.byOrigin)-q.mem.ready-q.mem.leased),
-		Due:          q.mem.ready,
-		Leased:       q.mem.leased,
-		Puts:         q.stats.puts,
-		Delivered:    q.stats.delivered,
-		Acked:        q.stats.acked,
-		Nacked:       q.stats.nacked,
-		Expired:      q.stats.expired,
-		DeadLettered: q.stats.deadLettered,
-		Cancelled:    q.stats.cancelled,
-		Lateness:     q.mem.lateness.summary(),
-		Segments:     len(segs),
-		Syncs:        syncs,
+		Pending:        q.disk.pending + int64(len(q.mem.byOrigin)-q.mem.ready-q.mem.leased),
+		Due:            q.mem.ready,
+		Leased:         q.mem.leased,
+		Puts:           q.stats.puts,
+		Delivered:      q.stats.delivered,
+		Acked:          q.stats.acked,
+		Nacked:         q.stats.nacked,
+		Expired:        q.stats.expired,
+		DeadLettered:   q.stats.deadLettered,
+		Cancelled:      q.stats.cancelled,
+		Lateness:       q.mem.lateness.summary(),
+		Segments:       len(segs),
+		CorruptRecords: corrupt,
+		Syncs:          syncs,
 	}
 	for _, n := range sizes {
 		st.DiskBytes += n
