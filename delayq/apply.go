@@ -109,7 +109,7 @@ func (q *Queue) takeList(slot int64, recs []listRecord, advance bool) {
 		w.loaded = slot
 	}
 	for _, e := range q.pendingIn(recs) {
-		if s, ok := w.ids[e.id]; ok && s == w.slotOf(e.deliverAt) {
+		if loc, ok := w.ids[e.id]; ok && (loc.pos == e.pos || loc.pos == 0 && loc.slot == w.slotOf(e.deliverAt)) {
 			delete(w.ids, e.id)
 		}
 		if !advance || w.slotOf(e.deliverAt) > slot {

@@ -9,8 +9,9 @@ import (
 // Cancel cancels the pending message with the given ID and reports whether it did: false means no
 // message with the ID is pending (never put, already acked, cancelled or dead, or the ID is
 // malformed). A message already leased to a consumer is cancelled too; its receipt becomes stale.
-// A true return is durable like Put. Cancel of a message in the disk wheel reads the records of
-// its slot written after it; it keeps nothing in memory, however many messages are cancelled.
+// A true return is durable like Put. Cancel of a message with a chosen ID costs no read; Cancel of
+// a message with a generated ID in the disk wheel reads the records of its slot written after it.
+// Cancel keeps nothing in memory, however many messages are cancelled.
 func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
@@ -31,12 +32,25 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 			q.mu.Unlock()
 			return err == nil, q.waitFor(end, err)
 		}
-		slot, origin, ok := q.disk.findSlot(id)
-		if !ok || slot <= q.disk.loaded {
+		if loc, ok := q.disk.ids[id]; ok {
+			// A chosen ID is unique among pending messages, and ids holds it only while its
+			// message is in the wheel: no need to read the list.
+			if loc.slot <= q.disk.loaded {
+				q.mu.Unlock()
+				return false, nil // left by damage: the message was lost
+			}
+			list := q.disk.listFor(loc.slot)
+			end, err := q.commitLocked(&wal.Record{Kind: wal.KindCancel, ID: id, Threaded: true, ListSlot: list, Prev: q.disk.peek(list).head}, nil)
+			q.cancelledLocked(err)
+			q.mu.Unlock()
+			return err == nil, q.waitFor(end, err)
+		}
+		at, origin, ok := parseID(id)
+		if !ok || q.disk.slotOf(at) <= q.disk.loaded {
 			q.mu.Unlock()
 			return false, nil
 		}
-		list := q.disk.listFor(slot)
+		list := q.disk.listFor(q.disk.slotOf(at))
 		q.mu.Unlock()
 
 		// The message is in list, if it is pending: the newest record with its ID is a Put.

@@ -43,7 +43,7 @@ func (q *Queue) checkDisk(pins map[uint32]int64) error {
 	w := &q.disk
 	n := w.horizon()
 	var puts int64
-	ids := make(map[string]int64)
+	ids := make(map[string]idLoc)
 	r := q.log.NewReader()
 	for i, l := range w.lists {
 		if l.head == 0 {
@@ -71,8 +71,8 @@ func (q *Queue) checkDisk(pins map[uint32]int64) error {
 				if slot < l.slot || (slot-l.slot)%n != 0 {
 					return fmt.Errorf("message of slot %d in list %d", slot, l.slot)
 				}
-				if !cancelled[lr.rec.ID] && !isGenerated(lr.rec.ID, originOf(lr.rec.Origin, lr.pos)) {
-					ids[lr.rec.ID] = slot
+				if _, seen := ids[lr.rec.ID]; !seen && !cancelled[lr.rec.ID] && !isGenerated(lr.rec.ID, originOf(lr.rec.Origin, lr.pos)) {
+					ids[lr.rec.ID] = idLoc{slot: slot, pos: lr.pos}
 				}
 			}
 			pins[lr.pos.Segment()]++
@@ -81,8 +81,13 @@ func (q *Queue) checkDisk(pins map[uint32]int64) error {
 	if puts != w.pending {
 		return fmt.Errorf("pending %d, lists hold %d puts not cancelled", w.pending, puts)
 	}
-	if !maps.Equal(ids, w.ids) {
-		return fmt.Errorf("chosen IDs in the wheel %v, lists hold %v", w.ids, ids)
+	for id, loc := range w.ids {
+		if want, ok := ids[id]; !ok || loc.slot != want.slot || loc.pos != 0 && loc.pos != want.pos {
+			return fmt.Errorf("chosen ID %q in the wheel at %+v, lists hold it at %+v", id, loc, want)
+		}
+	}
+	if len(ids) != len(w.ids) {
+		return fmt.Errorf("%d chosen IDs in the wheel, lists hold %d", len(w.ids), len(ids))
 	}
 	return nil
 }

@@ -58,7 +58,7 @@ type checkpoint struct {
 	hasDue      bool       // lists carry their due counts (not in version 1)
 	pins        pins
 	entries     []ckEntry
-	userIDs     map[string]int64
+	userIDs     map[string]idLoc
 }
 
 // A ckEntry is a message in memory, as the checkpoint keeps it.
@@ -129,8 +129,8 @@ func (ck *checkpoint) encode() []byte {
 		b = le.AppendUint16(b, uint16(len(e.topic)))
 		b = append(b, e.topic...)
 	}
-	for id, slot := range ck.userIDs {
-		b = le.AppendUint64(b, uint64(slot))
+	for id, loc := range ck.userIDs {
+		b = le.AppendUint64(b, uint64(loc.slot))
 		b = le.AppendUint16(b, uint16(len(id)))
 		b = append(b, id...)
 	}
@@ -208,10 +208,10 @@ func decodeCheckpoint(path string, b []byte) (*checkpoint, error) {
 	for i := range ck.entries {
 		ck.entries[i] = ckEntry{pos: wal.Pos(d.u64()), origin: wal.Pos(d.u64()), deliverAt: int64(d.u64()), attempt: d.u32(), topic: d.str()}
 	}
-	ck.userIDs = make(map[string]int64, nu)
+	ck.userIDs = make(map[string]idLoc, nu)
 	for range nu {
 		slot := int64(d.u64())
-		ck.userIDs[d.str()] = slot
+		ck.userIDs[d.str()] = idLoc{slot: slot}
 	}
 	if d.bad {
 		return nil, bad(d.off, "checkpoint cut short")

@@ -17,7 +17,8 @@ import "github.com/tockwheel/tock/delayq/internal/wal"
 //   - a Put in the list of slot s is due in s, or a whole number of horizons after s;
 //   - due counts the Puts of the list due in s itself, less the Cancels of them; pending counts the
 //     Puts of every list less every Cancel (a Cancel cancels one Put of its list);
-//   - ids maps the chosen ID of every message in a list to the slot it is due in.
+//   - ids maps the chosen ID of every message in a list to the slot it is due in and the position
+//     of its Put record (0 when not known, in an entry restored from an older checkpoint).
 type diskWheel struct {
 	slotNs int64 // slot length in nanoseconds
 	// loaded is the newest slot whose list has been moved to memory. Messages due in slots up to
@@ -26,8 +27,9 @@ type diskWheel struct {
 	lists  []slotList
 	// pending counts the messages in the lists.
 	pending int64
-	// ids maps the chosen ID of each message in the lists to its slot, for Cancel.
-	ids map[string]int64
+	// ids maps the chosen ID of each message in the lists to where it is, for Cancel and for
+	// telling a retried Put from a duplicate.
+	ids map[string]idLoc
 }
 
 // A slotList is the list of one slot of the disk wheel.
@@ -45,7 +47,13 @@ type slotList struct {
 }
 
 func newDiskWheel(slotNs int64, slots int) diskWheel {
-	return diskWheel{slotNs: slotNs, lists: make([]slotList, slots), ids: make(map[string]int64)}
+	return diskWheel{slotNs: slotNs, lists: make([]slotList, slots), ids: make(map[string]idLoc)}
+}
+
+// An idLoc is where the message with a chosen ID waits in the disk wheel.
+type idLoc struct {
+	slot int64   // the slot it is due in
+	pos  wal.Pos // its Put record; 0 when not known
 }
 
 // horizon returns the number of slots the wheel reaches ahead of loaded.
@@ -120,7 +128,7 @@ func (w *diskWheel) push(pos wal.Pos, rec *wal.Record) {
 		l.due++
 	}
 	if !isGenerated(rec.ID, originOf(rec.Origin, pos)) {
-		w.ids[rec.ID] = slot
+		w.ids[rec.ID] = idLoc{slot: slot, pos: pos}
 	}
 }
 
@@ -144,8 +152,8 @@ func (w *diskWheel) detach(list int64) {
 // findSlot returns the slot of a message not loaded yet, and the position of its first record
 // when the ID tells it (0 otherwise).
 func (w *diskWheel) findSlot(id string) (slot int64, origin wal.Pos, ok bool) {
-	if slot, ok := w.ids[id]; ok {
-		return slot, 0, true
+	if loc, ok := w.ids[id]; ok {
+		return loc.slot, 0, true
 	}
 	at, origin, ok := parseID(id)
 	if !ok {

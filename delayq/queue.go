@@ -1,8 +1,6 @@
 package delayq
 
 import (
-	"bytes"
-	"context"
 	crand "crypto/rand"
 	"errors"
 	"fmt"
@@ -10,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"time"
 
 	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/delayq/internal/wal"
@@ -161,115 +158,6 @@ func (q *Queue) failLocked(err error) {
 	}
 }
 
-// Put stores m and returns its ID (m.ID, or a generated one when it is empty). When Put returns
-// without error the message is durable: its record is written and synced (unless NoSync). It is
-// then delivered at or after m.DeliverAt, at least once, unless cancelled. ctx is checked only
-// before the message is written: once written, Put waits for the sync.
-func (q *Queue) Put(ctx context.Context, m Message) (string, error) {
-	ids, err := q.PutBatch(ctx, []Message{m})
-	if err != nil {
-		return "", err
-	}
-	return ids[0], nil
-}
-
-// PutBatch stores msgs as Put does, in one critical section and one sync, and returns their IDs
-// in order. It is all or nothing: it validates every message before writing any (an invalid one
-// gives an error matching ErrInvalid and nothing is stored), and the batch's records are written to
-// the log as one atomic group, so that after a crash either all of them are there or none. The
-// records of a batch must fit in MaxBatchBytes.
-func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) {
-	total := 0
-	for i := range msgs {
-		m := &msgs[i]
-		err := q.validate(m)
-		if err == nil {
-			total += putSize(m)
-			if total > MaxBatchBytes {
-				err = fmt.Errorf("%w: batch of %d messages over %d bytes", ErrInvalid, len(msgs), MaxBatchBytes)
-			}
-		}
-		if err != nil {
-			if len(msgs) > 1 {
-				err = fmt.Errorf("message %d: %w", i, err)
-			}
-			return nil, err
-		}
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	if err := q.waitRoom(); err != nil {
-		return nil, err
-	}
-	ids := make([]string, len(msgs))
-	now := time.Now().UnixNano()
-	q.mu.Lock()
-	if err := q.usableLocked(); err != nil {
-		q.mu.Unlock()
-		return nil, err
-	}
-	// The group stays in one segment; each record's position is known before it is appended.
-	q.log.Reserve(total)
-	var end wal.Pos
-	for i := range msgs {
-		m := &msgs[i]
-		at := now
-		if m.DeliverAt.After(time.Unix(0, 0)) {
-			at = m.DeliverAt.UnixNano()
-		}
-		id, e, err := q.putLocked(m.ID, m.Topic, m.Payload, at, 0, 0, i < len(msgs)-1)
-		if err != nil {
-			q.mu.Unlock()
-			return nil, err
-		}
-		ids[i], end = id, e
-	}
-	q.stats.puts += uint64(len(msgs))
-	q.mu.Unlock()
-	if err := q.waitDurable(end); err != nil {
-		return nil, err
-	}
-	return ids, nil
-}
-
-// MaxBatchBytes bounds the size of the records of one PutBatch, which are written as one group
-// into one segment: a message takes its payload, ID and topic and about 50 bytes.
-const MaxBatchBytes = 1 << 30
-
-// putSize returns the size of the Put record of m.
-func putSize(m *Message) int {
-	idLen := len(m.ID)
-	if idLen == 0 {
-		idLen = generatedIDLen
-	}
-	r := wal.Record{Kind: wal.KindPut, Topic: m.Topic, Payload: m.Payload}
-	return r.Size() + idLen
-}
-
-func (q *Queue) validate(m *Message) error {
-	switch {
-	case m.Topic == "":
-		return fmt.Errorf("%w: empty topic", ErrInvalid)
-	case len(m.Topic) > wal.MaxName:
-		return fmt.Errorf("%w: topic of %d bytes", ErrInvalid, len(m.Topic))
-	case len(q.cfg.deadLetterTopic(m.Topic)) > wal.MaxName:
-		// A dead letter's topic is written in its Update record: one the log refuses would stop
-		// the queue when the message fails its last delivery.
-		return fmt.Errorf("%w: topic of %d bytes leaves no room for its dead-letter topic", ErrInvalid, len(m.Topic))
-	case len(m.ID) > wal.MaxName:
-		return fmt.Errorf("%w: id of %d bytes", ErrInvalid, len(m.ID))
-	case len(m.Payload) > q.cfg.maxPayload:
-		return fmt.Errorf("%w: payload of %d bytes over %d", ErrInvalid, len(m.Payload), q.cfg.maxPayload)
-	case m.DeliverAt.After(maxDeliverAt):
-		return fmt.Errorf("%w: DeliverAt %v after %v", ErrInvalid, m.DeliverAt, maxDeliverAt)
-	}
-	return nil
-}
-
-// maxDeliverAt is the latest DeliverAt Put accepts: times are kept as int64 Unix nanoseconds.
-var maxDeliverAt = time.Unix(0, 1<<63-1).Add(-24 * time.Hour)
-
 // waitRoom holds a producer back while the log's writer lags. It is called before taking mu: no
 // wait for the writer may happen under mu.
 func (q *Queue) waitRoom() error {
@@ -294,29 +182,4 @@ func (q *Queue) waitDurable(end wal.Pos) error {
 		return err
 	}
 	return nil
-}
-
-// putLocked appends and applies a Put record of a message due at deliverAt: threaded into the
-// list of its slot when that slot is not loaded yet, else straight into memory. origin is the
-// position of the message's first record for a copy (a roll or a relocation), else 0; more says
-// that more records of the caller's atomic group follow. It returns the ID and the end of the
-// record.
-func (q *Queue) putLocked(id, topic string, payload []byte, deliverAt int64, attempt uint32, origin wal.Pos, more bool) (string, wal.Pos, error) {
-	rec := wal.Record{Kind: wal.KindPut, ID: id, Topic: topic, Payload: payload, DeliverAt: deliverAt, Attempt: attempt, Origin: origin, More: more}
-	w := &q.disk
-	if slot := w.slotOf(deliverAt); slot > w.loaded {
-		list := w.listFor(slot)
-		rec.Threaded, rec.ListSlot, rec.Prev = true, list, w.peek(list).head
-	} else if origin == 0 {
-		// Into memory, where the message keeps the payload: the caller may reuse its buffer once
-		// Put returns. (A copy's payload was read from the log.)
-		rec.Payload = bytes.Clone(payload)
-	}
-	if id == "" {
-		// The ID holds the record's own position, which is known before appending because
-		// appends are serialised under mu.
-		rec.ID = makeID(deliverAt, q.log.Reserve(rec.Size()+generatedIDLen))
-	}
-	end, err := q.commitLocked(&rec, nil)
-	return rec.ID, end, err
 }
