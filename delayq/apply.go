@@ -58,6 +58,7 @@ func (q *Queue) apply(pos wal.Pos, rec *wal.Record, list []listRecord) error {
 			if rec.Topic != "" {
 				e.topic, e.topicChanged = rec.Topic, true
 			}
+			q.mem.changed(e)
 			q.mem.arm(e)
 		}
 	case wal.KindAdvance:
@@ -110,7 +111,7 @@ func (q *Queue) takeList(slot int64, recs []listRecord, advance bool) {
 	}
 	for _, e := range q.pendingIn(recs) {
 		if loc, ok := w.ids[e.id]; ok && (loc.pos == e.pos || loc.pos == 0 && loc.slot == w.slotOf(e.deliverAt)) {
-			delete(w.ids, e.id)
+			w.deleteID(e.id)
 		}
 		if !advance || w.slotOf(e.deliverAt) > slot {
 			q.moving[e.origin] = e

@@ -56,6 +56,9 @@ func (q *Queue) checkDisk(pins map[uint32]int64) error {
 		if err != nil {
 			return err
 		}
+		if first := recs[len(recs)-1].pos; l.first != first {
+			return fmt.Errorf("list of slot %d starts at %v, says %v", l.slot, first, l.first)
+		}
 		if due := w.countDue(l.slot, recs); due != l.due {
 			return fmt.Errorf("list of slot %d counts %d messages due in it, holds %d", l.slot, l.due, due)
 		}

@@ -30,7 +30,34 @@ type diskWheel struct {
 	// ids maps the chosen ID of each message in the lists to where it is, for Cancel and for
 	// telling a retried Put from a duplicate.
 	ids map[string]idLoc
+
+	// The changes since the last checkpoint (see checkpoint.go): the lists changed, by index, and
+	// the changes to ids, in order.
+	dirty []uint64
+	idOps []idOp
 }
+
+// An idOp is a change to diskWheel.ids: a set, or a delete when del.
+type idOp struct {
+	id  string
+	loc idLoc
+	del bool
+}
+
+func (w *diskWheel) setID(id string, loc idLoc) {
+	w.ids[id] = loc
+	w.idOps = append(w.idOps, idOp{id: id, loc: loc})
+}
+
+func (w *diskWheel) deleteID(id string) {
+	if _, ok := w.ids[id]; ok {
+		delete(w.ids, id)
+		w.idOps = append(w.idOps, idOp{id: id, del: true})
+	}
+}
+
+// touch records that the list at index i changed.
+func (w *diskWheel) touch(i int) { w.dirty[i/64] |= 1 << (i % 64) }
 
 // A slotList is the list of one slot of the disk wheel.
 type slotList struct {
@@ -47,7 +74,7 @@ type slotList struct {
 }
 
 func newDiskWheel(slotNs int64, slots int) diskWheel {
-	return diskWheel{slotNs: slotNs, lists: make([]slotList, slots), ids: make(map[string]idLoc)}
+	return diskWheel{slotNs: slotNs, lists: make([]slotList, slots), ids: make(map[string]idLoc), dirty: make([]uint64, (slots+63)/64)}
 }
 
 // An idLoc is where the message with a chosen ID waits in the disk wheel.
@@ -102,7 +129,9 @@ func (w *diskWheel) peek(list int64) slotList {
 // list. It must only be called for a list in (loaded, loaded+horizon], where the index holds no
 // other live list.
 func (w *diskWheel) at(list int64) *slotList {
-	l := &w.lists[w.index(list)]
+	i := w.index(list)
+	w.touch(i)
+	l := &w.lists[i]
 	if l.slot != list || l.head == 0 {
 		*l = slotList{slot: list}
 	}
@@ -119,7 +148,7 @@ func (w *diskWheel) push(pos wal.Pos, rec *wal.Record) {
 	if rec.Kind == wal.KindCancel {
 		w.cancelDue(rec.ID, rec.ListSlot)
 		w.pending--
-		delete(w.ids, rec.ID)
+		w.deleteID(rec.ID)
 		return
 	}
 	w.pending++
@@ -128,7 +157,7 @@ func (w *diskWheel) push(pos wal.Pos, rec *wal.Record) {
 		l.due++
 	}
 	if !isGenerated(rec.ID, originOf(rec.Origin, pos)) {
-		w.ids[rec.ID] = idLoc{slot: slot, pos: pos}
+		w.setID(rec.ID, idLoc{slot: slot, pos: pos})
 	}
 }
 
@@ -144,8 +173,10 @@ func (w *diskWheel) cancelDue(id string, list int64) {
 // detach empties the list of slot list, which is taken out of the wheel whole (loaded or
 // relocated).
 func (w *diskWheel) detach(list int64) {
-	if l := &w.lists[w.index(list)]; l.slot == list {
+	i := w.index(list)
+	if l := &w.lists[i]; l.slot == list {
 		*l = slotList{}
+		w.touch(i)
 	}
 }
 

@@ -28,6 +28,24 @@ type deliveryIndex struct {
 	ready    int
 	leased   int
 	lateness latenessRing // of messages coming due for the first time
+
+	// ops are the changes to the entries since the last checkpoint, in order (see checkpoint.go).
+	ops []entryOp
+}
+
+// An entryOp is a change to the entries a checkpoint holds: e, as it is now, or its removal.
+type entryOp struct {
+	ce  ckEntry
+	del bool
+}
+
+// changed records that e was added or its checkpointed fields changed.
+func (x *deliveryIndex) changed(e *entry) {
+	ce := ckEntry{pos: e.pos, origin: e.origin, deliverAt: e.deliverAt, attempt: e.attempt}
+	if e.topicChanged {
+		ce.topic = e.topic
+	}
+	x.ops = append(x.ops, entryOp{ce: ce})
 }
 
 func newDeliveryIndex(wheel *tock.Wheel, fire func(*bucket)) deliveryIndex {
@@ -126,6 +144,7 @@ func (x *deliveryIndex) insert(e *entry) bool {
 		e.userID = true
 		x.byID[e.id] = e
 	}
+	x.changed(e)
 	return true
 }
 
@@ -146,6 +165,7 @@ func (x *deliveryIndex) lookup(id string) *entry {
 func (x *deliveryIndex) remove(e *entry) {
 	x.detach(e)
 	delete(x.byOrigin, e.origin)
+	x.ops = append(x.ops, entryOp{ce: ckEntry{origin: e.origin}, del: true})
 	if e.userID && x.byID[e.id] == e {
 		delete(x.byID, e.id)
 	}

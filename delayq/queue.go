@@ -47,8 +47,10 @@ type Queue struct {
 	ckptPos   wal.Pos // replay position of the last checkpoint written
 	stats     counters
 
-	// ckptMu serialises checkpoints (the background ones and Close's). Lock order: ckptMu before mu.
+	// ckptMu serialises checkpoints (the background ones and Close's) and guards ckpt. Lock order:
+	// ckptMu before mu.
 	ckptMu sync.Mutex
+	ckpt   checkpointFile
 
 	// damageMu guards the damage found so far (see damage.go). Lock order: mu before damageMu.
 	damageMu   sync.Mutex
@@ -94,6 +96,7 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 	q.leaseRand = rand.NewChaCha8(seed)
 	q.mem = newDeliveryIndex(q.wheel, q.fire)
 	if err := q.recover(); err != nil {
+		q.ckpt.close()
 		q.wheel.Stop()
 		if q.log != nil {
 			q.log.Close()
@@ -131,6 +134,7 @@ func (q *Queue) Close() error {
 	if errors.Is(err, ErrClosed) {
 		err = nil
 	}
+	q.ckpt.close()
 	if cerr := q.log.Close(); err == nil {
 		err = cerr
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -46,10 +47,14 @@ func (q *Queue) recover() error {
 	}
 	q.ckptPos = replay
 	q.mu.Unlock()
-	if err != nil || ck != nil {
+	if err != nil {
 		return err
 	}
-	// Record the slot and horizon the queue is created with before anything depends on them.
+	if ck != nil && ck.version == checkpointVersion {
+		return q.ckpt.open(q.dir, ck)
+	}
+	// A new queue, a rebuilt or a migrated one: write the whole state as the first edit of a new
+	// checkpoint file, recording the slot and horizon before anything depends on them.
 	return q.checkpoint()
 }
 
@@ -87,28 +92,28 @@ func (q *Queue) restore(ck *checkpoint, rebuild bool, first wal.Pos) (wal.Pos, e
 			"slot", time.Duration(ck.slotNs), "horizon", time.Duration(ck.slotNs)*time.Duration(ck.slots))
 	}
 	w := newDiskWheel(ck.slotNs, ck.slots)
-	w.loaded, w.pending = ck.loaded, ck.diskPending
-	for _, l := range ck.lists {
-		*w.at(l.slot) = l
-	}
-	w.ids = ck.userIDs
+	w.loaded, w.pending = ck.loaded, ck.pending
+	w.lists, w.ids = ck.lists, ck.ids
 	q.disk = w
+	q.pins = ck.pins
 	if ck.version < checkpointVersion {
-		if err := q.recountLists(!ck.hasDue); err != nil {
+		if err := q.migrate(!ck.hasDue, ck.version < 3); err != nil {
 			return 0, err
 		}
 	}
-	q.pins = ck.pins
 	if err := q.loadEntries(ck.entries); err != nil {
 		return 0, err
 	}
+	// The checkpoint holds all of this: journal only what replay changes.
+	clear(q.disk.dirty)
+	q.disk.idOps, q.mem.ops = nil, nil
 	return ck.replay, nil
 }
 
 // loadEntries puts the messages the checkpoint says were in memory back there, reading their
 // records.
-func (q *Queue) loadEntries(ces []ckEntry) error {
-	slices.SortFunc(ces, func(a, b ckEntry) int { return cmpPos(a.pos, b.pos) })
+func (q *Queue) loadEntries(m map[wal.Pos]ckEntry) error {
+	ces := slices.SortedFunc(maps.Values(m), func(a, b ckEntry) int { return cmpPos(a.pos, b.pos) })
 	r := q.log.NewReader()
 	for _, ce := range ces {
 		rec, err := r.ReadAt(ce.pos)
@@ -181,13 +186,16 @@ func (q *Queue) replay(from wal.Pos, tolerant bool) error {
 	return nil
 }
 
-// recountLists counts the messages in the disk wheel, and when due is set the messages due in
-// each list's own slot, by reading the lists, for a checkpoint written before the counts were kept
-// as they are now (versions 1 and 2). It reads every message in the disk wheel, once.
-func (q *Queue) recountLists(due bool) error {
+// migrate learns from the lists what a checkpoint of an older version lacks, reading every message
+// in the disk wheel once: the first record of each list and the record of each chosen ID (versions
+// up to 3), the lists' due counts when due is set (version 1), and the count of messages in the
+// wheel when pending is set (versions 1 and 2, which counted cancelled messages among them).
+func (q *Queue) migrate(due, pending bool) error {
 	w := &q.disk
 	r := q.log.NewReader()
-	w.pending = 0
+	if pending {
+		w.pending = 0
+	}
 	for i, l := range w.lists {
 		if l.head == 0 {
 			continue
@@ -196,13 +204,25 @@ func (q *Queue) recountLists(due bool) error {
 		if err != nil {
 			return err
 		}
+		cancelled := make(map[string]bool)
 		for _, lr := range recs {
 			switch lr.rec.Kind {
 			case wal.KindPut:
-				w.pending++
+				if pending {
+					w.pending++
+				}
+				if loc, ok := w.ids[lr.rec.ID]; ok && loc.pos == 0 && !cancelled[lr.rec.ID] {
+					w.ids[lr.rec.ID] = idLoc{slot: loc.slot, pos: lr.pos}
+				}
 			case wal.KindCancel:
-				w.pending--
+				cancelled[lr.rec.ID] = true
+				if pending {
+					w.pending--
+				}
 			}
+		}
+		if len(recs) > 0 {
+			w.lists[i].first = recs[len(recs)-1].pos
 		}
 		if due {
 			w.lists[i].due = w.countDue(l.slot, recs)
