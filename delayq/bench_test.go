@@ -32,7 +32,7 @@ func BenchmarkPut(b *testing.B) {
 	for _, c := range []struct {
 		name string
 		opts []Option
-	}{{"durable-256-goroutines", nil}, {"nosync-256-goroutines", []Option{NoSync()}}} {
+	}{{"durable-256-goroutines", nil}, {"nosync-256-goroutines", []Option{WithNoSync()}}} {
 		b.Run(c.name, func(b *testing.B) {
 			q, err := Open(b.TempDir(), append(c.opts, WithLogger(quiet))...)
 			if err != nil {
@@ -65,7 +65,7 @@ func BenchmarkBurst(b *testing.B) {
 
 func burst(b *testing.B, n int) {
 	ctx := context.Background()
-	q, err := Open(b.TempDir(), WithLogger(quiet), NoSync())
+	q, err := Open(b.TempDir(), WithLogger(quiet), WithNoSync())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -150,7 +150,7 @@ func BenchmarkReopen(b *testing.B) {
 	ctx := context.Background()
 	base := b.TempDir()
 	clean, crashed := filepath.Join(base, "clean"), filepath.Join(base, "crashed")
-	q, err := Open(clean, WithLogger(quiet), NoSync(), WithCheckpointInterval(time.Hour))
+	q, err := Open(clean, WithLogger(quiet), WithNoSync(), WithCheckpointInterval(time.Hour))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func BenchmarkMemory(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				q, err := Open(b.TempDir(), WithLogger(quiet), NoSync())
+				q, err := Open(b.TempDir(), WithLogger(quiet), WithNoSync())
 				if err != nil {
 					b.Fatal(err)
 				}

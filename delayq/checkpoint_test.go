@@ -32,7 +32,7 @@ func checkpointWritten(t *testing.T, dir string, before os.FileInfo) (os.FileInf
 func TestCheckpointCostFollowsChanges(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	q := open(t, dir, NoSync(), WithCheckpointInterval(time.Hour), WithLogger(quiet))
+	q := open(t, dir, WithNoSync(), WithCheckpointInterval(time.Hour), WithLogger(quiet))
 	at := time.Now().Add(time.Hour)
 	batch := make([]Message, 1000)
 	for n := 0; n < 30_000; n += len(batch) {
@@ -76,7 +76,7 @@ func TestCheckpointCostFollowsChanges(t *testing.T) {
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
-	q = open(t, dir, NoSync(), WithLogger(quiet))
+	q = open(t, dir, WithNoSync(), WithLogger(quiet))
 	check(t, q)
 	if st := q.Stats(); st.Pending != 30_002 {
 		t.Fatalf("%d pending after reopening, want 30,002", st.Pending)

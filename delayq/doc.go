@@ -1,7 +1,7 @@
 // Package delayq is a durable delayed-message queue embedded in a Go program: producers Put
 // messages to be delivered at a time of their choosing, any distance ahead; consumers Receive them
 // when they are due, and Ack them when done. Messages survive a crash of the process (and, unless
-// NoSync, of the machine) from the moment Put returns.
+// WithNoSync, of the machine) from the moment Put returns.
 //
 // # Basics
 //

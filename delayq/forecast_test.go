@@ -357,7 +357,7 @@ func sum(xs []int) int {
 // BenchmarkDueCounts measures an hour's forecast, second by second, of a queue holding 100k
 // messages spread over a day, beside Stats (what a status poll calls anyway) as the anchor.
 func BenchmarkDueCounts(b *testing.B) {
-	q, err := Open(b.TempDir(), WithLogger(quiet), NoSync())
+	q, err := Open(b.TempDir(), WithLogger(quiet), WithNoSync())
 	if err != nil {
 		b.Fatal(err)
 	}

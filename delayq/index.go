@@ -20,6 +20,8 @@ import (
 type deliveryIndex struct {
 	wheel *tock.Wheel
 	fire  func(*bucket) // a bucket's timer callback
+	// wheelFailed is called when a timer cannot be set on the wheel, which is stopped.
+	wheelFailed func(error)
 
 	byOrigin map[wal.Pos]*entry // by their first record
 	byID     map[string]*entry  // those with chosen IDs (the latest, for duplicates)
@@ -48,14 +50,15 @@ func (x *deliveryIndex) changed(e *entry) {
 	x.ops = append(x.ops, entryOp{ce: ce})
 }
 
-func newDeliveryIndex(wheel *tock.Wheel, fire func(*bucket)) deliveryIndex {
+func newDeliveryIndex(wheel *tock.Wheel, fire func(*bucket), wheelFailed func(error)) deliveryIndex {
 	return deliveryIndex{
-		wheel:    wheel,
-		fire:     fire,
-		byOrigin: make(map[wal.Pos]*entry),
-		byID:     make(map[string]*entry),
-		buckets:  make(map[int64]*bucket),
-		topics:   make(map[string]*topicQueue),
+		wheel:       wheel,
+		fire:        fire,
+		wheelFailed: wheelFailed,
+		byOrigin:    make(map[wal.Pos]*entry),
+		byID:        make(map[string]*entry),
+		buckets:     make(map[int64]*bucket),
+		topics:      make(map[string]*topicQueue),
 	}
 }
 
@@ -206,7 +209,9 @@ func (x *deliveryIndex) schedule(e *entry, at int64) {
 		b = &bucket{key: key}
 		t, err := x.wheel.AtFunc(time.UnixMilli(key), func() { x.fire(b) })
 		if err != nil {
-			// The wheel is stopped: the queue is closing, and the message is handled after Open.
+			// The wheel is stopped: the queue is closing (the message is handled after Open), or
+			// the owner of a wheel given to it stopped it.
+			x.wheelFailed(err)
 			return
 		}
 		b.timer = t

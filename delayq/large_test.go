@@ -56,7 +56,7 @@ func TestLargePayloadsEveryPath(t *testing.T) {
 func largePayloadPaths(t *testing.T, base string, size int) {
 	ctx := context.Background()
 	opts := []Option{WithMaxPayload(MaxPayloadLimit), WithSlot(100 * time.Millisecond), WithHorizon(2 * time.Second),
-		WithSegmentSize(largeSegment), WithCheckpointInterval(time.Hour), WithCompaction(0, 0), NoSync(), WithLogger(quiet)}
+		WithSegmentSize(largeSegment), WithCheckpointInterval(time.Hour), WithCompaction(0, 0), WithNoSync(), WithLogger(quiet)}
 	dir := filepath.Join(base, "q")
 	q := open(t, dir, opts...)
 	now := time.Now()

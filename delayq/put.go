@@ -10,7 +10,7 @@ import (
 )
 
 // Put stores m and returns its ID (m.ID, or a generated one when it is empty). When Put returns
-// without error the message is durable: its record is written and synced (unless NoSync). It is
+// without error the message is durable: its record is written and synced (unless WithNoSync). It is
 // then delivered at or after m.DeliverAt, at least once, unless cancelled. ctx is checked only
 // before the message is written: once written, Put waits for the sync.
 func (q *Queue) Put(ctx context.Context, m Message) (string, error) {

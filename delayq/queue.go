@@ -70,7 +70,9 @@ type Queue struct {
 func Open(dir string, opts ...Option) (*Queue, error) {
 	cfg := defaultConfig()
 	for _, o := range opts {
-		o(&cfg)
+		if o != nil {
+			o(&cfg)
+		}
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -87,22 +89,28 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		cfg:    cfg,
 		lock:   lock,
 		closed: make(chan struct{}),
-		wheel:  tock.New(),
+		wheel:  cfg.wheel,
 		pins:   make(pins),
 		moving: make(map[wal.Pos]*entry),
+	}
+	if q.wheel == nil {
+		q.wheel = tock.New()
 	}
 	var seed [32]byte
 	crand.Read(seed[:])
 	q.leaseRand = rand.NewChaCha8(seed)
-	q.mem = newDeliveryIndex(q.wheel, q.fire)
+	q.mem = newDeliveryIndex(q.wheel, q.fire, q.wheelFailed)
 	if err := q.recover(); err != nil {
 		q.ckpt.close()
-		q.wheel.Stop()
+		q.stopTimers()
 		if q.log != nil {
 			q.log.Close()
 		}
 		unlockDir(lock)
 		return nil, err
+	}
+	if q.cfg.preload == 0 {
+		q.cfg.preload = 2 * q.cfg.slot // the slot the queue was created with
 	}
 	q.bg.Add(2)
 	go q.runLoader()
@@ -129,7 +137,7 @@ func (q *Queue) Close() error {
 	close(q.closed)
 	q.mu.Unlock()
 	q.bg.Wait()
-	q.wheel.Stop()
+	q.stopTimers()
 	err := q.checkpoint()
 	if errors.Is(err, ErrClosed) {
 		err = nil
@@ -144,6 +152,19 @@ func (q *Queue) Close() error {
 	return err
 }
 
+// stopTimers stops the queue's timers: its own wheel, or its timers on a wheel it was given.
+func (q *Queue) stopTimers() {
+	if q.cfg.wheel == nil {
+		q.wheel.Stop()
+		return
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, b := range q.mem.buckets {
+		b.timer.Stop()
+	}
+}
+
 // usableLocked returns the error that stops new operations: Close or a background failure.
 func (q *Queue) usableLocked() error {
 	select {
@@ -152,6 +173,15 @@ func (q *Queue) usableLocked() error {
 	default:
 	}
 	return q.err
+}
+
+// wheelFailed is called under mu when a timer cannot be set: the wheel is stopped. Its own wheel
+// is stopped only by Close; a wheel given with WithWheel may be stopped by its owner, which stops
+// the queue.
+func (q *Queue) wheelFailed(err error) {
+	if q.usableLocked() == nil && q.cfg.wheel != nil {
+		q.failLocked(fmt.Errorf("delayq: the wheel given with WithWheel: %w", err))
+	}
 }
 
 // failLocked records a background failure; every later operation returns it.
@@ -174,7 +204,7 @@ func (q *Queue) waitRoom() error {
 	return nil
 }
 
-// waitDurable waits for the log to sync through end, or returns at once with NoSync.
+// waitDurable waits for the log to sync through end, or returns at once with WithNoSync.
 func (q *Queue) waitDurable(end wal.Pos) error {
 	if q.cfg.noSync {
 		return nil

@@ -22,9 +22,14 @@ func (q *Queue) recover() error {
 	}
 	var covered wal.Pos
 	if ck != nil {
+		// Before anything on disk changes.
+		if err := q.cfg.checkStored(q.dir, ck.slotNs, ck.slots); err != nil {
+			return err
+		}
 		covered = ck.replay
 	}
-	q.log, err = wal.Open(q.dir, wal.Options{SegmentSize: q.cfg.segmentSize, NoSync: q.cfg.noSync, Logger: q.cfg.logger, Covered: covered})
+	q.log, err = wal.Open(q.dir, wal.Options{SegmentSize: q.cfg.segmentSize, NoSync: q.cfg.noSync, Logger: q.cfg.logger,
+		Covered: covered, BeforeWrite: q.cfg.beforeWrite})
 	if err != nil {
 		return err
 	}
@@ -86,10 +91,6 @@ func (q *Queue) restore(ck *checkpoint, rebuild bool, first wal.Pos) (wal.Pos, e
 			q.disk.loaded = math.MinInt64 / 4
 		}
 		return first, nil
-	}
-	if ck.slotNs != int64(q.cfg.slot) || ck.slots != int(q.cfg.horizon/q.cfg.slot) {
-		q.cfg.logger.Info("delayq: using the slot and horizon the queue was created with",
-			"slot", time.Duration(ck.slotNs), "horizon", time.Duration(ck.slotNs)*time.Duration(ck.slots))
 	}
 	w := newDiskWheel(ck.slotNs, ck.slots)
 	w.loaded, w.pending = ck.loaded, ck.pending

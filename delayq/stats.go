@@ -45,7 +45,7 @@ type Stats struct {
 }
 
 // SyncStats describes the fdatasync calls that made the log durable since Open: one per group
-// commit (none with NoSync), one each time a segment fills, and one at Close. The syncs of
+// commit (none with WithNoSync), one each time a segment fills, and one at Close. The syncs of
 // checkpoints, of directories and of Open's repairs are not counted. Its shape is that of a
 // Prometheus histogram, so a metrics exporter can pass it on as it is.
 type SyncStats struct {
