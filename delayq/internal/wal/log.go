@@ -849,3 +849,46 @@ func (r *Reader) window(seg uint32, off int64, n int) ([]byte, error) {
 	}
 	return r.buf[off-start : off-start+int64(n)], nil
 }
+
+// OpenReadOnly returns a Log of dir for reading records by position (NewReader, ReadAt) only: it
+// does not look at the files until asked, changes nothing, and must not be appended to. Close
+// closes the files it opened.
+func OpenReadOnly(dir string) *Log {
+	l := &Log{dir: dir, files: make(map[uint32]*os.File), written: ^Pos(0), done: make(chan struct{}), sizes: make(map[uint32]int64)}
+	l.work = sync.NewCond(&l.mu)
+	l.progress = sync.NewCond(&l.mu)
+	l.closing = true
+	close(l.done)
+	return l
+}
+
+// ScanFile calls fn for every valid record of the segment file seg in dir, in order, and damage
+// for the damage met (see Scan), without opening the log. A torn write at the end of the file is
+// damage too; IsTornTail tells it apart.
+func ScanFile(dir string, seg uint32, fn func(Pos, Record) error, damage func(*CorruptError) error) error {
+	return (&Log{dir: dir}).scanSegment(seg, SegmentHeader, -1, fn, damage)
+}
+
+// Describe says what the bytes of a damaged frame seem to hold, read without trusting their
+// checksum, or "" when they do not look like a record.
+func Describe(frame []byte) string {
+	if len(frame) < HeaderSize+1 {
+		return ""
+	}
+	r, err := decodeBody(Kind(frame[8]&^kindMore), frame[9:])
+	if err != nil {
+		return ""
+	}
+	switch r.Kind {
+	case KindPut:
+		return fmt.Sprintf("put of %q on topic %q due %s (%d bytes of payload)", r.ID, r.Topic, time.Unix(0, r.DeliverAt).UTC().Format(time.RFC3339Nano), len(r.Payload))
+	case KindCancel:
+		return fmt.Sprintf("cancel of %q", r.ID)
+	case KindAck:
+		return fmt.Sprintf("ack of the message first put at %v", r.Target)
+	case KindUpdate:
+		return fmt.Sprintf("retry of the message first put at %v", r.Target)
+	default:
+		return fmt.Sprintf("%v of slot %d", r.Kind, r.Slot)
+	}
+}
