@@ -530,6 +530,7 @@ type checkpointFile struct {
 	size     int64    // bytes in the file
 	fullSize int64    // bytes of its first (full) edit
 	pins     pins     // the pins of the last edit written
+	edits    int      // edits written since Open, for tests and benchmarks
 }
 
 // rewriteAt is how large the edits may grow, beyond the full state they describe, before the file
@@ -563,6 +564,7 @@ func (c *checkpointFile) writeFull(dir string, ed *edit) error {
 	}
 	c.close()
 	c.f, c.size, c.fullSize, c.pins = f, int64(len(b)), int64(len(b)), ed.pins
+	c.edits++
 	return nil
 }
 
@@ -577,6 +579,7 @@ func (c *checkpointFile) appendEdit(ed *edit) error {
 	}
 	c.size += int64(len(b))
 	c.pins = ed.pins
+	c.edits++
 	return nil
 }
 
