@@ -58,7 +58,7 @@ func (q *Queue) apply(pos wal.Pos, rec *wal.Record, list []listRecord) error {
 			if rec.Topic != "" {
 				e.topic, e.topicChanged = rec.Topic, true
 			}
-			q.mem.changed(e)
+			q.mem.changed(e, false)
 			q.mem.arm(e)
 		}
 	case wal.KindAdvance:

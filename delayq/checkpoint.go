@@ -43,7 +43,7 @@ import (
 //	          pins:      segment uint32, count int64 (all of them: they replace the edit before's)
 //	          entries:   origin, pos uint64, deliverAt int64, attempt uint32, topicLen uint16 and
 //	                     topic (0: the topic in the record at pos)
-//	          removed entries: origin uint64
+//	          removed entries: origin uint64 (applied before the entries held)
 //	          IDs:       slot int64, pos uint64, idLen uint16 and id
 //	          removed IDs: idLen uint16 and id
 //
@@ -117,11 +117,11 @@ func (q *Queue) fullEditLocked(end wal.Pos) *edit {
 			ed.lists = append(ed.lists, indexedList{i, l})
 		}
 	}
-	q.mem.ops = nil
+	q.mem.takeOps()
 	for _, e := range q.mem.byOrigin {
-		q.mem.changed(e)
+		q.mem.changed(e, false)
 	}
-	ed.entries, q.mem.ops = q.mem.ops, nil
+	ed.entries = q.mem.takeOps()
 	ed.ids = make([]idOp, 0, len(q.disk.ids))
 	for id, loc := range q.disk.ids {
 		ed.ids = append(ed.ids, idOp{id: id, loc: loc})
@@ -145,7 +145,7 @@ func (q *Queue) changesLocked(end wal.Pos) *edit {
 		}
 	}
 	clear(w.dirty)
-	ed.entries, q.mem.ops = q.mem.ops, nil
+	ed.entries = q.mem.takeOps()
 	ed.ids, w.idOps = w.idOps, nil
 	return ed
 }
@@ -164,12 +164,10 @@ func trailingZeros(x uint64) int {
 	return n
 }
 
-// encode appends ed's frame to b. The entries and IDs changed are reduced to their last change.
+// encode appends ed's frame to b. The IDs changed are reduced to their last change (the journal
+// of entries holds one op per entry already).
 func (ed *edit) encode(b []byte) []byte {
-	entries := make(map[wal.Pos]entryOp, len(ed.entries))
-	for _, op := range ed.entries {
-		entries[op.ce.origin] = op
-	}
+	entries := slices.DeleteFunc(ed.entries, func(op entryOp) bool { return op.skip })
 	ids := make(map[string]idOp, len(ed.ids))
 	for _, op := range ed.ids {
 		ids[op.id] = op
@@ -349,12 +347,17 @@ func applyEdit(ck *checkpoint, body []byte) (*checkpoint, error) {
 		seg := d.u32()
 		ck.pins[seg] = int64(d.u64())
 	}
-	for range ne {
-		e := ckEntry{origin: wal.Pos(d.u64()), pos: wal.Pos(d.u64()), deliverAt: int64(d.u64()), attempt: d.u32(), topic: d.str()}
-		ck.entries[e.origin] = e
+	// Removals first: an edit may remove a message and hold another with the same origin, added
+	// since (a copy of it).
+	sets := make([]ckEntry, ne)
+	for i := range sets {
+		sets[i] = ckEntry{origin: wal.Pos(d.u64()), pos: wal.Pos(d.u64()), deliverAt: int64(d.u64()), attempt: d.u32(), topic: d.str()}
 	}
 	for range nde {
 		delete(ck.entries, wal.Pos(d.u64()))
+	}
+	for _, e := range sets {
+		ck.entries[e.origin] = e
 	}
 	for range ni {
 		loc := idLoc{slot: int64(d.u64()), pos: wal.Pos(d.u64())}

@@ -31,23 +31,56 @@ type deliveryIndex struct {
 	leased   int
 	lateness latenessRing // of messages coming due for the first time
 
-	// ops are the changes to the entries since the last checkpoint, in order (see checkpoint.go).
-	ops []entryOp
+	// ops are the changes to the entries since the last checkpoint (see checkpoint.go): one op per
+	// entry, kept up to date in place, and none for an entry added and removed in between, so that
+	// a burst of messages loaded and acked between two checkpoints costs them nothing. epoch
+	// numbers the journals: an entry's jop is its op's index while its jepoch is epoch.
+	ops   []entryOp
+	epoch uint32
 }
 
-// An entryOp is a change to the entries a checkpoint holds: e, as it is now, or its removal.
+// takeOps returns the journal of entry changes and starts the next.
+func (x *deliveryIndex) takeOps() []entryOp {
+	ops := x.ops
+	x.ops = nil
+	x.epoch++
+	return ops
+}
+
+// An entryOp is a change to the entries a checkpoint holds: e, as it is now, or its removal, or
+// nothing (skip).
 type entryOp struct {
-	ce  ckEntry
-	del bool
+	ce   ckEntry
+	del  bool
+	skip bool
 }
 
-// changed records that e was added or its checkpointed fields changed.
-func (x *deliveryIndex) changed(e *entry) {
+// changed records that e was added (added set) or its checkpointed fields changed.
+func (x *deliveryIndex) changed(e *entry, added bool) {
 	ce := ckEntry{pos: e.pos, origin: e.origin, deliverAt: e.deliverAt, attempt: e.attempt}
 	if e.topicChanged {
 		ce.topic = e.topic
 	}
+	if e.jepoch == x.epoch && e.jop >= 0 {
+		x.ops[e.jop].ce = ce
+		return
+	}
+	e.jepoch, e.jop, e.jnew = x.epoch, int32(len(x.ops)), added
 	x.ops = append(x.ops, entryOp{ce: ce})
+}
+
+// removed records that e was removed.
+func (x *deliveryIndex) removed(e *entry) {
+	if e.jepoch == x.epoch && e.jop >= 0 {
+		if e.jnew {
+			// Added since the last checkpoint, which does not hold it: nothing to record.
+			x.ops[e.jop] = entryOp{skip: true}
+			return
+		}
+		x.ops[e.jop] = entryOp{ce: ckEntry{origin: e.origin}, del: true}
+		return
+	}
+	x.ops = append(x.ops, entryOp{ce: ckEntry{origin: e.origin}, del: true})
 }
 
 func newDeliveryIndex(wheel *tock.Wheel, fire func(*bucket), wheelFailed func(error)) deliveryIndex {
@@ -59,6 +92,7 @@ func newDeliveryIndex(wheel *tock.Wheel, fire func(*bucket), wheelFailed func(er
 		byID:        make(map[string]*entry),
 		buckets:     make(map[int64]*bucket),
 		topics:      make(map[string]*topicQueue),
+		epoch:       1, // a new entry's jepoch, 0, is no journal's
 	}
 }
 
@@ -79,6 +113,12 @@ type entry struct {
 
 	st    entryState
 	lease uint64 // number of the current or last lease; receipts carry it
+
+	// The entry's op in the checkpoint journal (see deliveryIndex.ops): valid while jepoch is the
+	// journal's epoch; jnew: the op adds the entry.
+	jop    int32
+	jepoch uint32
+	jnew   bool
 
 	// bucket is the timer bucket the entry waits in (waiting: until due; leased: until the lease
 	// ends), or nil. prev and next link it into its bucket, or into its topic's ready list.
@@ -147,7 +187,7 @@ func (x *deliveryIndex) insert(e *entry) bool {
 		e.userID = true
 		x.byID[e.id] = e
 	}
-	x.changed(e)
+	x.changed(e, true)
 	return true
 }
 
@@ -168,7 +208,7 @@ func (x *deliveryIndex) lookup(id string) *entry {
 func (x *deliveryIndex) remove(e *entry) {
 	x.detach(e)
 	delete(x.byOrigin, e.origin)
-	x.ops = append(x.ops, entryOp{ce: ckEntry{origin: e.origin}, del: true})
+	x.removed(e)
 	if e.userID && x.byID[e.id] == e {
 		delete(x.byID, e.id)
 	}

@@ -102,7 +102,7 @@ func (q *Queue) putBatchLocked(msgs []Message, repeats []bool, now int64) ([]str
 	ids := make([]string, len(msgs))
 	total, last := 0, -1
 	for i := range msgs {
-		if repeats[i] {
+		if repeats != nil && repeats[i] {
 			ids[i] = msgs[i].ID
 		} else {
 			total += putSize(&msgs[i])
@@ -113,11 +113,13 @@ func (q *Queue) putBatchLocked(msgs []Message, repeats []bool, now int64) ([]str
 		// Every message repeats one put before, whose record may not be durable yet.
 		return ids, q.log.End(), nil
 	}
-	// The group stays in one segment; each record's position is known before it is appended.
-	q.log.Reserve(total)
+	if last > 0 {
+		// The group stays in one segment; each record's position is known before it is appended.
+		q.log.Reserve(total)
+	}
 	var end wal.Pos
 	for i := range msgs {
-		if repeats[i] {
+		if repeats != nil && repeats[i] {
 			continue
 		}
 		m := &msgs[i]
@@ -150,12 +152,14 @@ type readRecord struct {
 // records must be read to tell (those waiting in the disk wheel and not in read), or a
 // *DuplicateError.
 func (q *Queue) checkIDsLocked(msgs []Message, now int64, read map[string]readRecord) (repeats []bool, need map[string]idLoc, err error) {
-	repeats = make([]bool, len(msgs))
 	var first map[string]int // the first message of the batch with each chosen ID
 	for i := range msgs {
 		m := &msgs[i]
 		if m.ID == "" {
 			continue
+		}
+		if repeats == nil {
+			repeats = make([]bool, len(msgs))
 		}
 		if j, ok := first[m.ID]; ok {
 			o := &msgs[j]

@@ -107,7 +107,8 @@ func (q *Queue) restore(ck *checkpoint, rebuild bool, first wal.Pos) (wal.Pos, e
 	}
 	// The checkpoint holds all of this: journal only what replay changes.
 	clear(q.disk.dirty)
-	q.disk.idOps, q.mem.ops = nil, nil
+	q.disk.idOps = nil
+	q.mem.takeOps()
 	return ck.replay, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -71,14 +72,17 @@ type Log struct {
 	// maxPending, so producers faster than the disk (with NoSync) are held back instead of
 	// filling memory.
 	pendingBytes int
-	end          Pos   // position after the last appended record
-	inGroup      bool  // the last appended record has More set: the next one stays in its segment
-	written      Pos   // everything before it is in the files (readable)
-	durable      Pos   // everything before it is synced
-	err          error // sticky: the first write or sync error; the log is unusable after it
-	closing      bool
-	sizes        map[uint32]int64 // segment number -> bytes, for every segment file that exists
-	done         chan struct{}    // closed when the flusher exits
+	// over is pendingBytes > maxPending, readable without mu so that WaitRoom costs no lock when
+	// there is room.
+	over    atomic.Bool
+	end     Pos   // position after the last appended record
+	inGroup bool  // the last appended record has More set: the next one stays in its segment
+	written Pos   // everything before it is in the files (readable)
+	durable Pos   // everything before it is synced
+	err     error // sticky: the first write or sync error; the log is unusable after it
+	closing bool
+	sizes   map[uint32]int64 // segment number -> bytes, for every segment file that exists
+	done    chan struct{}    // closed when the flusher exits
 
 	rmu   sync.Mutex // guards files; never held with mu
 	files map[uint32]*os.File
@@ -387,14 +391,18 @@ func (l *Log) Append(r *Record) (pos, end Pos, err error) {
 	l.inGroup = r.More
 	l.sizes[pos.Segment()] += int64(size)
 	l.pendingBytes += size
+	l.over.Store(l.pendingBytes > maxPending)
 	l.work.Signal()
 	return pos, l.end, nil
 }
 
 // WaitRoom blocks while more than a bound of bytes (16 MiB) is appended and not yet written, so
-// that producers faster than the disk are held back instead of filling memory. It returns the
-// log's error, or ErrClosed once Close has begun.
+// that producers faster than the disk are held back instead of filling memory. When it waited, it
+// returns the log's error, or ErrClosed once Close has begun.
 func (l *Log) WaitRoom() error {
+	if !l.over.Load() {
+		return nil // room; Append reports the log's error or its closing
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.pendingBytes > maxPending && l.err == nil && !l.closing {
@@ -485,6 +493,7 @@ func (l *Log) flush() {
 			for _, c := range batch {
 				l.pendingBytes -= len(c.data)
 			}
+			l.over.Store(l.pendingBytes > maxPending)
 			l.progress.Broadcast()
 			l.mu.Unlock()
 			if !l.noSync {
@@ -789,9 +798,9 @@ const ReadWindow = 256 << 10
 // ReadAt reads the record at pos, which must have been appended.
 func (r *Reader) ReadAt(pos Pos) (Record, error) {
 	seg, off := pos.Segment(), int64(pos.Offset())
-	path := segmentPath(r.l.dir, seg)
+	path := func() string { return segmentPath(r.l.dir, seg) } // only for errors: it costs a Sprintf
 	if off < SegmentHeader {
-		return Record{}, &CorruptError{File: path, Offset: off, Reason: "position inside the segment header"}
+		return Record{}, &CorruptError{File: path(), Offset: off, Reason: "position inside the segment header"}
 	}
 	if frame, ok, err := r.l.unwritten(pos); ok {
 		if err != nil {
@@ -799,7 +808,7 @@ func (r *Reader) ReadAt(pos Pos) (Record, error) {
 		}
 		rec, err := decodeFrame(frame)
 		if err != nil {
-			return Record{}, corruptAt(path, off, err)
+			return Record{}, corruptAt(path(), off, err)
 		}
 		return rec, nil
 	}
@@ -809,7 +818,7 @@ func (r *Reader) ReadAt(pos Pos) (Record, error) {
 	}
 	size, err := frameLen(hdr)
 	if err != nil {
-		return Record{}, corruptAt(path, off, err)
+		return Record{}, corruptAt(path(), off, err)
 	}
 	frame, err := r.window(seg, off, size)
 	if err != nil {
@@ -817,7 +826,7 @@ func (r *Reader) ReadAt(pos Pos) (Record, error) {
 	}
 	rec, err := decodeFrame(frame)
 	if err != nil {
-		return Record{}, corruptAt(path, off, err)
+		return Record{}, corruptAt(path(), off, err)
 	}
 	return rec, nil
 }
