@@ -41,9 +41,9 @@ type Damage struct {
 
 // Check verifies the queue directory dir without opening it for use, as a `bbolt check` does: it
 // reads every segment and the checkpoint, walks every list of the disk wheel and reads every
-// record the checkpoint names. It changes nothing. Damage is reported in the CheckReport (and is
+// record the checkpoint names. It changes nothing. Damage is reported in the [CheckReport] (and is
 // what Open would skip, each place costing the messages it held); the error is for what kept
-// Check from looking (ErrLocked while a Queue has the directory open).
+// Check from looking ([ErrLocked] while a Queue has the directory open).
 func Check(dir string) (*CheckReport, error) {
 	lock, err := shareDir(filepath.Join(dir, "LOCK"))
 	if err != nil {

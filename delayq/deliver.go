@@ -113,8 +113,8 @@ func (q *Queue) leasedLocked(receipt string) (*entry, error) {
 // timeout ran out is accepted as long as no other Receive has leased it since.
 //
 // The outcome is per receipt. Ack acks every receipt it can; when some cannot be acked (they
-// match ErrUnknownReceipt: malformed, forged, stale, or of a cancelled message), it returns an
-// *AckError listing them and counting the others. A receipt acked before, by this Queue since
+// match [ErrUnknownReceipt]: malformed, forged, stale, or of a cancelled message), it returns an
+// [*AckError] listing them and counting the others. A receipt acked before, by this Queue since
 // Open and among its last 65,536 acks, is acked already: Ack reports no error for it, so that a
 // retried Ack succeeds. (Receipts carry 64 random bits, so a forged receipt cannot pass for one
 // acked before.)

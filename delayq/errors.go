@@ -24,11 +24,11 @@ var (
 	// ErrUnknownReceipt is matched by the errors of Ack and Nack for a receipt that does not name
 	// a message currently leased under it: malformed, forged, cancelled, or leased again since (its
 	// visibility timeout ran out and another Receive took the message). Ack does not report a
-	// receipt it acked before (see Queue.Ack); Nack does.
+	// receipt it acked before (see [Queue.Ack]); Nack does.
 	ErrUnknownReceipt = errors.New("delayq: unknown or stale receipt")
 
 	// ErrDuplicate is matched by the error of Put and PutBatch for a message whose chosen ID is
-	// the ID of a different message still pending; the error is a *DuplicateError.
+	// the ID of a different message still pending; the error is a [*DuplicateError].
 	ErrDuplicate = errors.New("delayq: id of a pending message")
 
 	// ErrCorrupt is matched by errors about damaged data in the log or the checkpoint. Such errors
@@ -42,7 +42,7 @@ var (
 )
 
 // A DuplicateError is the error of a Put whose chosen ID names a different message that is still
-// pending (see Message.ID). It matches ErrDuplicate.
+// pending (see [Message].ID). It matches [ErrDuplicate].
 type DuplicateError struct {
 	ID string
 	// DeliverAt is when the pending message with the ID is due.
@@ -58,7 +58,7 @@ func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicate }
 
 // An AckError is the error of an Ack some of whose receipts were not acked. The others were: the
 // call's outcome is per receipt. It matches the errors of its Failed receipts, so
-// errors.Is(err, ErrUnknownReceipt) holds when one was unknown or stale.
+// errors.Is(err, [ErrUnknownReceipt]) holds when one was unknown or stale.
 type AckError struct {
 	// Acked counts the receipts the call acked, in addition to those it found acked already.
 	Acked int

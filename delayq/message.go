@@ -19,7 +19,7 @@ type Message struct {
 	// A chosen ID is unique among pending messages (put and not yet acked, cancelled or dead), as
 	// idempotency keys are: a Put with the ID of a pending message stores nothing; it succeeds and
 	// returns the ID when the message is the same (a retried Put: same Topic and Payload, and the
-	// same DeliverAt or both due already), and fails with a *DuplicateError (ErrDuplicate) naming
+	// same DeliverAt or both due already), and fails with a [*DuplicateError] ([ErrDuplicate]) naming
 	// the pending message's due time otherwise. Once the message is acked, cancelled or dead, the
 	// ID may be used again. Chosen IDs are not checked against the generated IDs of pending
 	// messages: choose IDs that do not look like them (26 characters of 0-9 and a-v).
@@ -32,7 +32,7 @@ type Message struct {
 	// means the moment of the Put: a message is due at the later of DeliverAt and the time of its
 	// Put, and that is the DeliverAt its deliveries report, so that their lateness measures the
 	// queue. The latest DeliverAt accepted is the start of 2262 (UTC); a later one is refused with
-	// ErrInvalid. Its monotonic clock reading, if any, is ignored: it is stored as wall-clock time.
+	// [ErrInvalid]. Its monotonic clock reading, if any, is ignored: it is stored as wall-clock time.
 	DeliverAt time.Time
 }
 

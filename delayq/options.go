@@ -24,7 +24,7 @@ const (
 const MaxPayloadLimit = wal.MaxPayload
 
 // An Option configures a Queue in Open. A nil Option is ignored. Open reports an option out of
-// its range as an error matching ErrInvalid that names the option.
+// its range as an error matching [ErrInvalid] that names the option.
 type Option func(*config)
 
 type config struct {
@@ -131,13 +131,13 @@ func WithSegmentSize(n int64) Option {
 }
 
 // WithMaxPayload sets the largest payload in bytes Put accepts (default 1 MiB), at most
-// MaxPayloadLimit.
+// [MaxPayloadLimit].
 func WithMaxPayload(n int) Option {
 	return func(c *config) { c.maxPayload = n }
 }
 
 // WithLogger sets where the queue reports repairs, damage and background errors. WithLogger(nil)
-// means slog.Default(), the default.
+// means [slog.Default], the default.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) { c.logger = l }
 }
@@ -145,7 +145,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithWheel makes the queue keep its in-memory timers (messages of the near window, leases) on w,
 // so that a program can run all of tock on one wheel. Delivery is as precise as w's tick. A wheel
 // given is never stopped by the queue; if its owner stops it first, the queue's calls fail with an
-// error matching tock.ErrStopped. WithWheel(nil) means a wheel of the queue's own, the default,
+// error matching [tock.ErrStopped]. WithWheel(nil) means a wheel of the queue's own, the default,
 // stopped by Close.
 func WithWheel(w *tock.Wheel) Option {
 	return func(c *config) { c.wheel = w }

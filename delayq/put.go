@@ -23,10 +23,10 @@ func (q *Queue) Put(ctx context.Context, m Message) (string, error) {
 
 // PutBatch stores msgs as Put does, in one critical section and one sync, and returns their IDs
 // in order. It is all or nothing: it validates every message before writing any (an invalid one
-// gives an error matching ErrInvalid and nothing is stored), a duplicate ID fails the whole batch
-// (an error matching ErrDuplicate, see Message.ID), and the batch's records are written to the log
+// gives an error matching [ErrInvalid] and nothing is stored), a duplicate ID fails the whole batch
+// (an error matching [ErrDuplicate], see [Message].ID), and the batch's records are written to the log
 // as one atomic group, so that after a crash either all of them are there or none. The records of
-// a batch must fit in MaxBatchBytes. Messages of the batch that repeat a pending message (a retried
+// a batch must fit in [MaxBatchBytes]. Messages of the batch that repeat a pending message (a retried
 // Put) are not stored again; their IDs are returned all the same.
 func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) {
 	total := 0
