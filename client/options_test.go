@@ -21,7 +21,7 @@ import (
 // Cancel reporting (false, nil) for every 404: a wrong base URL, whose
 // paths no route has, looked like "message not pending".
 func TestCancelTellsMissingMessagesFromWrongURLs(t *testing.T) {
-	q, err := delayq.Open(t.TempDir(), delayq.NoSync())
+	q, err := delayq.Open(t.TempDir(), delayq.WithNoSync())
 	if err != nil {
 		t.Fatal(err)
 	}

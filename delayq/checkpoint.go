@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,51 +15,69 @@ import (
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
-// The checkpoint file holds the state the log alone would take long to rebuild: the disk wheel's
-// list heads, the segment pins, the messages in memory (by position: their payloads stay in the
-// log), and the chosen IDs of messages in the disk wheel. It describes exactly the records before
-// its replay position; recovery loads it and replays the log from there.
+// The checkpoint holds the state the log alone would take long to rebuild: the disk wheel's lists,
+// the segment pins, the messages in memory (by position: their payloads stay in the log), and the
+// chosen IDs of messages in the disk wheel. It describes exactly the records before its replay
+// position; recovery loads it and replays the log from there.
 //
-// It is written after everything before the replay position is durable, to a temporary file that
-// is synced, renamed over the old checkpoint, and made durable by syncing the directory, so a
-// crash leaves either the old checkpoint or the new one. All integers are little endian:
+// Its cost follows what changed: the file is a log of edits. Each checkpoint appends one edit
+// holding what changed since the one before (the lists touched, the entries and chosen IDs added
+// or removed, all the pins, which are few) and syncs it; the queue's lock is held only to take the
+// changes, which the queue journals as they happen (diskWheel.dirty and idOps, deliveryIndex.ops).
+// When the edits outgrow the state they describe, the file is rewritten as one full edit, merged
+// from the file itself, without the lock: to a temporary file that is synced, renamed over the old
+// one, and made durable by syncing the directory. An edit is written only after everything before
+// its replay position is durable. All integers are little endian:
 //
-//	0   8  magic "tockckp1"
-//	8   4  version (3; version 1 lacks the due counts of heads, and versions 1 and 2 count
-//	       cancelled messages among those in the disk wheel: Open recounts both from the lists)
-//	12  8  replay position: the log position recovery replays from
-//	20  8  slot length in nanoseconds (fixed when the queue is created)
-//	28  4  slots in the disk wheel (horizon / slot, fixed when the queue is created)
-//	32  8  loaded: the newest slot moved to memory
-//	40  8  messages in the disk wheel, not counting cancelled ones
-//	48  4  heads, 4 pins, 4 entries, 4 user IDs: the counts of the sections that follow
-//	       heads:    slot int64, head uint64, due int64            (non-empty lists only;
-//	                 due: the list's messages due in its own slot, for DueCounts)
-//	       pins:     segment uint32, count int64
-//	       entries:  pos uint64, origin uint64, deliverAt int64, attempt uint32,
-//	                 topicLen uint16 and topic (0: the topic in the record at pos)
-//	       user IDs: slot int64, idLen uint16 and id
-//	end 4  CRC-32C of everything before it
+//	file:  magic "tockckp1", version uint32 (4), then edits
+//	edit:  length uint32 (of the body), CRC-32C uint32 (of the body), body
+//	body:  0  1  flags: bit 0 full (the state is this edit alone; the first edit of a file is full)
+//	       1  8  replay position: the log position recovery replays from
+//	       9  8  slot length in nanoseconds (fixed when the queue is created)
+//	       17 4  slots in the disk wheel (horizon / slot, fixed when the queue is created)
+//	       21 8  loaded: the newest slot moved to memory
+//	       29 8  messages in the disk wheel, not counting cancelled ones
+//	       37 4×6 the counts of the sections that follow:
+//	          lists:     index uint32, slot int64, head, first uint64, due int64 (a list that is
+//	                     empty has head 0)
+//	          pins:      segment uint32, count int64 (all of them: they replace the edit before's)
+//	          entries:   origin, pos uint64, deliverAt int64, attempt uint32, topicLen uint16 and
+//	                     topic (0: the topic in the record at pos)
+//	          removed entries: origin uint64 (applied before the entries held)
+//	          IDs:       slot int64, pos uint64, idLen uint16 and id
+//	          removed IDs: idLen uint16 and id
+//
+// Recovery applies the edits in order. A last edit cut short (a crash while appending it) is
+// ignored: the one before describes a state the log still holds all of, since retention follows
+// an edit only once it is durable. Any other damage makes the checkpoint unusable, and the state is
+// rebuilt from the log.
+//
+// Versions 1 to 3 were one full snapshot per file (see decodeV3). Open reads them, reads every
+// list once to learn what they lack (the first record of each list, the record of each chosen ID,
+// and for versions 1 and 2 the counts), and writes the state as version 4.
 const (
 	checkpointName    = "checkpoint"
 	checkpointMagic   = "tockckp1"
-	checkpointVersion = 3
-	checkpointFixed   = 64
+	checkpointVersion = 4
+	editHeader        = 8
+	editFixed         = 37 + 4*6
 )
 
-// A checkpoint is the decoded checkpoint file.
+// A checkpoint is the state a checkpoint file describes, decoded and merged.
 type checkpoint struct {
-	version     uint32
-	replay      wal.Pos
-	slotNs      int64
-	slots       int
-	loaded      int64
-	diskPending int64
-	heads       []listHead
-	slotDue     []int64 // the due count of each of heads; nil when read from a version 1 file
-	pins        map[uint32]int64
-	entries     []ckEntry
-	userIDs     map[string]int64
+	version uint32
+	replay  wal.Pos
+	slotNs  int64
+	slots   int
+	loaded  int64
+	pending int64
+	lists   []slotList // by wheel index
+	hasDue  bool       // lists carry their due counts (not in version 1)
+	// end is where the last valid edit ends, and full the size of the first (version 4).
+	end, full int64
+	pins      pins
+	entries   map[wal.Pos]ckEntry // by origin
+	ids       map[string]idLoc
 }
 
 // A ckEntry is a message in memory, as the checkpoint keeps it.
@@ -68,103 +88,317 @@ type ckEntry struct {
 	topic       string // set only when it differs from the record's (a dead letter)
 }
 
-// snapshotLocked copies the state a checkpoint with replay position end keeps.
-func (q *Queue) snapshotLocked(end wal.Pos) *checkpoint {
-	s := &q.state
-	ck := &checkpoint{
-		replay:      end,
-		slotNs:      s.slotNs,
-		slots:       len(s.heads),
-		loaded:      s.loaded,
-		diskPending: s.diskPending,
-		pins:        make(map[uint32]int64, len(s.pins)),
-		entries:     make([]ckEntry, 0, len(s.byOrigin)),
-		userIDs:     make(map[string]int64, len(s.userIDs)),
-	}
-	for i, h := range s.heads {
-		if h.head != 0 {
-			ck.heads = append(ck.heads, h)
-			ck.slotDue = append(ck.slotDue, s.slotDue[i])
-		}
-	}
-	for k, v := range s.pins {
-		ck.pins[k] = v
-	}
-	for _, e := range s.byOrigin {
-		ce := ckEntry{pos: e.pos, origin: e.origin, deliverAt: e.deliverAt, attempt: e.attempt}
-		if e.topicChanged {
-			ce.topic = e.topic
-		}
-		ck.entries = append(ck.entries, ce)
-	}
-	for k, v := range s.userIDs {
-		ck.userIDs[k] = v
-	}
-	return ck
+// An edit is one edit of the checkpoint file: a full state, or the changes since the edit before.
+type edit struct {
+	full    bool
+	replay  wal.Pos
+	slotNs  int64
+	slots   int
+	loaded  int64
+	pending int64
+	lists   []indexedList
+	pins    pins
+	entries []entryOp
+	ids     []idOp
 }
 
-func (ck *checkpoint) encode() []byte {
+type indexedList struct {
+	i int
+	l slotList
+}
+
+// fullEditLocked returns the whole state as an edit with replay position end. It copies all of
+// the state: only Open uses it, for a new or migrated queue, with nothing else running.
+func (q *Queue) fullEditLocked(end wal.Pos) *edit {
+	ed := q.editHeaderLocked(end)
+	ed.full = true
+	for i, l := range q.disk.lists {
+		if l.head != 0 {
+			ed.lists = append(ed.lists, indexedList{i, l})
+		}
+	}
+	q.mem.takeOps()
+	for _, e := range q.mem.byOrigin {
+		q.mem.changed(e, false)
+	}
+	ed.entries = q.mem.takeOps()
+	ed.ids = make([]idOp, 0, len(q.disk.ids))
+	for id, loc := range q.disk.ids {
+		ed.ids = append(ed.ids, idOp{id: id, loc: loc})
+	}
+	q.disk.idOps = nil
+	clear(q.disk.dirty)
+	return ed
+}
+
+// changesLocked returns the changes since the last checkpoint as an edit with replay position end,
+// and starts journaling the next. It copies the lists changed and the pins; the entries and IDs
+// changed are taken whole from the journal.
+func (q *Queue) changesLocked(end wal.Pos) *edit {
+	ed := q.editHeaderLocked(end)
+	w := &q.disk
+	for wi, word := range w.dirty {
+		for word != 0 {
+			b := wi*64 + trailingZeros(word)
+			word &= word - 1
+			ed.lists = append(ed.lists, indexedList{b, w.lists[b]})
+		}
+	}
+	clear(w.dirty)
+	ed.entries = q.mem.takeOps()
+	ed.ids, w.idOps = w.idOps, nil
+	return ed
+}
+
+func (q *Queue) editHeaderLocked(end wal.Pos) *edit {
+	w := &q.disk
+	return &edit{replay: end, slotNs: w.slotNs, slots: len(w.lists), loaded: w.loaded, pending: w.pending, pins: maps.Clone(q.pins)}
+}
+
+func trailingZeros(x uint64) int {
+	n := 0
+	for x&1 == 0 {
+		x >>= 1
+		n++
+	}
+	return n
+}
+
+// encode appends ed's frame to b. The IDs changed are reduced to their last change (the journal
+// of entries holds one op per entry already).
+func (ed *edit) encode(b []byte) []byte {
+	entries := slices.DeleteFunc(ed.entries, func(op entryOp) bool { return op.skip })
+	ids := make(map[string]idOp, len(ed.ids))
+	for _, op := range ed.ids {
+		ids[op.id] = op
+	}
+	var nDelE, nDelI int
+	for _, op := range entries {
+		if op.del {
+			nDelE++
+		}
+	}
+	for _, op := range ids {
+		if op.del {
+			nDelI++
+		}
+	}
 	le := binary.LittleEndian
-	b := make([]byte, 0, checkpointFixed+len(ck.heads)*24+len(ck.pins)*12+len(ck.entries)*40)
-	b = append(b, checkpointMagic...)
-	b = le.AppendUint32(b, checkpointVersion)
-	b = le.AppendUint64(b, uint64(ck.replay))
-	b = le.AppendUint64(b, uint64(ck.slotNs))
-	b = le.AppendUint32(b, uint32(ck.slots))
-	b = le.AppendUint64(b, uint64(ck.loaded))
-	b = le.AppendUint64(b, uint64(ck.diskPending))
-	b = le.AppendUint32(b, uint32(len(ck.heads)))
-	b = le.AppendUint32(b, uint32(len(ck.pins)))
-	b = le.AppendUint32(b, uint32(len(ck.entries)))
-	b = le.AppendUint32(b, uint32(len(ck.userIDs)))
-	for i, h := range ck.heads {
-		b = le.AppendUint64(b, uint64(h.slot))
-		b = le.AppendUint64(b, uint64(h.head))
-		b = le.AppendUint64(b, uint64(ck.slotDue[i]))
+	start := len(b)
+	b = append(b, make([]byte, editHeader)...)
+	var flags byte
+	if ed.full {
+		flags = 1
 	}
-	for _, seg := range slices.Sorted(mapKeys(ck.pins)) {
+	b = append(b, flags)
+	b = le.AppendUint64(b, uint64(ed.replay))
+	b = le.AppendUint64(b, uint64(ed.slotNs))
+	b = le.AppendUint32(b, uint32(ed.slots))
+	b = le.AppendUint64(b, uint64(ed.loaded))
+	b = le.AppendUint64(b, uint64(ed.pending))
+	for _, n := range []int{len(ed.lists), len(ed.pins), len(entries) - nDelE, nDelE, len(ids) - nDelI, nDelI} {
+		b = le.AppendUint32(b, uint32(n))
+	}
+	for _, il := range ed.lists {
+		b = le.AppendUint32(b, uint32(il.i))
+		b = le.AppendUint64(b, uint64(il.l.slot))
+		b = le.AppendUint64(b, uint64(il.l.head))
+		b = le.AppendUint64(b, uint64(il.l.first))
+		b = le.AppendUint64(b, uint64(il.l.due))
+	}
+	for _, seg := range slices.Sorted(maps.Keys(ed.pins)) {
 		b = le.AppendUint32(b, seg)
-		b = le.AppendUint64(b, uint64(ck.pins[seg]))
+		b = le.AppendUint64(b, uint64(ed.pins[seg]))
 	}
-	for _, e := range ck.entries {
-		b = le.AppendUint64(b, uint64(e.pos))
-		b = le.AppendUint64(b, uint64(e.origin))
-		b = le.AppendUint64(b, uint64(e.deliverAt))
-		b = le.AppendUint32(b, e.attempt)
-		b = le.AppendUint16(b, uint16(len(e.topic)))
-		b = append(b, e.topic...)
+	for _, op := range entries {
+		if !op.del {
+			e := &op.ce
+			b = le.AppendUint64(b, uint64(e.origin))
+			b = le.AppendUint64(b, uint64(e.pos))
+			b = le.AppendUint64(b, uint64(e.deliverAt))
+			b = le.AppendUint32(b, e.attempt)
+			b = le.AppendUint16(b, uint16(len(e.topic)))
+			b = append(b, e.topic...)
+		}
 	}
-	for id, slot := range ck.userIDs {
-		b = le.AppendUint64(b, uint64(slot))
-		b = le.AppendUint16(b, uint16(len(id)))
-		b = append(b, id...)
+	for _, op := range entries {
+		if op.del {
+			b = le.AppendUint64(b, uint64(op.ce.origin))
+		}
 	}
-	return le.AppendUint32(b, crc32.Checksum(b, crcTable))
+	for _, op := range ids {
+		if !op.del {
+			b = le.AppendUint64(b, uint64(op.loc.slot))
+			b = le.AppendUint64(b, uint64(op.loc.pos))
+			b = le.AppendUint16(b, uint16(len(op.id)))
+			b = append(b, op.id...)
+		}
+	}
+	for _, op := range ids {
+		if op.del {
+			b = le.AppendUint16(b, uint16(len(op.id)))
+			b = append(b, op.id...)
+		}
+	}
+	body := b[start+editHeader:]
+	le.PutUint32(b[start:], uint32(len(body)))
+	le.PutUint32(b[start+4:], crc32.Checksum(body, crcTable))
+	return b
 }
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
-func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) { return maps.Keys(m) }
+
+// fullEdit returns ck as one full edit.
+func (ck *checkpoint) fullEdit() *edit {
+	ed := &edit{full: true, replay: ck.replay, slotNs: ck.slotNs, slots: ck.slots, loaded: ck.loaded, pending: ck.pending, pins: ck.pins}
+	for i, l := range ck.lists {
+		if l.head != 0 {
+			ed.lists = append(ed.lists, indexedList{i, l})
 		}
 	}
+	for _, e := range ck.entries {
+		ed.entries = append(ed.entries, entryOp{ce: e})
+	}
+	for id, loc := range ck.ids {
+		ed.ids = append(ed.ids, idOp{id: id, loc: loc})
+	}
+	return ed
 }
 
-// decodeCheckpoint decodes a checkpoint file's contents. Damage gives a *wal.CorruptError naming
-// path and the offset where decoding failed.
+// decodeCheckpoint decodes a checkpoint file's contents, of any version. Damage gives a
+// *wal.CorruptError naming path and the offset where decoding failed.
 func decodeCheckpoint(path string, b []byte) (*checkpoint, error) {
+	if len(b) < 12 || string(b[:8]) != checkpointMagic {
+		return nil, &wal.CorruptError{File: path, Reason: "not a checkpoint (bad magic)"}
+	}
+	switch v := binary.LittleEndian.Uint32(b[8:]); {
+	case v >= 1 && v <= 3:
+		return decodeV3(path, b)
+	case v != checkpointVersion:
+		return nil, &wal.CorruptError{File: path, Offset: 8, Reason: fmt.Sprintf("unsupported checkpoint version %d", v)}
+	}
+	var ck *checkpoint
+	off := 12
+	for off < len(b) {
+		if len(b)-off < editHeader {
+			break // a last edit cut short
+		}
+		n := int(binary.LittleEndian.Uint32(b[off:]))
+		if n > len(b)-off-editHeader {
+			break // a last edit cut short
+		}
+		body := b[off+editHeader : off+editHeader+n]
+		if crc32.Checksum(body, crcTable) != binary.LittleEndian.Uint32(b[off+4:]) {
+			return nil, &wal.CorruptError{File: path, Offset: int64(off), Reason: "checkpoint edit fails its checksum"}
+		}
+		var err error
+		if ck, err = applyEdit(ck, body); err != nil {
+			return nil, &wal.CorruptError{File: path, Offset: int64(off), Reason: err.Error()}
+		}
+		off += editHeader + n
+		if ck.full == 0 {
+			ck.full = int64(off)
+		}
+		ck.end = int64(off)
+	}
+	if ck == nil {
+		return nil, &wal.CorruptError{File: path, Offset: 12, Reason: "checkpoint holds no edit"}
+	}
+	return ck, nil
+}
+
+// applyEdit applies the edit body to ck (nil before the first edit, which must be full).
+func applyEdit(ck *checkpoint, body []byte) (*checkpoint, error) {
+	d := ckDecoder{b: body}
+	full := d.u8()&1 != 0
+	replay, slotNs, slots := wal.Pos(d.u64()), int64(d.u64()), int(d.u32())
+	loaded, pending := int64(d.u64()), int64(d.u64())
+	nl, np, ne, nde, ni, ndi := int(d.u32()), int(d.u32()), int(d.u32()), int(d.u32()), int(d.u32()), int(d.u32())
+	if d.bad || slotNs < int64(time.Millisecond) || slots < 1 || slots > 1<<24 {
+		return nil, fmt.Errorf("slot length %d ns or %d slots out of range", slotNs, slots)
+	}
+	// Each section entry takes at least 2 bytes: counts beyond the data are damage, caught before
+	// they size an allocation.
+	if rest := len(body) - d.off; nl > slots || np > rest || ne > rest || nde > rest || ni > rest || ndi > rest {
+		return nil, fmt.Errorf("section counts %d/%d/%d/%d/%d/%d exceed the data", nl, np, ne, nde, ni, ndi)
+	}
+	switch {
+	case full:
+		ck = &checkpoint{version: checkpointVersion, lists: make([]slotList, slots), hasDue: true,
+			entries: make(map[wal.Pos]ckEntry, ne), ids: make(map[string]idLoc, ni)}
+	case ck == nil:
+		return nil, errors.New("first checkpoint edit is not full")
+	case ck.slotNs != slotNs || ck.slots != slots:
+		return nil, errors.New("checkpoint edit changes the wheel's shape")
+	}
+	ck.replay, ck.slotNs, ck.slots, ck.loaded, ck.pending = replay, slotNs, slots, loaded, pending
+	for range nl {
+		i := int(d.u32())
+		l := slotList{slot: int64(d.u64()), head: wal.Pos(d.u64()), first: wal.Pos(d.u64()), due: int64(d.u64())}
+		if i >= slots {
+			return nil, fmt.Errorf("list index %d of %d", i, slots)
+		}
+		ck.lists[i] = l
+	}
+	ck.pins = make(pins, np)
+	for range np {
+		seg := d.u32()
+		ck.pins[seg] = int64(d.u64())
+	}
+	// Removals first: an edit may remove a message and hold another with the same origin, added
+	// since (a copy of it).
+	sets := make([]ckEntry, ne)
+	for i := range sets {
+		sets[i] = ckEntry{origin: wal.Pos(d.u64()), pos: wal.Pos(d.u64()), deliverAt: int64(d.u64()), attempt: d.u32(), topic: d.str()}
+	}
+	for range nde {
+		delete(ck.entries, wal.Pos(d.u64()))
+	}
+	for _, e := range sets {
+		ck.entries[e.origin] = e
+	}
+	for range ni {
+		loc := idLoc{slot: int64(d.u64()), pos: wal.Pos(d.u64())}
+		ck.ids[d.str()] = loc
+	}
+	for range ndi {
+		delete(ck.ids, d.str())
+	}
+	if d.bad {
+		return nil, errors.New("checkpoint edit cut short")
+	}
+	if d.off != len(body) {
+		return nil, fmt.Errorf("%d stray bytes in checkpoint edit", len(body)-d.off)
+	}
+	return ck, nil
+}
+
+// decodeV3 decodes a checkpoint of versions 1 to 3: one full snapshot.
+//
+//	0   8  magic "tockckp1"
+//	8   4  version (version 1 lacks the due counts of heads, and versions 1 and 2 count
+//	       cancelled messages among those in the disk wheel)
+//	12  8  replay position
+//	20  8  slot length in nanoseconds
+//	28  4  slots in the disk wheel
+//	32  8  loaded
+//	40  8  messages in the disk wheel
+//	48  4  heads, 4 pins, 4 entries, 4 user IDs: the counts of the sections that follow
+//	       heads:    slot int64, head uint64, due int64 (due from version 2 on)
+//	       pins:     segment uint32, count int64
+//	       entries:  pos uint64, origin uint64, deliverAt int64, attempt uint32,
+//	                 topicLen uint16 and topic
+//	       user IDs: slot int64, idLen uint16 and id
+//	end 4  CRC-32C of everything before it
+func decodeV3(path string, b []byte) (*checkpoint, error) {
+	const fixed = 64
 	bad := func(off int, format string, args ...any) error {
 		return &wal.CorruptError{File: path, Offset: int64(off), Reason: fmt.Sprintf(format, args...)}
 	}
-	if len(b) < checkpointFixed+4 {
+	if len(b) < fixed+4 {
 		return nil, bad(len(b), "checkpoint of %d bytes is too short", len(b))
-	}
-	if string(b[:8]) != checkpointMagic {
-		return nil, bad(0, "bad checkpoint magic %q", b[:8])
 	}
 	body := b[:len(b)-4]
 	if want, got := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32.Checksum(body, crcTable); want != got {
@@ -172,53 +406,49 @@ func decodeCheckpoint(path string, b []byte) (*checkpoint, error) {
 	}
 	d := ckDecoder{b: body, off: 8}
 	version := d.u32()
-	if version < 1 || version > checkpointVersion {
-		return nil, bad(8, "unsupported checkpoint version %d", version)
-	}
 	headSize := 16
 	if version >= 2 {
 		headSize = 24
 	}
 	ck := &checkpoint{
-		version:     version,
-		replay:      wal.Pos(d.u64()),
-		slotNs:      int64(d.u64()),
-		slots:       int(d.u32()),
-		loaded:      int64(d.u64()),
-		diskPending: int64(d.u64()),
+		version: version,
+		replay:  wal.Pos(d.u64()),
+		slotNs:  int64(d.u64()),
+		slots:   int(d.u32()),
+		loaded:  int64(d.u64()),
+		pending: int64(d.u64()),
+		hasDue:  version >= 2,
 	}
 	nh, np, ne, nu := int(d.u32()), int(d.u32()), int(d.u32()), int(d.u32())
 	if ck.slotNs < int64(time.Millisecond) || ck.slots < 1 || ck.slots > 1<<24 {
 		return nil, bad(20, "slot length %d ns or %d slots out of range", ck.slotNs, ck.slots)
 	}
-	// Each section entry takes at least 10 bytes, so counts beyond the data are damage, caught
-	// before they size an allocation.
 	if rest := len(body) - d.off; nh > rest/headSize || np > rest/12 || ne > rest/30 || nu > rest/10 || nh > ck.slots {
 		return nil, bad(48, "section counts %d/%d/%d/%d exceed the data", nh, np, ne, nu)
 	}
-	ck.heads = make([]listHead, nh)
-	if version >= 2 {
-		ck.slotDue = make([]int64, nh)
-	}
-	for i := range ck.heads {
-		ck.heads[i] = listHead{slot: int64(d.u64()), head: wal.Pos(d.u64())}
+	ck.lists = make([]slotList, ck.slots)
+	for range nh {
+		l := slotList{slot: int64(d.u64()), head: wal.Pos(d.u64())}
 		if version >= 2 {
-			ck.slotDue[i] = int64(d.u64())
+			l.due = int64(d.u64())
 		}
+		n := int64(ck.slots)
+		ck.lists[((l.slot%n)+n)%n] = l
 	}
-	ck.pins = make(map[uint32]int64, np)
+	ck.pins = make(pins, np)
 	for range np {
 		seg := d.u32()
 		ck.pins[seg] = int64(d.u64())
 	}
-	ck.entries = make([]ckEntry, ne)
-	for i := range ck.entries {
-		ck.entries[i] = ckEntry{pos: wal.Pos(d.u64()), origin: wal.Pos(d.u64()), deliverAt: int64(d.u64()), attempt: d.u32(), topic: d.str()}
+	ck.entries = make(map[wal.Pos]ckEntry, ne)
+	for range ne {
+		e := ckEntry{pos: wal.Pos(d.u64()), origin: wal.Pos(d.u64()), deliverAt: int64(d.u64()), attempt: d.u32(), topic: d.str()}
+		ck.entries[e.origin] = e
 	}
-	ck.userIDs = make(map[string]int64, nu)
+	ck.ids = make(map[string]idLoc, nu)
 	for range nu {
 		slot := int64(d.u64())
-		ck.userIDs[d.str()] = slot
+		ck.ids[d.str()] = idLoc{slot: slot}
 	}
 	if d.bad {
 		return nil, bad(d.off, "checkpoint cut short")
@@ -243,6 +473,13 @@ func (d *ckDecoder) take(n int) []byte {
 	p := d.b[d.off : d.off+n]
 	d.off += n
 	return p
+}
+
+func (d *ckDecoder) u8() byte {
+	if p := d.take(1); p != nil {
+		return p[0]
+	}
+	return 0
 }
 
 func (d *ckDecoder) u16() uint16 {
@@ -279,20 +516,44 @@ func readCheckpoint(dir string) (*checkpoint, error) {
 	return decodeCheckpoint(path, b)
 }
 
-// writeCheckpoint replaces dir's checkpoint with ck atomically and durably.
-func writeCheckpoint(dir string, ck *checkpoint) error {
-	path := filepath.Join(dir, checkpointName)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+// open makes the checkpoint file of dir, which ck was decoded from, the one appended to: from the
+// end of its last valid edit, so that one cut short is written over.
+func (c *checkpointFile) open(dir string, ck *checkpoint) error {
+	f, err := os.OpenFile(filepath.Join(dir, checkpointName), os.O_RDWR, 0)
 	if err != nil {
 		return fmt.Errorf("delayq: checkpoint: %w", err)
 	}
-	_, err = f.Write(ck.encode())
+	c.f, c.size, c.fullSize, c.pins = f, ck.end, ck.full, maps.Clone(ck.pins)
+	return nil
+}
+
+// A checkpointFile is the checkpoint file being appended to, owned by whoever holds ckptMu.
+type checkpointFile struct {
+	f        *os.File // nil until the first full edit is written
+	size     int64    // bytes in the file
+	fullSize int64    // bytes of its first (full) edit
+	pins     pins     // the pins of the last edit written
+	edits    int      // edits written since Open, for tests and benchmarks
+}
+
+// rewriteAt is how large the edits may grow, beyond the full state they describe, before the file
+// is rewritten as one full edit: the rewrite costs about what the edits since the last did.
+func (c *checkpointFile) rewriteAt() int64 { return 2*c.fullSize + 1<<20 }
+
+// writeFull replaces dir's checkpoint with a new file holding the full edit ed, atomically and
+// durably, and makes it the file appended to.
+func (c *checkpointFile) writeFull(dir string, ed *edit) error {
+	path := filepath.Join(dir, checkpointName)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("delayq: checkpoint: %w", err)
+	}
+	b := binary.LittleEndian.AppendUint32([]byte(checkpointMagic), checkpointVersion)
+	b = ed.encode(b)
+	_, err = f.Write(b)
 	if err == nil {
 		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
 	}
 	if err == nil {
 		err = os.Rename(tmp, path)
@@ -301,39 +562,103 @@ func writeCheckpoint(dir string, ck *checkpoint) error {
 		err = wal.SyncDir(dir)
 	}
 	if err != nil {
+		f.Close()
 		return fmt.Errorf("delayq: checkpoint: %w", err)
 	}
+	c.close()
+	c.f, c.size, c.fullSize, c.pins = f, int64(len(b)), int64(len(b)), ed.pins
+	c.edits++
 	return nil
 }
 
-// checkpoint writes a checkpoint of the current state, once the log it describes is durable, and
-// then deletes the segments nothing needs any more.
+// appendEdit appends ed to the file and syncs it.
+func (c *checkpointFile) appendEdit(ed *edit) error {
+	b := ed.encode(nil)
+	if _, err := c.f.WriteAt(b, c.size); err != nil {
+		return fmt.Errorf("delayq: checkpoint: %w", err)
+	}
+	if err := c.f.Sync(); err != nil {
+		return fmt.Errorf("delayq: checkpoint: %w", err)
+	}
+	c.size += int64(len(b))
+	c.pins = ed.pins
+	c.edits++
+	return nil
+}
+
+// rewrite rewrites the file as one full edit of the state it describes, merged from the file.
+func (c *checkpointFile) rewrite(dir string) error {
+	path := filepath.Join(dir, checkpointName)
+	b := make([]byte, c.size)
+	if _, err := c.f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("delayq: checkpoint: %w", err)
+	}
+	ck, err := decodeCheckpoint(path, b)
+	if err != nil {
+		return err
+	}
+	return c.writeFull(dir, ck.fullEdit())
+}
+
+func (c *checkpointFile) close() {
+	if c.f != nil {
+		c.f.Close()
+		c.f = nil
+	}
+}
+
+// checkpoint writes a checkpoint edit, once the log it describes is durable, and then deletes the
+// segments nothing needs any more.
 func (q *Queue) checkpoint() error {
 	q.ckptMu.Lock()
 	defer q.ckptMu.Unlock()
+	end, pins, err := q.writeCheckpoint()
+	if err != nil || pins == nil {
+		return err
+	}
+	return q.retain(end, pins)
+}
+
+// writeCheckpoint writes a checkpoint edit if anything changed since the last, and returns its
+// replay position and pins (nil if it wrote none). ckptMu must be held.
+func (q *Queue) writeCheckpoint() (wal.Pos, pins, error) {
 	q.mu.Lock()
 	if q.err != nil {
 		err := q.err
 		q.mu.Unlock()
-		return err
+		return 0, nil, err
 	}
 	end := q.log.End()
-	if end == q.ckptPos {
+	if end == q.ckptPos && q.ckpt.f != nil {
 		q.mu.Unlock()
-		return nil
+		return 0, nil, nil
 	}
-	ck := q.snapshotLocked(end)
+	var ed *edit
+	if q.ckpt.f == nil {
+		ed = q.fullEditLocked(end)
+	} else {
+		ed = q.changesLocked(end)
+	}
 	q.mu.Unlock()
 	if err := q.log.WaitDurable(end); err != nil {
-		return err
+		return 0, nil, err
 	}
-	if err := writeCheckpoint(q.dir, ck); err != nil {
-		return err
+	var err error
+	if ed.full {
+		err = q.ckpt.writeFull(q.dir, ed)
+	} else {
+		err = q.ckpt.appendEdit(ed)
+	}
+	if err == nil && q.ckpt.size > q.ckpt.rewriteAt() {
+		err = q.ckpt.rewrite(q.dir)
+	}
+	if err != nil {
+		return 0, nil, err
 	}
 	q.mu.Lock()
 	q.ckptPos = end
 	q.mu.Unlock()
-	return q.retain(end, ck.pins)
+	return end, ed.pins, nil
 }
 
 // every calls fn every interval until Close or until fn fails. A failure other than the queue or

@@ -2,7 +2,6 @@ package delayq
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"slices"
 	"time"
@@ -173,7 +172,7 @@ func (q *Queue) compactTargets(c *compactor, live float64) ([]uint32, error) {
 			}
 		}
 		q.mu.Lock()
-		pins := q.state.pins[seg]
+		pins := q.pins[seg]
 		q.mu.Unlock()
 		if pins == 0 || cnt.n == 0 {
 			continue // retention deletes it at the next checkpoint
@@ -196,13 +195,13 @@ var errStopScan = errors.New("delayq: stop scan")
 
 // scanSegment calls fn for each record of the closed segment seg.
 func (q *Queue) scanSegment(seg uint32, fn func(wal.Pos, *wal.Record)) error {
-	err := q.log.Scan(wal.MakePos(seg, wal.SegmentHeader), func(p wal.Pos, rec wal.Record) error {
+	err := q.log.Scan(wal.MakePos(seg, wal.SegmentHeader), wal.MakePos(seg+1, 0), func(p wal.Pos, rec wal.Record) error {
 		if p.Segment() != seg {
 			return errStopScan
 		}
 		fn(p, &rec)
 		return nil
-	})
+	}, nil)
 	if errors.Is(err, errStopScan) {
 		return nil
 	}
@@ -227,7 +226,7 @@ func (q *Queue) countSegment(seg uint32) (segCount, error) {
 // empties by itself. One with no records in lists still waiting is marked done.
 func (q *Queue) listsIn(c *compactor, targets []uint32) ([]uint32, []int64, error) {
 	q.mu.Lock()
-	loaded := q.state.loaded
+	loaded := q.disk.loaded
 	q.mu.Unlock()
 	now := time.Now()
 	lists := make(map[int64]bool)
@@ -269,42 +268,13 @@ func (q *Queue) listsIn(c *compactor, targets []uint32) ([]uint32, []int64, erro
 // old reports true, as the comment at the top of this file describes. It returns the bytes it read
 // and wrote, and whether it relocated the list.
 func (q *Queue) relocate(r *wal.Reader, list int64, old func(wal.Pos) bool) (int64, bool, error) {
-	q.mu.Lock()
-	s := &q.state
-	h := s.peek(list)
-	if list <= s.loaded+1 || h.head == 0 {
-		q.mu.Unlock()
-		return 0, false, nil
-	}
-	logEnd := q.log.End()
-	q.mu.Unlock()
-	if err := q.log.WaitWritten(logEnd); err != nil {
-		return 0, false, err
-	}
-	recs, rerr := q.readList(r, h.head, 0)
-
-	q.mu.Lock()
+	recs, ok, err := q.lockList(r, list, 0, func() bool { return q.usableLocked() == nil && list > q.disk.loaded+1 })
 	defer q.mu.Unlock()
-	if err := q.usableLocked(); err != nil {
+	if !ok {
+		return 0, false, q.usableLocked() // loaded meanwhile: its records may be gone already
+	}
+	if err != nil {
 		return 0, false, err
-	}
-	now := s.peek(list)
-	if list <= s.loaded+1 || now.head == 0 {
-		return 0, false, nil // loaded meanwhile: its records may be gone already
-	}
-	if rerr != nil {
-		return 0, false, rerr
-	}
-	if now.head != h.head {
-		// Records added since the read. The flusher does not need mu, so waiting here is safe.
-		if err := q.log.WaitWritten(q.log.End()); err != nil {
-			return 0, false, err
-		}
-		more, err := q.readList(r, now.head, h.head)
-		if err != nil {
-			return 0, false, err
-		}
-		recs = append(more, recs...)
 	}
 	var size int64
 	hasOld := false
@@ -315,50 +285,16 @@ func (q *Queue) relocate(r *wal.Reader, list int64, old func(wal.Pos) bool) (int
 	if !hasOld || size > maxRelocate {
 		return size, false, nil
 	}
-	if _, _, err := q.log.Append(&wal.Record{Kind: wal.KindRelocate, Slot: list}); err != nil {
-		q.failLocked(err)
+	if _, err := q.commitLocked(&wal.Record{Kind: wal.KindRelocate, Slot: list}, recs); err != nil {
 		return size, false, err
 	}
-	for _, e := range q.detachListLocked(list, recs) {
-		if _, _, err := q.putLocked(e.id, e.topic, e.payload, e.deliverAt, e.attempt, e.origin); err != nil {
-			q.failLocked(err)
-			return size, false, err
-		}
+	for _, e := range q.moving {
 		size += int64(len(e.payload))
 	}
+	if err := q.payMovingLocked(); err != nil {
+		return size, false, err
+	}
 	return size, true, nil
-}
-
-// detachListLocked takes list, which is not loaded, out of the disk wheel: it empties its head and
-// releases its records, recs (newest first, the whole list). It returns the messages still pending
-// in it, oldest first: a Put cancelled by a later Cancel of its ID, and all but the newest copy
-// of a message, are left out, as a load leaves them out.
-func (q *Queue) detachListLocked(list int64, recs []listRecord) []*entry {
-	s := &q.state
-	if h := &s.heads[s.index(list)]; h.slot == list {
-		*h = listHead{}
-	}
-	out := q.takeListLocked(recs)
-	slices.Reverse(out)
-	return out
-}
-
-// replayRelocate replays a Relocate record of list: the list is detached, and its pending
-// messages are expected to follow as copies.
-func (rp *replayer) replayRelocate(pos wal.Pos, list int64) error {
-	q, s := rp.q, &rp.q.state
-	h := s.peek(list)
-	if h.head == 0 {
-		return nil
-	}
-	recs, err := q.readList(rp.r, h.head, 0)
-	if err != nil && !(rp.tolerant && errors.Is(err, wal.ErrMissing)) {
-		return fmt.Errorf("replaying relocation at %v: %w", pos, err)
-	}
-	for _, e := range q.detachListLocked(list, recs) {
-		rp.rolls[e.origin] = e
-	}
-	return nil
 }
 
 // pace sleeps as long as moving n more bytes at the compaction rate takes, in steps of at least

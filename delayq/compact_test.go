@@ -139,13 +139,13 @@ func TestCompactCrash(t *testing.T) {
 		}
 		var cuts []wal.Pos
 		relocates := 0
-		err = q.log.Scan(start, func(p wal.Pos, rec wal.Record) error {
+		err = q.log.Scan(start, 0, func(p wal.Pos, rec wal.Record) error {
 			cuts = append(cuts, p)
 			if rec.Kind == wal.KindRelocate {
 				relocates++
 			}
 			return nil
-		})
+		}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

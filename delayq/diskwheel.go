@@ -1,257 +1,219 @@
 package delayq
 
-import (
-	"fmt"
-	"slices"
-	"time"
+import "github.com/tockwheel/tock/delayq/internal/wal"
 
-	"github.com/tockwheel/tock/delayq/internal/wal"
-)
-
-// The disk wheel is state.heads: one list head per slot of the horizon. A list is threaded
-// backwards through the log (each record holds the position of the list's previous record), so the
-// wheel costs 16 bytes per slot however many messages wait in it, and 8 more for state.slotDue, the
-// count of messages due in each slot that DueCounts reports. The loader moves each slot's
-// list into memory a preload ahead of the slot's start; from then on the slot's messages wait on
-// the in-memory wheel, which fires them with millisecond precision.
+// The disk wheel holds the messages that are not due soon: one list per slot of the horizon,
+// threaded backwards through the log (each record holds the position of the list's previous
+// record), so the wheel costs a few words per slot however many messages wait in it. The loader
+// moves each slot's list into memory (the delivery index) a preload ahead of the slot's start;
+// messages due beyond the horizon are written again into a later list when their list is loaded
+// (rolled).
 //
-// Loading slot a, as one step under mu:
-//  1. read the list (most of it before taking mu, so Puts are not held up while it is read);
-//  2. detach it (the head is cleared and loaded becomes a) and append an Advance record;
-//  3. drop cancelled Puts and duplicate rolled copies; roll Puts due beyond a (they were put
-//     more than a horizon ahead) by appending a copy threaded into a later list;
-//  4. insert the rest into memory.
-//
-// Recovery replays an Advance record by doing steps 1 to 4 again from the same list, except that
-// the rolled copies are already in the log right after the Advance record; copies lost to a crash
-// are appended at the end of recovery, and duplicates are dropped when their list is loaded.
+// Invariants, which checkState verifies in tests:
+//   - lists[i] is empty (head 0), or holds the list of the one slot s in (loaded, loaded+n] with
+//     s ≡ i (mod n), n = len(lists);
+//   - a list's records are Put and Cancel records threaded into it (ListSlot == s), each with a
+//     Prev before itself, ending at 0;
+//   - a Put in the list of slot s is due in s, or a whole number of horizons after s;
+//   - due counts the Puts of the list due in s itself, less the Cancels of them; pending counts the
+//     Puts of every list less every Cancel (a Cancel cancels one Put of its list);
+//   - ids maps the chosen ID of every message in a list to the slot it is due in and the position
+//     of its Put record (0 when not known, in an entry restored from an older checkpoint).
+type diskWheel struct {
+	slotNs int64 // slot length in nanoseconds
+	// loaded is the newest slot whose list has been moved to memory. Messages due in slots up to
+	// loaded are in the delivery index; later ones are in lists.
+	loaded int64
+	lists  []slotList
+	// pending counts the messages in the lists.
+	pending int64
+	// ids maps the chosen ID of each message in the lists to where it is, for Cancel and for
+	// telling a retried Put from a duplicate.
+	ids map[string]idLoc
 
-// runLoader loads each slot a preload ahead of its start, until Close.
-func (q *Queue) runLoader() {
-	defer q.bg.Done()
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		q.mu.Lock()
-		next := q.state.loaded + 1
-		at := q.state.slotStart(next) - int64(q.cfg.preload)
-		q.mu.Unlock()
-		if wait := time.Duration(at - time.Now().UnixNano()); wait > 0 {
-			t.Reset(wait)
-			select {
-			case <-t.C:
-			case <-q.closed:
-				return
+	// The changes since the last checkpoint (see checkpoint.go): the lists changed, by index, and
+	// the changes to ids, in order.
+	dirty []uint64
+	idOps []idOp
+}
+
+// An idOp is a change to diskWheel.ids: a set, or a delete when del.
+type idOp struct {
+	id  string
+	loc idLoc
+	del bool
+}
+
+func (w *diskWheel) setID(id string, loc idLoc) {
+	w.ids[id] = loc
+	w.idOps = append(w.idOps, idOp{id: id, loc: loc})
+}
+
+func (w *diskWheel) deleteID(id string) {
+	if _, ok := w.ids[id]; ok {
+		delete(w.ids, id)
+		w.idOps = append(w.idOps, idOp{id: id, del: true})
+	}
+}
+
+// touch records that the list at index i changed.
+func (w *diskWheel) touch(i int) { w.dirty[i/64] |= 1 << (i % 64) }
+
+// A slotList is the list of one slot of the disk wheel.
+type slotList struct {
+	slot int64   // absolute slot; meaningful only while head != 0
+	head wal.Pos // its newest record; 0: the list is empty
+	// first is the position of its oldest record (0 when not known, in a list restored from an
+	// older checkpoint): every record threaded into slot from first to head is in the list, which
+	// is how the rest of a list whose chain is broken by damage is found (see readChain).
+	first wal.Pos
+	// due counts the list's messages due in slot itself, less those cancelled: the forecast of
+	// DueCounts. Messages the list only holds until they roll are not counted until they are
+	// rolled into their own slot's list.
+	due int64
+}
+
+func newDiskWheel(slotNs int64, slots int) diskWheel {
+	return diskWheel{slotNs: slotNs, lists: make([]slotList, slots), ids: make(map[string]idLoc), dirty: make([]uint64, (slots+63)/64)}
+}
+
+// An idLoc is where the message with a chosen ID waits in the disk wheel.
+type idLoc struct {
+	slot int64   // the slot it is due in
+	pos  wal.Pos // its Put record; 0 when not known
+}
+
+// horizon returns the number of slots the wheel reaches ahead of loaded.
+func (w *diskWheel) horizon() int64 { return int64(len(w.lists)) }
+
+// slotOf returns the slot of a time in Unix nanoseconds.
+func (w *diskWheel) slotOf(ns int64) int64 {
+	q := ns / w.slotNs
+	if ns%w.slotNs < 0 {
+		q--
+	}
+	return q
+}
+
+// slotStart returns the start of slot in Unix nanoseconds.
+func (w *diskWheel) slotStart(slot int64) int64 { return slot * w.slotNs }
+
+// listFor returns the list a message of a slot after loaded goes into: its own slot within the
+// horizon, otherwise the last slot within the horizon that shares its wheel index, where it will
+// be rolled forward when loaded.
+func (w *diskWheel) listFor(slot int64) int64 {
+	n := w.horizon()
+	limit := w.loaded + n
+	if slot <= limit {
+		return slot
+	}
+	laps := (slot - limit + n - 1) / n
+	return slot - laps*n
+}
+
+// index returns the wheel index of slot.
+func (w *diskWheel) index(slot int64) int {
+	n := w.horizon()
+	return int(((slot % n) + n) % n)
+}
+
+// peek returns the list of slot list, which is empty if its wheel index holds another lap's list.
+func (w *diskWheel) peek(list int64) slotList {
+	if l := w.lists[w.index(list)]; l.slot == list && l.head != 0 {
+		return l
+	}
+	return slotList{}
+}
+
+// at returns the list of slot list for updating, emptied first if its index held another lap's
+// list. It must only be called for a list in (loaded, loaded+horizon], where the index holds no
+// other live list.
+func (w *diskWheel) at(list int64) *slotList {
+	i := w.index(list)
+	w.touch(i)
+	l := &w.lists[i]
+	if l.slot != list || l.head == 0 {
+		*l = slotList{slot: list}
+	}
+	return l
+}
+
+// push threads rec, a Put or Cancel record at pos, into its list.
+func (w *diskWheel) push(pos wal.Pos, rec *wal.Record) {
+	l := w.at(rec.ListSlot)
+	if l.head == 0 {
+		l.first = pos
+	}
+	l.head = pos
+	if rec.Kind == wal.KindCancel {
+		w.cancelDue(rec.ID, rec.ListSlot)
+		w.pending--
+		w.deleteID(rec.ID)
+		return
+	}
+	w.pending++
+	slot := w.slotOf(rec.DeliverAt)
+	if slot == rec.ListSlot {
+		l.due++
+	}
+	if !isGenerated(rec.ID, originOf(rec.Origin, pos)) {
+		w.setID(rec.ID, idLoc{slot: slot, pos: pos})
+	}
+}
+
+// cancelDue takes a Cancel of id threaded into list off the list's due count, if the message it
+// cancels is due in the list's own slot. It must be called before id leaves ids. It decides from
+// the wheel alone, so replaying the Cancel record decides the same.
+func (w *diskWheel) cancelDue(id string, list int64) {
+	if slot, _, ok := w.findSlot(id); ok && slot == list {
+		w.at(list).due--
+	}
+}
+
+// detach empties the list of slot list, which is taken out of the wheel whole (loaded or
+// relocated).
+func (w *diskWheel) detach(list int64) {
+	i := w.index(list)
+	if l := &w.lists[i]; l.slot == list {
+		*l = slotList{}
+		w.touch(i)
+	}
+}
+
+// findSlot returns the slot of a message not loaded yet, and the position of its first record
+// when the ID tells it (0 otherwise).
+func (w *diskWheel) findSlot(id string) (slot int64, origin wal.Pos, ok bool) {
+	if loc, ok := w.ids[id]; ok {
+		return loc.slot, 0, true
+	}
+	at, origin, ok := parseID(id)
+	if !ok {
+		return 0, 0, false
+	}
+	return w.slotOf(at), origin, true
+}
+
+// raiseLoaded moves loaded up to slot b during replay. The loader passes empty slots without
+// writing records, so the log shows how far it had gone only indirectly: a Put straight into
+// memory was due in a loaded slot, and a record threaded into list L was written when every slot
+// up to L minus the horizon was loaded. Every non-empty list up to there has had its Advance
+// record replayed already, since that record came first in the log; loaded stops short of any
+// list still present all the same, so nothing is skipped. Live, it never moves loaded: records are
+// written for slots after it.
+func (w *diskWheel) raiseLoaded(b int64) {
+	if b-w.loaded > w.horizon() {
+		for _, l := range w.lists {
+			if l.head != 0 && l.slot > w.loaded && l.slot <= b {
+				b = l.slot - 1
 			}
-			continue
 		}
-		if err := q.load(next); err != nil {
-			q.mu.Lock()
-			q.failLocked(err)
-			q.mu.Unlock()
+		w.loaded = max(w.loaded, b)
+		return
+	}
+	for w.loaded < b {
+		if l := w.lists[w.index(w.loaded+1)]; l.head != 0 && l.slot == w.loaded+1 {
 			return
 		}
-		select {
-		case <-q.closed:
-			return
-		default:
-		}
-	}
-}
-
-// A listRecord is a record read from a slot list, with its position.
-type listRecord struct {
-	pos wal.Pos
-	rec wal.Record
-}
-
-// readList reads the list from head backwards, stopping before stop (the head of a part already
-// read) or at its end. On error it also returns the records read before it.
-func (q *Queue) readList(r *wal.Reader, head, stop wal.Pos) ([]listRecord, error) {
-	var out []listRecord
-	for p := head; p != 0 && p != stop; {
-		rec, err := r.ReadAt(p)
-		if err != nil {
-			return out, fmt.Errorf("delayq: reading slot list at %v: %w", p, err)
-		}
-		if rec.Kind != wal.KindPut && rec.Kind != wal.KindCancel || !rec.Threaded {
-			return out, fmt.Errorf("%w: %v record at %v in a slot list", ErrCorrupt, rec.Kind, p)
-		}
-		if rec.Prev >= p {
-			return out, fmt.Errorf("%w: slot list goes forward at %v", ErrCorrupt, p)
-		}
-		out = append(out, listRecord{p, rec})
-		p = rec.Prev
-	}
-	return out, nil
-}
-
-// load moves slot a (which must be loaded+1) from the disk wheel into memory.
-func (q *Queue) load(a int64) error {
-	r := q.log.NewReader()
-	// Read what the list holds now without mu; then catch up on what was added meanwhile.
-	var parts [][]listRecord // oldest part first; each part newest record first
-	var seen wal.Pos
-	for try := 0; ; try++ {
-		q.mu.Lock()
-		if q.state.loaded != a-1 {
-			q.mu.Unlock()
-			return fmt.Errorf("delayq: internal error: loading slot %d after %d", a, q.state.loaded)
-		}
-		h := q.state.peek(a)
-		if h.head == seen || try == 3 {
-			break // keep mu
-		}
-		logEnd := q.log.End()
-		q.mu.Unlock()
-		if err := q.log.WaitWritten(logEnd); err != nil {
-			return err
-		}
-		part, err := q.readList(r, h.head, seen)
-		if err != nil {
-			return err
-		}
-		parts = append(parts, part)
-		seen = h.head
-	}
-	defer q.mu.Unlock()
-	if h := q.state.peek(a).head; h != seen {
-		// Records added since the last read. The flusher does not need mu, so waiting here is safe.
-		if err := q.log.WaitWritten(q.log.End()); err != nil {
-			return err
-		}
-		part, err := q.readList(r, h, seen)
-		if err != nil {
-			return err
-		}
-		parts = append(parts, part)
-	}
-	var recs []listRecord
-	for _, p := range slices.Backward(parts) {
-		recs = append(recs, p...)
-	}
-	if err := q.advanceLocked(a, true); err != nil {
-		return err
-	}
-	rolls, err := q.applyListLocked(a, recs, true)
-	if err != nil {
-		return err
-	}
-	for _, e := range rolls {
-		if _, _, err := q.putLocked(e.id, e.topic, e.payload, e.deliverAt, e.attempt, e.origin); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// advanceLocked detaches slot a's list and marks a loaded; when write is set and the list was not
-// empty, it appends the Advance record that replays this.
-func (q *Queue) advanceLocked(a int64, write bool) error {
-	s := &q.state
-	h := s.head(a)
-	nonEmpty := h.head != 0
-	*h = listHead{}
-	s.slotDue[s.index(a)] = 0
-	s.loaded = a
-	if write && nonEmpty {
-		if _, _, err := q.log.Append(&wal.Record{Kind: wal.KindAdvance, Slot: a}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// applyListLocked takes the records of slot a's list, newest first, out of the disk wheel: it
-// drops cancelled Puts and duplicate copies, inserts the messages due in slot a (arming them when
-// arm is set), and returns the messages due later, which must be rolled.
-func (q *Queue) applyListLocked(a int64, recs []listRecord, arm bool) (rolls []*entry, err error) {
-	s := &q.state
-	for _, e := range q.takeListLocked(recs) {
-		if slot, ok := s.userIDs[e.id]; ok && slot == s.slotOf(e.deliverAt) {
-			delete(s.userIDs, e.id)
-		}
-		if s.slotOf(e.deliverAt) > a {
-			rolls = append(rolls, e)
-			continue
-		}
-		if !q.insertLocked(e) {
-			continue
-		}
-		s.pins[e.pos.Segment()]++
-		if arm {
-			q.armLocked(e)
-		}
-	}
-	return rolls, nil
-}
-
-// takeListLocked takes the records of a list, recs (newest first, the whole list), out of the disk
-// wheel: it unpins them, counts their messages off diskPending, and returns the messages still
-// pending in the list, newest first. A Put cancelled by a later Cancel of its ID, and all but the
-// newest copy of a message, are left out.
-//
-// A Cancel took its message off diskPending when it was written, so the first Put each Cancel
-// meets is not counted off again; a Cancel drops every older Put with its ID (a chosen ID can name
-// several messages of one list), and those after the first are counted off here.
-func (q *Queue) takeListLocked(recs []listRecord) []*entry {
-	s := &q.state
-	cancelled := make(map[string]int) // Cancel records not yet matched with a Put, by ID
-	// Rolled copies of one message can be in one list twice (a roll repeated after a crash);
-	// copies are rare, so only they are remembered.
-	copies := make(map[wal.Pos]bool)
-	var out []*entry
-	for _, lr := range recs {
-		rec := &lr.rec
-		q.unpinLocked(lr.pos)
-		if rec.Kind == wal.KindCancel {
-			cancelled[rec.ID]++
-			continue
-		}
-		if n, ok := cancelled[rec.ID]; ok && n > 0 {
-			cancelled[rec.ID] = n - 1
-		} else {
-			s.diskPending--
-		}
-		origin := originOf(rec.Origin, lr.pos)
-		if _, ok := cancelled[rec.ID]; ok || copies[origin] {
-			continue
-		}
-		if rec.Origin != 0 {
-			copies[origin] = true
-		}
-		out = append(out, &entry{pos: lr.pos, origin: origin, id: rec.ID, topic: rec.Topic, payload: rec.Payload, deliverAt: rec.DeliverAt, attempt: rec.Attempt})
-	}
-	return out
-}
-
-// countDue counts the messages of list's records, newest first, that are due in list's own slot
-// and not cancelled, as putLocked and Cancel maintain state.slotDue: a Cancel record takes off the
-// newest older Put with its ID if that one is due in list's slot. Recovery uses it to rebuild the
-// counts of a checkpoint that lacks them; tests check the counts against it.
-func (s *state) countDue(list int64, recs []listRecord) int64 {
-	var n int64
-	cancels := make(map[string]bool) // IDs of Cancel records not yet matched with their Put
-	for _, lr := range recs {
-		rec := &lr.rec
-		if rec.Kind == wal.KindCancel {
-			cancels[rec.ID] = true
-			continue
-		}
-		cancelled := cancels[rec.ID]
-		delete(cancels, rec.ID)
-		if !cancelled && s.slotOf(rec.DeliverAt) == list {
-			n++
-		}
-	}
-	return n
-}
-
-// cancelDueLocked takes a Cancel of id threaded into list off list's count, if the message it
-// cancels is due in list's own slot. It must be called before id leaves userIDs. It decides from
-// the state alone, so replaying the Cancel record decides the same.
-func (s *state) cancelDueLocked(id string, list int64) {
-	if slot, _, ok := s.findSlot(id); ok && slot == list {
-		s.slotDue[s.index(list)]--
+		w.loaded++
 	}
 }

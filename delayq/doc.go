@@ -1,7 +1,7 @@
 // Package delayq is a durable delayed-message queue embedded in a Go program: producers Put
 // messages to be delivered at a time of their choosing, any distance ahead; consumers Receive them
 // when they are due, and Ack them when done. Messages survive a crash of the process (and, unless
-// NoSync, of the machine) from the moment Put returns.
+// [WithNoSync], of the machine) from the moment [Queue.Put] returns.
 //
 // # Basics
 //
@@ -15,30 +15,39 @@
 //
 // Storage is a log of append-only segment files of checksummed records. Concurrent Puts share one
 // write and one fdatasync (group commit), so many producers together reach close to the disk's
-// sequential rate. Waiting messages are kept on disk in a coarse wheel of slots (one second each by
-// default) whose lists are threaded backwards through the log: memory does not grow with the
-// number of pending messages. A little before a slot comes due it is read into the in-memory tock
-// wheel, which delivers each message within about a millisecond of its DeliverAt and never before.
+// sequential rate; a [Queue.PutBatch] is written as one atomic group, all or nothing. Waiting
+// messages are kept on disk in a coarse wheel of slots (one second each by default) whose lists
+// are threaded backwards through the log: memory does not grow with the number of pending messages
+// put with generated IDs. A little before a slot comes due it is read into the in-memory tock
+// wheel, which delivers each message within about a millisecond of its due time and never before.
 // Messages due beyond the wheel's horizon (a day by default) are written again when their slot
-// comes round, so there is no maximum delay.
+// comes round, so there is no maximum delay. A message is due at the later of its DeliverAt and
+// its Put.
 //
-// Delivery is at least once. Receive leases messages for a visibility timeout; a message not acked
-// in time is due again after a backoff, and after a maximum number of failed deliveries it moves to
-// a dead-letter topic. Acks are durable: an acked message is never delivered again. Cancel removes
-// a pending message by ID.
+// Delivery is at least once. [Queue.Receive] leases messages for a visibility timeout; a message
+// not acked in time is due again after a backoff, and after a maximum number of failed deliveries
+// it moves to a dead-letter topic. Acks are durable: an acked message is never delivered again.
+// [Queue.Ack] reports its outcome per receipt ([AckError]), and a retried ack succeeds. Receipts
+// carry 64 random bits, so they cannot be guessed. [Queue.Cancel] removes a pending message by ID.
+// An ID the producer chooses is unique among pending messages: a retried Put is recognised and
+// stored once, a different message with the ID is refused with [ErrDuplicate].
 //
-// Queue.DueCounts tells how many messages fall due in each second (or any step) ahead, from counts
-// the disk wheel keeps per slot, without reading messages: enough for a status page's forecast.
+// [Queue.DueCounts] tells how many messages fall due in each second (or any step) ahead, from
+// counts the disk wheel keeps per slot, without reading messages: enough for a status page's
+// forecast.
 //
-// A checkpoint of the wheel is written every few seconds, after the log it describes is durable.
-// Open truncates a torn tail, reads the checkpoint and replays only the log written since. Segments
-// whose messages are all acked, cancelled or rolled forward are deleted after a checkpoint, so disk
-// use follows live data.
+// Every change to the queue's durable state is a record, applied by one function both when it is
+// appended and when recovery replays it. A checkpoint is written every few seconds, after the log
+// it describes is durable; it is a log of edits, each holding only what changed since the one
+// before, so its cost follows the rate of change, not the number of messages pending. Open cuts a
+// torn write at the end of the log, reads the checkpoint and replays only the log written since.
+// Segments whose messages are all acked, cancelled or rolled forward are deleted after a
+// checkpoint, so disk use follows live data.
 //
 // A segment holding messages due at many different times would be kept until the last of them is
 // done; compaction copies the messages still waiting on disk out of old segments that are mostly
 // dead, so they can be deleted. Every checkpoint interval, a background goroutine estimates the
-// live fraction of each closed segment; a segment under half live (see WithCompaction), whose
+// live fraction of each closed segment; a segment under half live (see [WithCompaction]), whose
 // waiting messages are not all due soon compared with its age, has the wheel slots it holds
 // messages of written again at the head of the log, paced to a few MiB/s and sharing the log's
 // syncs with Puts. A copy keeps its message's ID and receipts; the old record is released only
@@ -47,13 +56,20 @@
 // message about 1.5 times on average. Messages already due, leased, or in the near window are not
 // moved.
 //
+// Damaged data (a flipped bit, a record that fails its checksum, a segment gone) costs only the
+// messages it held: Open does not refuse the queue, nothing is cut or rewritten, the damage is
+// logged with its file and offset and counted in [Stats].CorruptRecords, and the queue goes on.
+// [Check] (the command tock check) verifies a directory offline.
+//
 // # Caveats
 //
 // Ordering is by due time, to the millisecond; messages due at the same moment have no promised
 // order. A message may be delivered more than once: after a crash, an expired lease, or a lost ack.
-// A message put with a chosen ID costs about 50 bytes of memory while it waits on disk; generated
+// A message put with a chosen ID costs about 60 bytes of memory while it waits on disk; generated
 // IDs cost nothing. Due messages that no consumer receives stay in memory, with their payloads,
-// until received. A delivery interrupted by a crash does not count as an attempt. The directory
-// belongs to one Queue at a time (an flock enforces it on Unix). Nothing is replicated: losing the
-// disk loses the queue.
+// until received. A delivery interrupted by a crash does not count as an attempt. A retried Ack is
+// recognised only for the last 65,536 acks since Open. Damage to a Cancel or Ack record loses the
+// cancel or the ack (the message is delivered after all, or again). The directory belongs to one
+// Queue at a time (an flock enforces it on Unix). Nothing is replicated: losing the disk loses the
+// queue.
 package delayq

@@ -2,6 +2,7 @@ package delayq_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log"
 	"os"
@@ -57,4 +58,26 @@ func ExampleQueue_Cancel() {
 	again, _ := q.Cancel(ctx, id)
 	fmt.Println(ok, again)
 	// Output: true false
+}
+
+// A chosen ID works as an idempotency key: a retried Put of the same message stores nothing new,
+// a different message with the ID of a pending one is refused.
+func ExampleQueue_Put_chosenID() {
+	dir, _ := os.MkdirTemp("", "delayq-example")
+	defer os.RemoveAll(dir)
+	q, err := delayq.Open(dir)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer q.Close()
+	ctx := context.Background()
+
+	at := time.Now().Add(time.Hour)
+	m := delayq.Message{ID: "invoice-7", Topic: "billing", Payload: []byte("send"), DeliverAt: at}
+	id, _ := q.Put(ctx, m)
+	again, _ := q.Put(ctx, m) // a retry: the same message
+	_, err = q.Put(ctx, delayq.Message{ID: "invoice-7", Topic: "billing", Payload: []byte("other")})
+	var dup *delayq.DuplicateError
+	fmt.Println(id, again, q.Stats().Pending, errors.As(err, &dup) && dup.DeliverAt.Equal(at))
+	// Output: invoice-7 invoice-7 1 true
 }

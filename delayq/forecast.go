@@ -44,9 +44,8 @@ func (q *Queue) DueCounts(from time.Time, step time.Duration, n int) []int {
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	s := &q.state
 	// Messages in memory: those of loaded slots, and retries.
-	for _, b := range s.buckets {
+	for _, b := range q.mem.buckets {
 		if b.waiting > 0 {
 			if i := binOf(b.key * bucketNs); i >= 0 {
 				counts[i] += b.waiting
@@ -54,14 +53,13 @@ func (q *Queue) DueCounts(from time.Time, step time.Duration, n int) []int {
 		}
 	}
 	// Messages in the disk wheel: the slots after loaded, up to the horizon.
-	for slot := max(s.loaded+1, s.slotOf(start)); slot <= s.loaded+int64(len(s.heads)); slot++ {
-		i := binOf(max(s.slotStart(slot), start))
+	w := &q.disk
+	for slot := max(w.loaded+1, w.slotOf(start)); slot <= w.loaded+w.horizon(); slot++ {
+		i := binOf(max(w.slotStart(slot), start))
 		if i < 0 {
 			break // past the range
 		}
-		if h := s.peek(slot); h.head != 0 {
-			counts[i] += int(s.slotDue[s.index(slot)])
-		}
+		counts[i] += int(w.peek(slot).due)
 	}
 	return counts
 }

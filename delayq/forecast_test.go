@@ -227,11 +227,12 @@ func TestDueCountsAcrossRestart(t *testing.T) {
 	})
 }
 
-// TestOlderCheckpoints rewrites a checkpoint in the formats of versions 1 and 2: version 1 lacks
-// the per-slot counts, and both count cancelled messages among those in the disk wheel. Open must
-// recount both from the lists.
+// TestOlderCheckpoints rewrites a checkpoint in the formats of versions 1 to 3, one snapshot per
+// file: version 1 lacks the per-slot counts, versions 1 and 2 count cancelled messages among those
+// in the disk wheel, and none has the lists' first records or the chosen IDs' records. Open must
+// learn them all from the lists, and chosen IDs must still be unique.
 func TestOlderCheckpoints(t *testing.T) {
-	for _, version := range []uint32{1, 2} {
+	for _, version := range []uint32{1, 2, 3} {
 		t.Run(fmt.Sprintf("version=%d", version), func(t *testing.T) {
 			base := t.TempDir()
 			synctest.Test(t, func(t *testing.T) {
@@ -267,7 +268,7 @@ func TestOlderCheckpoints(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := os.WriteFile(path, checkpointAsVersion(t, b, version, cancelled), 0o644); err != nil {
+				if err := os.WriteFile(path, checkpointAsVersion(t, path, b, version, cancelled), 0o644); err != nil {
 					t.Fatal(err)
 				}
 				q = open(t, dir)
@@ -278,37 +279,70 @@ func TestOlderCheckpoints(t *testing.T) {
 					t.Fatalf("after a version %d checkpoint: Pending %d, want %d", version, got, pending)
 				}
 				check(t, q)
+				if _, err := q.Put(ctx, Message{ID: ids[cancelled], Topic: "t", Payload: []byte("other")}); !errors.Is(err, ErrDuplicate) {
+					t.Fatalf("after a version %d checkpoint: Put of a pending ID: %v", version, err)
+				}
 			})
 		})
 	}
 }
 
-// checkpointAsVersion rewrites a checkpoint file of the current version in the format of an older
-// one: the disk wheel's message count includes the cancelled messages, as versions 1 and 2 kept
-// it, and version 1 also lacks the heads' due counts.
-func checkpointAsVersion(t *testing.T, b []byte, version uint32, cancelled int) []byte {
+// checkpointAsVersion rewrites a checkpoint file in the format of an older version: one full
+// snapshot, whose disk wheel's message count includes the cancelled messages for versions 1 and 2
+// (as they kept it), without the heads' due counts for version 1.
+func checkpointAsVersion(t *testing.T, path string, b []byte, version uint32, cancelled int) []byte {
 	t.Helper()
-	le := binary.LittleEndian
-	if v := le.Uint32(b[8:]); v != checkpointVersion {
-		t.Fatalf("checkpoint version %d, want %d", v, checkpointVersion)
+	ck, err := decodeCheckpoint(path, b)
+	if err != nil {
+		t.Fatal(err)
 	}
-	nh := int(le.Uint32(b[48:]))
-	if nh == 0 {
+	pending := ck.pending
+	if version < 3 {
+		pending += int64(cancelled)
+	}
+	var heads []slotList
+	for _, l := range ck.lists {
+		if l.head != 0 {
+			heads = append(heads, l)
+		}
+	}
+	if len(heads) == 0 {
 		t.Fatal("checkpoint has no lists: the test puts nothing on disk")
 	}
-	out := slices.Clone(b[:checkpointFixed])
-	le.PutUint32(out[8:], version)
-	le.PutUint64(out[40:], le.Uint64(b[40:])+uint64(cancelled))
-	off := checkpointFixed
-	for range nh {
-		if version == 1 {
-			out = append(out, b[off:off+16]...)
-		} else {
-			out = append(out, b[off:off+24]...)
-		}
-		off += 24
+	le := binary.LittleEndian
+	out := le.AppendUint32([]byte(checkpointMagic), version)
+	out = le.AppendUint64(out, uint64(ck.replay))
+	out = le.AppendUint64(out, uint64(ck.slotNs))
+	out = le.AppendUint32(out, uint32(ck.slots))
+	out = le.AppendUint64(out, uint64(ck.loaded))
+	out = le.AppendUint64(out, uint64(pending))
+	for _, n := range []int{len(heads), len(ck.pins), len(ck.entries), len(ck.ids)} {
+		out = le.AppendUint32(out, uint32(n))
 	}
-	out = append(out, b[off:len(b)-4]...)
+	for _, l := range heads {
+		out = le.AppendUint64(out, uint64(l.slot))
+		out = le.AppendUint64(out, uint64(l.head))
+		if version >= 2 {
+			out = le.AppendUint64(out, uint64(l.due))
+		}
+	}
+	for seg, n := range ck.pins {
+		out = le.AppendUint32(out, seg)
+		out = le.AppendUint64(out, uint64(n))
+	}
+	for _, e := range ck.entries {
+		out = le.AppendUint64(out, uint64(e.pos))
+		out = le.AppendUint64(out, uint64(e.origin))
+		out = le.AppendUint64(out, uint64(e.deliverAt))
+		out = le.AppendUint32(out, e.attempt)
+		out = le.AppendUint16(out, uint16(len(e.topic)))
+		out = append(out, e.topic...)
+	}
+	for id, loc := range ck.ids {
+		out = le.AppendUint64(out, uint64(loc.slot))
+		out = le.AppendUint16(out, uint16(len(id)))
+		out = append(out, id...)
+	}
 	return le.AppendUint32(out, crc32.Checksum(out, crcTable))
 }
 
@@ -323,7 +357,7 @@ func sum(xs []int) int {
 // BenchmarkDueCounts measures an hour's forecast, second by second, of a queue holding 100k
 // messages spread over a day, beside Stats (what a status poll calls anyway) as the anchor.
 func BenchmarkDueCounts(b *testing.B) {
-	q, err := Open(b.TempDir(), WithLogger(quiet), NoSync())
+	q, err := Open(b.TempDir(), WithLogger(quiet), WithNoSync())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -18,3 +18,6 @@ func lockDir(path string) (*os.File, error) {
 }
 
 func unlockDir(f *os.File) error { return f.Close() }
+
+// shareDir does nothing outside Unix, where there is no flock.
+func shareDir(string) (*os.File, error) { return nil, nil }

@@ -13,17 +13,26 @@ import (
 // A Message is what producers put: a payload for a topic, to be delivered at DeliverAt.
 type Message struct {
 	// ID names the message for Cancel. Leave it empty to have Put generate one; generated IDs cost
-	// no memory while the message waits on disk. An ID you choose costs about 50 bytes of memory
-	// per pending message, because Cancel must be able to find its slot. IDs should be unique among
-	// pending messages: Cancel cancels every pending message with the ID in one slot.
+	// no memory while the message waits on disk. An ID you choose costs about 60 bytes of memory
+	// per pending message, because Cancel must be able to find it.
+	//
+	// A chosen ID is unique among pending messages (put and not yet acked, cancelled or dead), as
+	// idempotency keys are: a Put with the ID of a pending message stores nothing; it succeeds and
+	// returns the ID when the message is the same (a retried Put: same Topic and Payload, and the
+	// same DeliverAt or both due already), and fails with a [*DuplicateError] ([ErrDuplicate]) naming
+	// the pending message's due time otherwise. Once the message is acked, cancelled or dead, the
+	// ID may be used again. Chosen IDs are not checked against the generated IDs of pending
+	// messages: choose IDs that do not look like them (26 characters of 0-9 and a-v).
 	ID string
 	// Topic is the name consumers Receive by. It must not be empty.
 	Topic string
 	// Payload is delivered as is. It may be empty.
 	Payload []byte
-	// DeliverAt is when the message becomes due. The zero time, or any time before 1970, means now;
-	// a time in the past is due at once. Times after the year 2262 are invalid. Its monotonic clock
-	// reading, if any, is ignored: it is stored as wall-clock time.
+	// DeliverAt is when the message becomes due. A time before the Put (the zero time included)
+	// means the moment of the Put: a message is due at the later of DeliverAt and the time of its
+	// Put, and that is the DeliverAt its deliveries report, so that their lateness measures the
+	// queue. The latest DeliverAt accepted is the start of 2262 (UTC); a later one is refused with
+	// [ErrInvalid]. Its monotonic clock reading, if any, is ignored: it is stored as wall-clock time.
 	DeliverAt time.Time
 }
 
@@ -72,7 +81,10 @@ func isGenerated(id string, origin wal.Pos) bool {
 	return ok && p == origin
 }
 
-// A receipt is the message's current log position and its lease number, as 32 hex digits.
+// A receipt is the position of the message's first record and its lease number, as 32 hex digits.
+// Lease numbers are 64 random bits (a ChaCha8 stream seeded from crypto/rand at Open), so knowing a
+// message's ID, and receipts of other leases, tells nothing of the receipt of its lease: a forged
+// receipt is refused as unknown, with the same error whether or not the message exists.
 func makeReceipt(pos wal.Pos, lease uint64) string {
 	return fmt.Sprintf("%016x%016x", uint64(pos), lease)
 }

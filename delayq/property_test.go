@@ -241,7 +241,7 @@ func copyDir(t testing.TB, src, dst string) {
 }
 
 // crashCopy copies the files of q, whose directory is dir, to crashed as a kill -9 now would leave
-// them, and as a power loss would when rng says so (see loseUnsynced), then closes q. Reopen
+// them, and as a power loss would when rng (if not nil) says so (see loseUnsynced), then closes q. Reopen
 // crashed to recover from the crash.
 func crashCopy(t testing.TB, rng *rand.Rand, q *Queue, dir, crashed string) {
 	t.Helper()
@@ -249,7 +249,7 @@ func crashCopy(t testing.TB, rng *rand.Rand, q *Queue, dir, crashed string) {
 		t.Fatal(err)
 	}
 	copyDir(t, dir, crashed)
-	if rng.IntN(2) == 0 {
+	if rng != nil && rng.IntN(2) == 0 {
 		loseUnsynced(t, rng, crashed, q.log.DurableEnd())
 	}
 	if err := q.Close(); err != nil {

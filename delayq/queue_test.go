@@ -2,7 +2,6 @@ package delayq
 
 import (
 	"context"
-	"errors"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -41,8 +40,8 @@ func TestPutReceiveAck(t *testing.T) {
 		if err := q.Ack(ctx, ds[0].Receipt); err != nil {
 			t.Fatal(err)
 		}
-		if err := q.Ack(ctx, ds[0].Receipt); !errors.Is(err, ErrUnknownReceipt) {
-			t.Fatalf("second ack: %v", err)
+		if err := q.Ack(ctx, ds[0].Receipt); err != nil {
+			t.Fatalf("a retried ack: %v", err)
 		}
 		if err := q.Close(); err != nil {
 			t.Fatal(err)

@@ -2,7 +2,7 @@ package delayq
 
 import "github.com/tockwheel/tock/delayq/internal/wal"
 
-// Retention: a segment can be deleted once no record in it is needed. state.pins counts, per
+// Retention: a segment can be deleted once no record in it is needed. Queue.pins counts, per
 // segment, the records still needed: those of disk-wheel lists not yet loaded (a list is followed
 // through every segment it touches) and the current records of messages in memory (their payloads
 // are read from there after a restart). Everything at or after the checkpoint's replay position is
@@ -16,14 +16,14 @@ import "github.com/tockwheel/tock/delayq/internal/wal"
 
 // retain deletes the segments before the checkpoint's replay position that hold no needed record,
 // now or in the checkpoint's pins.
-func (q *Queue) retain(replay wal.Pos, ckPins map[uint32]int64) error {
+func (q *Queue) retain(replay wal.Pos, ckPins pins) error {
 	segs, _ := q.log.Segments()
 	for _, seg := range segs {
 		if seg >= replay.Segment() {
 			break
 		}
 		q.mu.Lock()
-		pinned := q.state.pins[seg] > 0
+		pinned := q.pins[seg] > 0
 		q.mu.Unlock()
 		if pinned || ckPins[seg] > 0 {
 			continue

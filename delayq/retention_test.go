@@ -132,21 +132,17 @@ func TestRetainKeepsWhatTheCheckpointNeeds(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		// What checkpoint does, with the ack between the snapshot and retention.
-		q.mu.Lock()
-		end := q.log.End()
-		ck := q.snapshotLocked(end)
-		q.mu.Unlock()
-		if err := q.log.WaitDurable(end); err != nil {
-			t.Fatal(err)
-		}
-		if err := writeCheckpoint(q.dir, ck); err != nil {
-			t.Fatal(err)
+		// What checkpoint does, with the ack between the checkpoint and retention.
+		q.ckptMu.Lock()
+		end, pins, err := q.writeCheckpoint()
+		q.ckptMu.Unlock()
+		if err != nil || pins == nil {
+			t.Fatalf("writeCheckpoint: %v, %v", pins, err)
 		}
 		if err := q.Ack(ctx, ds[0].Receipt); err != nil {
 			t.Fatal(err)
 		}
-		if err := q.retain(end, ck.pins); err != nil {
+		if err := q.retain(end, pins); err != nil {
 			t.Fatal(err)
 		}
 		// A crash now: recovery starts from the checkpoint, which holds the message in memory.

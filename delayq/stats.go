@@ -31,6 +31,11 @@ type Stats struct {
 	// waiting for a consumer.
 	Lateness Lateness
 
+	// CorruptRecords counts the damaged places (records, or the bytes between two valid records)
+	// found in the log and the checkpoint since Open. Each costs the messages it held, and is
+	// logged with its file and offset; the queue goes on.
+	CorruptRecords uint64
+
 	// Segments and DiskBytes describe the log files.
 	Segments  int
 	DiskBytes int64
@@ -40,7 +45,7 @@ type Stats struct {
 }
 
 // SyncStats describes the fdatasync calls that made the log durable since Open: one per group
-// commit (none with NoSync), one each time a segment fills, and one at Close. The syncs of
+// commit (none with WithNoSync), one each time a segment fills, and one at Close. The syncs of
 // checkpoints, of directories and of Open's repairs are not counted. Its shape is that of a
 // Prometheus histogram, so a metrics exporter can pass it on as it is.
 type SyncStats struct {
@@ -75,7 +80,6 @@ type Lateness struct {
 // counters are the Stats counters, guarded by Queue.mu.
 type counters struct {
 	puts, delivered, acked, nacked, expired, deadLettered, cancelled uint64
-	lateness                                                         latenessRing
 }
 
 // latenessRing keeps the last samples of lateness.
@@ -102,24 +106,25 @@ func (r *latenessRing) summary() Lateness {
 // Stats returns a snapshot of q's state and counters. It works after Close too.
 func (q *Queue) Stats() Stats {
 	segs, sizes := q.log.Segments()
+	corrupt := q.corruptRecords()
 	syncs := syncStats(q.log.SyncStats())
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	s := &q.state
 	st := Stats{
-		Pending:      s.diskPending + int64(len(s.byOrigin)-s.ready-s.leased),
-		Due:          s.ready,
-		Leased:       s.leased,
-		Puts:         q.stats.puts,
-		Delivered:    q.stats.delivered,
-		Acked:        q.stats.acked,
-		Nacked:       q.stats.nacked,
-		Expired:      q.stats.expired,
-		DeadLettered: q.stats.deadLettered,
-		Cancelled:    q.stats.cancelled,
-		Lateness:     q.stats.lateness.summary(),
-		Segments:     len(segs),
-		Syncs:        syncs,
+		Pending:        q.disk.pending + int64(len(q.mem.byOrigin)-q.mem.ready-q.mem.leased),
+		Due:            q.mem.ready,
+		Leased:         q.mem.leased,
+		Puts:           q.stats.puts,
+		Delivered:      q.stats.delivered,
+		Acked:          q.stats.acked,
+		Nacked:         q.stats.nacked,
+		Expired:        q.stats.expired,
+		DeadLettered:   q.stats.deadLettered,
+		Cancelled:      q.stats.cancelled,
+		Lateness:       q.mem.lateness.summary(),
+		Segments:       len(segs),
+		CorruptRecords: corrupt,
+		Syncs:          syncs,
 	}
 	for _, n := range sizes {
 		st.DiskBytes += n

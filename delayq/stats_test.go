@@ -16,7 +16,7 @@ func TestSyncStats(t *testing.T) {
 		durable bool
 	}{
 		{"durable", nil, true},
-		{"NoSync", []Option{NoSync()}, false},
+		{"NoSync", []Option{WithNoSync()}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := open(t, t.TempDir(), append(tc.opts, WithLogger(quiet))...)

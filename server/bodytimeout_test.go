@@ -60,7 +60,7 @@ func TestSlowBodyIsCutAtTheBodyTimeout(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// The queue is opened in the bubble, so that a receive waiting on
 		// it blocks on the bubble's clock.
-		q, err := delayq.Open(dir, delayq.NoSync())
+		q, err := delayq.Open(dir, delayq.WithNoSync())
 		if err != nil {
 			t.Fatal(err)
 		}

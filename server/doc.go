@@ -20,7 +20,7 @@
 // (415 otherwise). A message is due at the later of its deliver_at (or now
 // plus its delay) and the time of the put: that is the time a put answers
 // with, deliveries report and lateness counts from. deliver_at may be any
-// RFC 3339 time up to 2262-04-10T00:00:00Z; a time in the past means now.
+// RFC 3339 time up to 2262-01-01T00:00:00Z; a time in the past means now.
 // Topics and ids are 1 to [MaxNameLen] letters, digits, '-', '_' or '.',
 // other than "." and "..".
 //

@@ -43,7 +43,7 @@ func TestFsyncMetric(t *testing.T) {
 		durable bool
 	}{
 		{"durable", nil, true},
-		{"NoSync", []delayq.Option{delayq.NoSync()}, false},
+		{"NoSync", []delayq.Option{delayq.WithNoSync()}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q, err := delayq.Open(t.TempDir(), tc.opts...)

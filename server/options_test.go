@@ -24,7 +24,7 @@ func (failingPuts) Put(context.Context, Message) (string, error) {
 // panicking on the first 500: nil means slog.Default(), and a nil Option
 // is ignored.
 func TestWithLoggerNilIsTheDefault(t *testing.T) {
-	q, err := delayq.Open(t.TempDir(), delayq.NoSync())
+	q, err := delayq.Open(t.TempDir(), delayq.WithNoSync())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +38,7 @@ func TestWithLoggerNilIsTheDefault(t *testing.T) {
 }
 
 func TestBadOptionsPanicAtNew(t *testing.T) {
-	q, err := delayq.Open(t.TempDir(), delayq.NoSync())
+	q, err := delayq.Open(t.TempDir(), delayq.WithNoSync())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -137,7 +137,7 @@ func FuzzBrowserRequests(f *testing.F) {
 		f.Add(tc.method, tc.path, header(tc.hdr, "Content-Type"), header(tc.hdr, "Origin"),
 			header(tc.hdr, "Sec-Fetch-Site"), header(tc.hdr, "Sec-Fetch-Mode"), tc.body)
 	}
-	q, err := delayq.Open(f.TempDir(), delayq.NoSync())
+	q, err := delayq.Open(f.TempDir(), delayq.WithNoSync())
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -10,6 +10,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/tockwheel/tock/queue"
 )
 
 // MaxNameLen is the longest topic name or message id the API accepts.
@@ -197,10 +199,9 @@ type message struct {
 	DeliverAt time.Time
 }
 
-// maxDeliverAt is the latest due time the API accepts. Stores keep due
-// times as int64 Unix nanoseconds, which end on 2262-04-11; a day's margin
-// leaves room for the engines' own arithmetic.
-var maxDeliverAt = time.Date(2262, 4, 10, 0, 0, 0, 0, time.UTC)
+// maxDeliverAt is the latest due time the API accepts: the engines' own,
+// queue.MaxDeliverAt.
+var maxDeliverAt = queue.MaxDeliverAt()
 
 // toMessage validates p and resolves its due time against now: neither
 // delay nor deliver_at means now, and so does a deliver_at in the past, so

@@ -32,7 +32,7 @@ var putCases = []struct {
 	{"deliver_at in the past is due now", `{"deliver_at":"2001-01-01T00:00:00Z"}`, 0, "", testNow, ""},
 	{"deliver_at before 1970 is due now", `{"deliver_at":"1901-01-01T00:00:00Z"}`, 0, "", testNow, ""},
 	{"deliver_at in year 0 is due now", `{"deliver_at":"0000-01-01T00:00:00Z"}`, 0, "", testNow, ""},
-	{"latest deliver_at", `{"deliver_at":"2262-04-10T00:00:00Z"}`, 0, "", time.Date(2262, 4, 10, 0, 0, 0, 0, time.UTC), ""},
+	{"latest deliver_at", `{"deliver_at":"2262-01-01T00:00:00Z"}`, 0, "", time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC), ""},
 	{"payload counted compact", `{"payload":[` + strings.Repeat(" ", 200) + `1,2,3]}`, 0, "", testNow, `[1,2,3]`},
 	{"payload compacted", "{\"payload\": [1, 2,\n 3]}", 0, "", testNow, `[1,2,3]`},
 	{"null payload is none", `{"payload":null}`, 0, "", testNow, ""},
@@ -58,9 +58,9 @@ var putCases = []struct {
 	{"id too long", `{"id":"` + strings.Repeat("a", MaxNameLen+1) + `"}`, 400, "invalid id", time.Time{}, ""},
 	{"payload over the limit", `{"payload":"` + strings.Repeat("a", 100) + `"}`, 413, "limit", time.Time{}, ""},
 	{"compact payload over the limit", `{"payload": [` + strings.Repeat("1, ", 40) + `1]}`, 413, "83 bytes of compact JSON", time.Time{}, ""},
-	{"deliver_at after 2262-04-10", `{"deliver_at":"2262-04-10T00:00:00.000000001Z"}`, 400, "is after 2262-04-10T00:00:00Z, the latest due time accepted", time.Time{}, ""},
-	{"deliver_at in 9999", `{"deliver_at":"9999-12-31T23:59:59Z"}`, 400, "is after 2262-04-10T00:00:00Z, the latest due time accepted", time.Time{}, ""},
-	{"delay past 2262", `{"delay":"2562047h"}`, 400, "is after 2262-04-10T00:00:00Z, the latest due time accepted", time.Time{}, ""},
+	{"deliver_at after 2262-01-01", `{"deliver_at":"2262-01-01T00:00:00.000000001Z"}`, 400, "is after 2262-01-01T00:00:00Z, the latest due time accepted", time.Time{}, ""},
+	{"deliver_at in 9999", `{"deliver_at":"9999-12-31T23:59:59Z"}`, 400, "is after 2262-01-01T00:00:00Z, the latest due time accepted", time.Time{}, ""},
+	{"delay past 2262", `{"delay":"2562047h"}`, 400, "is after 2262-01-01T00:00:00Z, the latest due time accepted", time.Time{}, ""},
 }
 
 const testMaxPayload = 64

@@ -16,7 +16,7 @@ import (
 //
 //	go test ./server -run '^$' -bench ServeHTTP -count 5
 func BenchmarkServeHTTP(b *testing.B) {
-	q, err := delayq.Open(b.TempDir(), delayq.NoSync())
+	q, err := delayq.Open(b.TempDir(), delayq.WithNoSync())
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,14 +14,14 @@ import (
 const usage = `usage: tock COMMAND [flags] [args]
 
   bench    [flags]                    measure the tock wheel beside time.AfterFunc
-` + queueUsage
+` + checkUsage + "\n" + queueUsage
 
 // A command runs one subcommand with its arguments (after the name) and returns the process's exit
 // code.
 type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 func commands() map[string]command {
-	cmds := map[string]command{"bench": benchCommand}
+	cmds := map[string]command{"bench": benchCommand, "check": checkCommand}
 	for name, run := range queueCommands() {
 		cmds[name] = command(run)
 	}

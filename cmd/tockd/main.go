@@ -212,7 +212,7 @@ func run(args []string, stderr io.Writer) int {
 		delayq.WithLogger(log),
 	}
 	if c.noSync {
-		opts = append(opts, delayq.NoSync())
+		opts = append(opts, delayq.WithNoSync())
 	}
 	q, err := delayq.Open(c.data, opts...)
 	if err != nil {

@@ -11,9 +11,20 @@
 //	0       4     crc     CRC-32C (Castagnoli) of bytes [4, 8+length): the length, kind and body,
 //	                      so a damaged length is caught as surely as a damaged body
 //	4       4     length  number of bytes after this field: 1 (kind) + len(body); at least 1
-//	8       1     kind    what the body is (KindPut, KindCancel, ...); 0 is never written, so a
-//	                      run of zero bytes (a preallocated or half-written page) never decodes
+//	8       1     kind    what the body is (KindPut, KindCancel, ...) in the low 7 bits; 0 is never
+//	                      written, so a run of zero bytes (a preallocated or half-written page)
+//	                      never decodes. The high bit (0x80) says that the frame is not the last of
+//	                      an atomic group: see below.
 //	9       n     body    the kind's fields, below
+//
+// # Atomic groups
+//
+// Records appended as a group (Log.Reserve, then Append with Record.More set on all but the last)
+// are written into one segment, one after the other, each with the high bit of its kind set except
+// the last. Open treats a group without its last record at the end of the log as a torn write and
+// cuts all of it, so a group is in the log whole or not at all. Elsewhere the bit means nothing:
+// replay applies the records of a group one by one. The bit was added after the other fields: logs
+// holding it cannot be read by versions of delayq older than it.
 //
 // # Bodies
 //
@@ -66,6 +77,8 @@ import (
 
 // Frame constants. Frozen.
 const (
+	// kindMore is the bit of a frame's kind byte that says more records of its group follow.
+	kindMore = 0x80
 	// HeaderSize is the size of a frame's crc and length fields.
 	HeaderSize = 8
 	// MaxRecord bounds a frame's length field, so a damaged length cannot make a reader allocate
@@ -118,6 +131,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type Record struct {
 	Kind Kind
 
+	// More reports that the record is not the last of an atomic group (see the package doc).
+	More bool
+
 	// Threaded reports whether the record is part of a slot list (Put and Cancel).
 	Threaded bool
 	ListSlot int64 // Put, Cancel: the list's absolute slot
@@ -157,17 +173,21 @@ func (r *Record) bodySize() int {
 // its limit, and then b unchanged.
 func (r *Record) Append(b []byte) ([]byte, error) {
 	if len(r.ID) > MaxName || len(r.Topic) > MaxName {
-		return b, fmt.Errorf("wal: id or topic longer than %d bytes", MaxName)
+		return b, fmt.Errorf("delayq: id or topic longer than %d bytes", MaxName)
 	}
 	if len(r.Payload) > MaxPayload {
-		return b, fmt.Errorf("wal: payload of %d bytes is over %d", len(r.Payload), MaxPayload)
+		return b, fmt.Errorf("delayq: payload of %d bytes is over %d", len(r.Payload), MaxPayload)
 	}
 	n := r.bodySize()
 	if n == 0 {
-		return b, fmt.Errorf("wal: cannot encode record of %v", r.Kind)
+		return b, fmt.Errorf("delayq: cannot encode record of %v", r.Kind)
 	}
 	start := len(b)
-	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, byte(r.Kind))
+	kind := byte(r.Kind)
+	if r.More {
+		kind |= kindMore
+	}
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, kind)
 	binary.LittleEndian.PutUint32(b[start+4:], uint32(1+n))
 	le := binary.LittleEndian
 	switch r.Kind {
@@ -231,7 +251,9 @@ func frameLen(hdr []byte) (int, error) {
 
 // Decode decodes the single frame that b holds exactly. Payload, ID and topic are copied, so b may
 // be reused. Bad input gives an error, never a panic.
-func Decode(b []byte) (Record, error) {
+func Decode(b []byte) (Record, error) { return decodeFrame(b) }
+
+func decodeFrame(b []byte) (Record, error) {
 	n, err := frameLen(b)
 	if err != nil {
 		return Record{}, err
@@ -245,7 +267,9 @@ func Decode(b []byte) (Record, error) {
 	if want, got := binary.LittleEndian.Uint32(b), crc32.Checksum(b[4:n], castagnoli); want != got {
 		return Record{}, &frameError{msg: fmt.Sprintf("checksum mismatch: stored %08x, computed %08x", want, got)}
 	}
-	return decodeBody(Kind(b[8]), b[9:n])
+	r, err := decodeBody(Kind(b[8]&^kindMore), b[9:n])
+	r.More = b[8]&kindMore != 0
+	return r, err
 }
 
 func decodeBody(k Kind, body []byte) (Record, error) {

@@ -1,0 +1,187 @@
+package delayq
+
+import (
+	"fmt"
+
+	"github.com/tockwheel/tock/delayq/internal/wal"
+)
+
+// One state machine: every change to the durable state is a record, and apply is the one place
+// where a record changes the state. The live queue appends a record and applies it (commitLocked);
+// recovery applies the records the log holds after the checkpoint, in the same order, through the
+// same function, so what a crash rebuilds is what the live queue had. Decisions that depend on the
+// moment (the slot a message goes into, the list it is threaded behind, whether a delivery is dead)
+// are taken when a record is built, and written into it.
+//
+// Records that take a slot list out of the disk wheel (Advance, Relocate) come with the list's
+// records, read by their caller: live, by the loader or the compactor before appending; in replay,
+// from the log. The messages of such a list that must be written again (rolled beyond the
+// horizon, or relocated) are owed copies (Queue.moving) until a Put record with their origin is
+// applied: live, the caller appends the copies at once; in replay, the copies follow in the log,
+// and those a crash kept out of it are appended at the end of recovery.
+
+// commitLocked appends rec and applies it. list is the list rec takes out of the wheel, for
+// Advance and Relocate records. A failure to append stops the queue.
+func (q *Queue) commitLocked(rec *wal.Record, list []listRecord) (end wal.Pos, err error) {
+	pos, end, err := q.log.Append(rec)
+	if err == nil {
+		err = q.apply(pos, rec, list)
+	}
+	if err != nil {
+		q.failLocked(err)
+		return 0, err
+	}
+	return end, nil
+}
+
+// apply changes the state as rec, the record at pos, says.
+func (q *Queue) apply(pos wal.Pos, rec *wal.Record, list []listRecord) error {
+	switch rec.Kind {
+	case wal.KindPut:
+		q.applyPut(pos, rec)
+	case wal.KindCancel:
+		if rec.Threaded {
+			q.disk.raiseLoaded(rec.ListSlot - q.disk.horizon())
+			q.disk.push(pos, rec)
+			q.pins.add(pos)
+		} else if e := q.mem.lookup(rec.ID); e != nil {
+			q.drop(e)
+		}
+	case wal.KindAck:
+		if e := q.mem.byOrigin[rec.Target]; e != nil {
+			q.drop(e)
+		}
+	case wal.KindUpdate:
+		if e := q.mem.byOrigin[rec.Target]; e != nil {
+			q.mem.detach(e)
+			e.deliverAt, e.attempt = rec.DeliverAt, rec.Attempt
+			if rec.Topic != "" {
+				e.topic, e.topicChanged = rec.Topic, true
+			}
+			q.mem.changed(e, false)
+			q.mem.arm(e)
+		}
+	case wal.KindAdvance:
+		if rec.Slot <= q.disk.loaded {
+			q.damaged(q.corruptAt(pos, fmt.Sprintf("advance to slot %d after slot %d was loaded", rec.Slot, q.disk.loaded)))
+			return nil
+		}
+		q.takeList(rec.Slot, list, true)
+	case wal.KindRelocate:
+		q.takeList(rec.Slot, list, false)
+	}
+	return nil
+}
+
+// applyPut applies a Put record: the message goes into its slot's list when the record is
+// threaded, else into memory.
+func (q *Queue) applyPut(pos wal.Pos, rec *wal.Record) {
+	if rec.Origin != 0 {
+		delete(q.moving, rec.Origin) // the copy of a moved message
+	}
+	if rec.Threaded {
+		q.disk.raiseLoaded(rec.ListSlot - q.disk.horizon())
+		q.disk.push(pos, rec)
+		q.pins.add(pos)
+		return
+	}
+	q.disk.raiseLoaded(q.disk.slotOf(rec.DeliverAt))
+	if e := newEntry(pos, rec); q.mem.insert(e) {
+		q.pins.add(pos)
+		q.mem.arm(e)
+	}
+}
+
+// drop forgets e, acked or cancelled, and releases its record.
+func (q *Queue) drop(e *entry) {
+	q.mem.remove(e)
+	q.pins.remove(e.pos)
+}
+
+// takeList takes the list of slot, whose records are recs (newest first, the whole list), out of
+// the disk wheel. With advance, slot is loaded: its messages due in it go into memory; the others
+// (put more than a horizon ahead) are owed copies in a later list. Without, the list is relocated:
+// all its messages are owed copies. Cancelled Puts and all but the newest copy of a message are
+// left out.
+func (q *Queue) takeList(slot int64, recs []listRecord, advance bool) {
+	w := &q.disk
+	w.detach(slot)
+	if advance {
+		w.loaded = slot
+	}
+	for _, e := range q.pendingIn(recs) {
+		if loc, ok := w.ids[e.id]; ok && (loc.pos == e.pos || loc.pos == 0 && loc.slot == w.slotOf(e.deliverAt)) {
+			w.deleteID(e.id)
+		}
+		if !advance || w.slotOf(e.deliverAt) > slot {
+			q.moving[e.origin] = e
+			continue
+		}
+		if q.mem.insert(e) {
+			q.pins.add(e.pos)
+			q.mem.arm(e)
+		}
+	}
+}
+
+// pendingIn releases the records of a list, recs (newest first, the whole list), and counts their
+// messages off the wheel's pending count. It returns the messages still pending in the list,
+// newest first: a Put cancelled by a later Cancel of its ID, and all but the newest copy of a
+// message, are left out.
+//
+// A Cancel took its message off pending when it was applied, so the first Put each Cancel meets is
+// not counted off again; a Cancel drops every older Put with its ID (a chosen ID could name several
+// messages of one list), and those after the first are counted off here.
+func (q *Queue) pendingIn(recs []listRecord) []*entry {
+	cancelled := make(map[string]int) // Cancel records not yet matched with a Put, by ID
+	// Copies of one message can be in one list twice (a roll repeated after a crash); copies are
+	// rare, so only they are remembered.
+	copies := make(map[wal.Pos]bool)
+	var out []*entry
+	for _, lr := range recs {
+		rec := &lr.rec
+		q.pins.remove(lr.pos)
+		if rec.Kind == wal.KindCancel {
+			cancelled[rec.ID]++
+			continue
+		}
+		if n, ok := cancelled[rec.ID]; ok && n > 0 {
+			cancelled[rec.ID] = n - 1
+		} else {
+			q.disk.pending--
+		}
+		origin := originOf(rec.Origin, lr.pos)
+		if _, ok := cancelled[rec.ID]; ok || copies[origin] {
+			continue
+		}
+		if rec.Origin != 0 {
+			copies[origin] = true
+		}
+		out = append(out, newEntry(lr.pos, rec))
+	}
+	return out
+}
+
+// payMovingLocked appends the copies owed of messages taken out of lists, oldest first.
+func (q *Queue) payMovingLocked() error {
+	for _, origin := range sortedKeys(q.moving) {
+		e := q.moving[origin]
+		if _, _, err := q.putLocked(e.id, e.topic, e.payload, e.deliverAt, e.attempt, e.origin, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pins counts, per segment, the records still needed: records of lists in the disk wheel, and
+// the current records of messages in memory (see retention.go).
+type pins map[uint32]int64
+
+func (p pins) add(pos wal.Pos) { p[pos.Segment()]++ }
+
+func (p pins) remove(pos wal.Pos) {
+	seg := pos.Segment()
+	if p[seg]--; p[seg] <= 0 {
+		delete(p, seg)
+	}
+}

@@ -1,0 +1,106 @@
+package delayq
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// TestOpensVersion3Directories opens the queue directories of testdata/v3, written by delayq
+// before checkpoints became logs of edits and records got group flags (by TestWriteV3Fixture, in
+// commit 0e4c31d): one copied while the queue was open, with log to replay after its checkpoint,
+// and one after Close. Exactly the messages their PENDING file lists must be delivered, with their
+// payloads and none early, and the queue must reopen from the checkpoint it writes in the new
+// format. The fixtures were written in a synctest bubble, so their times are the bubble's.
+func TestOpensVersion3Directories(t *testing.T) {
+	for _, name := range []string{"crashed", "closed"} {
+		t.Run(name, func(t *testing.T) {
+			src := filepath.Join("testdata", "v3", name)
+			want := readPending(t, filepath.Join(src, "PENDING"))
+			dir := filepath.Join(t.TempDir(), "q")
+			copyDir(t, src, dir)
+			synctest.Test(t, func(t *testing.T) {
+				time.Sleep(10 * time.Second) // past the moment the fixture was taken
+				opts := []Option{WithSlot(100 * time.Millisecond), WithHorizon(10 * time.Second), WithSegmentSize(4 << 10), WithLogger(quiet)}
+				q := open(t, dir, opts...)
+				check(t, q)
+				if st := q.Stats(); st.CorruptRecords != 0 || st.Pending+int64(st.Due) != int64(len(want)) {
+					t.Fatalf("after Open: %+v; want %d messages", st, len(want))
+				}
+				// A chosen ID of the fixture is still known as pending.
+				if _, err := q.Put(context.Background(), Message{ID: "user-far", Topic: "t", Payload: []byte("other")}); err == nil {
+					t.Fatal("Put with the ID of a pending message of the fixture succeeded")
+				}
+				if err := q.Close(); err != nil {
+					t.Fatal(err)
+				}
+				q = open(t, dir, opts...)
+				check(t, q)
+				ctx := context.Background()
+				for len(want) > 0 {
+					found := false
+					for _, topic := range []string{"t", "b", "big", "dl.dead"} {
+						rctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+						ds, _ := q.Receive(rctx, topic, 100, time.Hour)
+						cancel()
+						for _, d := range ds {
+							w, ok := want[d.ID]
+							switch {
+							case !ok:
+								t.Fatalf("%s delivered: not pending, or twice", d.ID)
+							case d.Topic != w.Topic || !bytes.Equal(d.Payload, w.Payload):
+								t.Fatalf("%s delivered on %s with %d bytes; want %s with %d", d.ID, d.Topic, len(d.Payload), w.Topic, len(w.Payload))
+							case time.Now().Before(w.DeliverAt):
+								t.Fatalf("%s delivered %v early", d.ID, w.DeliverAt.Sub(time.Now()))
+							}
+							delete(want, d.ID)
+							found = true
+						}
+					}
+					if !found {
+						if time.Now().After(time.Date(2000, 1, 1, 0, 2, 0, 0, time.UTC)) {
+							t.Fatalf("%d messages never delivered", len(want))
+						}
+						time.Sleep(100 * time.Millisecond)
+					}
+				}
+				check(t, q)
+			})
+		})
+	}
+}
+
+// readPending reads a fixture's PENDING file: a line per pending message.
+func readPending(t *testing.T, path string) map[string]Message {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	out := map[string]Message{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if strings.HasPrefix(line, "#") {
+			continue
+		}
+		fs := append(strings.Fields(line), "") // an empty payload has no field
+		ns, err1 := strconv.ParseInt(fs[2], 10, 64)
+		p, err2 := hex.DecodeString(fs[3])
+		if len(fs) < 4 || err1 != nil || err2 != nil {
+			t.Fatalf("bad line %q", line)
+		}
+		out[fs[0]] = Message{ID: fs[0], Topic: fs[1], DeliverAt: time.Unix(0, ns), Payload: p}
+	}
+	return out
+}

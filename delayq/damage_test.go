@@ -1,0 +1,218 @@
+package delayq
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tockwheel/tock/delayq/internal/wal"
+)
+
+// flipLastByte flips the last byte of the record at p in dir's log, in place: the frame stays
+// complete and fails its checksum.
+func flipLastByte(t *testing.T, dir string, p wal.Pos) {
+	t.Helper()
+	path := filepath.Join(dir, wal.SegmentName(p.Segment()))
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := int(p.Offset()) + wal.HeaderSize + int(binary.LittleEndian.Uint32(data[p.Offset()+4:]))
+	data[end-1] ^= 0x20
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// originOfID returns the position of the first record of the message with a generated ID.
+func originOfID(t *testing.T, id string) wal.Pos {
+	t.Helper()
+	_, p, ok := parseID(id)
+	if !ok {
+		t.Fatalf("%q is not a generated ID", id)
+	}
+	return p
+}
+
+// drainTopics receives and acks everything due on topics until nothing comes for a minute of the
+// bubble's time, and returns the IDs delivered.
+func drainTopics(t *testing.T, q *Queue, topics ...string) map[string]bool {
+	t.Helper()
+	ctx := context.Background()
+	got := make(map[string]bool)
+	for idle := 0; idle < len(topics); {
+		idle = 0
+		for _, topic := range topics {
+			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			ds, err := q.Receive(rctx, topic, 100, time.Hour)
+			cancel()
+			if errors.Is(err, context.DeadlineExceeded) {
+				idle++
+				continue
+			}
+			if err != nil {
+				t.Fatalf("Receive(%s): %v", topic, err)
+			}
+			for _, d := range ds {
+				got[d.ID] = true
+				if err := q.Ack(ctx, d.Receipt); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	return got
+}
+
+// TestDamagedRecordCostsOnlyItself is the regression test of one flipped byte stopping the whole
+// queue: the loader met the damaged record of a waiting message in a sealed segment, and every
+// operation on every topic failed from then on, on every reopen too. The damage must cost only
+// that message: other slots and topics go on, the rest of the damaged slot's list (whose backward
+// chain is broken there) is found by scanning, and the damage is counted. Damaged while the queue is
+// closed (found by the loader after Open) and while it is open.
+func TestDamagedRecordCostsOnlyItself(t *testing.T) {
+	for _, whileOpen := range []bool{false, true} {
+		t.Run(fmt.Sprint("while open=", whileOpen), func(t *testing.T) {
+			base := t.TempDir()
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				dir := filepath.Join(base, "q")
+				opts := []Option{WithSlot(100 * time.Millisecond), WithHorizon(10 * time.Second), WithSegmentSize(4 << 10),
+					WithCheckpointInterval(time.Hour), WithCompaction(0, 0), WithLogger(quiet)}
+				q := open(t, dir, opts...)
+				topics := []string{"a", "b", "c"}
+				want := map[string]bool{}
+				var ids []string
+				start := time.Now()
+				for i := range 300 {
+					// 30 slots of 10 messages each, the messages of a slot spread over the log.
+					at := start.Add(2*time.Second + time.Duration(i%30)*100*time.Millisecond + time.Duration(i)*time.Microsecond)
+					id, err := q.Put(ctx, Message{Topic: topics[i%3], Payload: fmt.Appendf(nil, "message %d", i), DeliverAt: at})
+					if err != nil {
+						t.Fatal(err)
+					}
+					want[id] = true
+					ids = append(ids, id)
+				}
+				// A message in the middle of its list, in a sealed segment.
+				victim := ids[135]
+				p := originOfID(t, victim)
+				if p.Segment() == q.log.End().Segment() {
+					t.Fatalf("victim in the last segment")
+				}
+				delete(want, victim)
+				if whileOpen {
+					flipLastByte(t, dir, p)
+				} else {
+					if err := q.Close(); err != nil {
+						t.Fatal(err)
+					}
+					flipLastByte(t, dir, p)
+					q = open(t, dir, opts...)
+				}
+				got := drainTopics(t, q, topics...)
+				for id := range want {
+					if !got[id] {
+						t.Errorf("%s not delivered", id)
+					}
+				}
+				if got[victim] {
+					t.Errorf("the damaged message was delivered")
+				}
+				if n := q.Stats().CorruptRecords; n != 1 {
+					t.Errorf("CorruptRecords = %d, want 1", n)
+				}
+				// The queue goes on.
+				if _, err := q.Put(ctx, Message{Topic: "a", Payload: []byte("after")}); err != nil {
+					t.Fatal(err)
+				}
+				if d := receiveOne(t, q, "a", time.Second, time.Minute); string(d.Payload) != "after" {
+					t.Fatalf("delivered %q after the damage", d.Payload)
+				}
+			})
+		})
+	}
+}
+
+// TestDamageTheCheckpointCoversIsNeverCut is the regression test of a damaged final record that
+// the checkpoint covered (a Cancel whose call had returned true): Open cut it as a torn tail and
+// then failed on every later Open, the checkpoint's position being past the end of the segment.
+// The damage must be reported and counted, nothing on disk may change, the message stays
+// cancelled (the checkpoint holds the cancel's effect), and the queue opens every time.
+func TestDamageTheCheckpointCoversIsNeverCut(t *testing.T) {
+	base := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		dir := filepath.Join(base, "q")
+		q := open(t, dir, WithLogger(quiet))
+		keep, _ := q.Put(ctx, Message{Topic: "t", Payload: []byte("keep"), DeliverAt: time.Now().Add(time.Second)})
+		doomed, _ := q.Put(ctx, Message{Topic: "t", Payload: []byte("doomed"), DeliverAt: time.Now().Add(time.Second)})
+		cancelAt := q.log.End()
+		if ok, err := q.Cancel(ctx, doomed); !ok || err != nil {
+			t.Fatalf("Cancel = %v, %v", ok, err)
+		}
+		if err := q.Close(); err != nil { // the checkpoint covers the Cancel record
+			t.Fatal(err)
+		}
+		flipLastByte(t, dir, cancelAt)
+		path := filepath.Join(dir, wal.SegmentName(cancelAt.Segment()))
+		damaged, _ := os.ReadFile(path)
+		for round := range 2 {
+			q := open(t, dir, WithLogger(quiet))
+			if n := q.Stats().CorruptRecords; n != 1 {
+				t.Fatalf("round %d: CorruptRecords = %d, want 1", round, n)
+			}
+			if got, _ := os.ReadFile(path); len(got) < len(damaged) || string(got[:len(damaged)]) != string(damaged) {
+				t.Fatalf("round %d: Open changed what the checkpoint covers", round)
+			}
+			if round == 1 {
+				got := drainTopics(t, q, "t")
+				if !got[keep] || got[doomed] || len(got) != 1 {
+					t.Fatalf("delivered %v; want only %s", got, keep)
+				}
+			}
+			if err := q.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// TestCompleteRecordWithBadChecksumIsCorruption is the regression test of a complete record that
+// failed its checksum at the end of the log: Open dropped it as a torn write with only a warning,
+// although its Put had returned. A torn write ends before its frame does; this one does not: it
+// must be counted and reported, left on disk, and cost only its own message.
+func TestCompleteRecordWithBadChecksumIsCorruption(t *testing.T) {
+	base := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		dir := filepath.Join(base, "q")
+		opts := []Option{WithCheckpointInterval(time.Hour), WithLogger(quiet)}
+		q := open(t, dir, opts...)
+		first, _ := q.Put(ctx, Message{Topic: "t", Payload: []byte("first"), DeliverAt: time.Now().Add(time.Second)})
+		last, _ := q.Put(ctx, Message{Topic: "t", Payload: []byte("last"), DeliverAt: time.Now().Add(time.Second)})
+		crashed := filepath.Join(base, "crashed")
+		crashCopy(t, nil, q, dir, crashed) // the checkpoint covers neither
+		p := originOfID(t, last)
+		flipLastByte(t, crashed, p)
+		path := filepath.Join(crashed, wal.SegmentName(p.Segment()))
+		before, _ := os.Stat(path)
+		q = open(t, crashed, opts...)
+		if fi, _ := os.Stat(path); fi.Size() < before.Size() {
+			t.Fatalf("Open cut the segment from %d to %d bytes", before.Size(), fi.Size())
+		}
+		if n := q.Stats().CorruptRecords; n != 1 {
+			t.Fatalf("CorruptRecords = %d, want 1", n)
+		}
+		got := drainTopics(t, q, "t")
+		if !got[first] || got[last] || len(got) != 1 {
+			t.Fatalf("delivered %v; want only %s", got, first)
+		}
+	})
+}

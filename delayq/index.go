@@ -1,0 +1,377 @@
+package delayq
+
+import (
+	"time"
+
+	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/delayq/internal/wal"
+)
+
+// The delivery index holds the messages in memory: those of loaded slots, and those put due
+// within the near window. Each waits for its time on the tock wheel, then waits in its topic's
+// ready list for Receive, then is leased to a consumer until acked or its lease runs out.
+//
+// Invariants, which checkState verifies in tests:
+//   - byOrigin holds every entry under its origin; byID holds every entry with a chosen ID;
+//   - a waiting entry is in the bucket of the millisecond it is due in, a leased one in the bucket
+//     its lease ends in, a ready one in its topic's ready list and no bucket;
+//   - ready and leased count the entries in those states; a bucket's waiting counts its waiting
+//     entries; a topic's n counts its ready list.
+type deliveryIndex struct {
+	wheel *tock.Wheel
+	fire  func(*bucket) // a bucket's timer callback
+	// wheelFailed is called when a timer cannot be set on the wheel, which is stopped.
+	wheelFailed func(error)
+
+	byOrigin map[wal.Pos]*entry // by their first record
+	byID     map[string]*entry  // those with chosen IDs (the latest, for duplicates)
+	buckets  map[int64]*bucket  // timer buckets by millisecond
+	topics   map[string]*topicQueue
+	ready    int
+	leased   int
+	lateness latenessRing // of messages coming due for the first time
+
+	// ops are the changes to the entries since the last checkpoint (see checkpoint.go): one op per
+	// entry, kept up to date in place, and none for an entry added and removed in between, so that
+	// a burst of messages loaded and acked between two checkpoints costs them nothing. epoch
+	// numbers the journals: an entry's jop is its op's index while its jepoch is epoch.
+	ops   []entryOp
+	epoch uint32
+}
+
+// takeOps returns the journal of entry changes and starts the next.
+func (x *deliveryIndex) takeOps() []entryOp {
+	ops := x.ops
+	x.ops = nil
+	x.epoch++
+	return ops
+}
+
+// An entryOp is a change to the entries a checkpoint holds: e, as it is now, or its removal, or
+// nothing (skip).
+type entryOp struct {
+	ce   ckEntry
+	del  bool
+	skip bool
+}
+
+// changed records that e was added (added set) or its checkpointed fields changed.
+func (x *deliveryIndex) changed(e *entry, added bool) {
+	ce := ckEntry{pos: e.pos, origin: e.origin, deliverAt: e.deliverAt, attempt: e.attempt}
+	if e.topicChanged {
+		ce.topic = e.topic
+	}
+	if e.jepoch == x.epoch && e.jop >= 0 {
+		x.ops[e.jop].ce = ce
+		return
+	}
+	e.jepoch, e.jop, e.jnew = x.epoch, int32(len(x.ops)), added
+	x.ops = append(x.ops, entryOp{ce: ce})
+}
+
+// removed records that e was removed.
+func (x *deliveryIndex) removed(e *entry) {
+	if e.jepoch == x.epoch && e.jop >= 0 {
+		if e.jnew {
+			// Added since the last checkpoint, which does not hold it: nothing to record.
+			x.ops[e.jop] = entryOp{skip: true}
+			return
+		}
+		x.ops[e.jop] = entryOp{ce: ckEntry{origin: e.origin}, del: true}
+		return
+	}
+	x.ops = append(x.ops, entryOp{ce: ckEntry{origin: e.origin}, del: true})
+}
+
+func newDeliveryIndex(wheel *tock.Wheel, fire func(*bucket), wheelFailed func(error)) deliveryIndex {
+	return deliveryIndex{
+		wheel:       wheel,
+		fire:        fire,
+		wheelFailed: wheelFailed,
+		byOrigin:    make(map[wal.Pos]*entry),
+		byID:        make(map[string]*entry),
+		buckets:     make(map[int64]*bucket),
+		topics:      make(map[string]*topicQueue),
+		epoch:       1, // a new entry's jepoch, 0, is no journal's
+	}
+}
+
+// An entry is a message in memory. Its fields are guarded by Queue.mu.
+type entry struct {
+	pos    wal.Pos // its current Put record
+	origin wal.Pos // its first Put record (equal to pos unless copied); names it in memory
+
+	id, topic string
+	payload   []byte
+	deliverAt int64  // Unix nanoseconds
+	attempt   uint32 // failed deliveries so far
+
+	// topicChanged: topic is a dead-letter topic, not the one in the record at pos.
+	topicChanged bool
+	// userID: id was chosen by the producer, so the entry is in byID.
+	userID bool
+
+	st    entryState
+	lease uint64 // number of the current or last lease; receipts carry it
+
+	// The entry's op in the checkpoint journal (see deliveryIndex.ops): valid while jepoch is the
+	// journal's epoch; jnew: the op adds the entry.
+	jop    int32
+	jepoch uint32
+	jnew   bool
+
+	// bucket is the timer bucket the entry waits in (waiting: until due; leased: until the lease
+	// ends), or nil. prev and next link it into its bucket, or into its topic's ready list.
+	bucket     *bucket
+	prev, next *entry
+}
+
+// newEntry returns the entry of the Put record rec at pos.
+func newEntry(pos wal.Pos, rec *wal.Record) *entry {
+	return &entry{pos: pos, origin: originOf(rec.Origin, pos), id: rec.ID, topic: rec.Topic, payload: rec.Payload,
+		deliverAt: rec.DeliverAt, attempt: rec.Attempt}
+}
+
+// originOf returns the first record of a message whose Put record at pos names origin.
+func originOf(origin, pos wal.Pos) wal.Pos {
+	if origin != 0 {
+		return origin
+	}
+	return pos
+}
+
+// entryState is where an entry is in delivery.
+type entryState uint8
+
+const (
+	// waiting: deliverAt is in the future; its bucket's timer makes it ready.
+	waiting entryState = iota
+	// ready: due, in its topic's ready list, waiting for Receive.
+	ready
+	// leased: handed to a consumer by Receive; its bucket's timer ends the lease.
+	leased
+)
+
+// A bucket holds the entries whose timer ends in one millisecond, so that a million messages due
+// in one second cost a thousand timers on the wheel, not a million, and each callback moves a
+// whole bucket under one lock. A bucket fires at the end of its millisecond: never early.
+type bucket struct {
+	key  int64 // Unix milliseconds, rounded up: the bucket fires at key ms
+	head *entry
+	n    int
+	// waiting counts the entries that become due when the bucket fires (the others are leases
+	// running out), for DueCounts. An entry's state does not change while it is in a bucket.
+	waiting int
+	timer   tock.Timer
+}
+
+const bucketNs = int64(time.Millisecond)
+
+// A topicQueue holds a topic's ready entries, oldest first, and wakes Receive calls.
+type topicQueue struct {
+	head, tail *entry
+	n          int
+	// signal is closed (and replaced) when entries become ready; nil when nobody waits.
+	signal  chan struct{}
+	waiters int // Receive calls waiting on signal
+}
+
+// insert adds e and reports whether it did: false means a message with the same origin is in
+// memory already (a duplicate copy), and e was dropped. The caller arms e.
+func (x *deliveryIndex) insert(e *entry) bool {
+	if x.byOrigin[e.origin] != nil {
+		return false
+	}
+	x.byOrigin[e.origin] = e
+	if !isGenerated(e.id, e.origin) {
+		e.userID = true
+		x.byID[e.id] = e
+	}
+	x.changed(e, true)
+	return true
+}
+
+// lookup returns the entry with the given ID, or nil.
+func (x *deliveryIndex) lookup(id string) *entry {
+	if e := x.byID[id]; e != nil {
+		return e
+	}
+	if _, origin, ok := parseID(id); ok {
+		if e := x.byOrigin[origin]; e != nil && e.id == id {
+			return e
+		}
+	}
+	return nil
+}
+
+// remove forgets e: acked, cancelled or found done.
+func (x *deliveryIndex) remove(e *entry) {
+	x.detach(e)
+	delete(x.byOrigin, e.origin)
+	x.removed(e)
+	if e.userID && x.byID[e.id] == e {
+		delete(x.byID, e.id)
+	}
+}
+
+// detach takes e out of its bucket, its topic's ready list or the leased count, whichever holds
+// it.
+func (x *deliveryIndex) detach(e *entry) {
+	x.unschedule(e)
+	switch e.st {
+	case ready:
+		x.unlinkReady(e)
+	case leased:
+		x.leased--
+	}
+	e.st = waiting
+}
+
+// arm makes e, which is detached, ready at its deliverAt: now if that has passed, else when its
+// bucket fires.
+func (x *deliveryIndex) arm(e *entry) {
+	e.st = waiting
+	if e.deliverAt <= time.Now().UnixNano() {
+		x.makeReady(e)
+		return
+	}
+	x.schedule(e, e.deliverAt)
+}
+
+// schedule puts e in the bucket of the millisecond that ends at or after at.
+func (x *deliveryIndex) schedule(e *entry, at int64) {
+	key := at / bucketNs
+	if at%bucketNs > 0 {
+		key++
+	}
+	b := x.buckets[key]
+	if b == nil {
+		b = &bucket{key: key}
+		t, err := x.wheel.AtFunc(time.UnixMilli(key), func() { x.fire(b) })
+		if err != nil {
+			// The wheel is stopped: the queue is closing (the message is handled after Open), or
+			// the owner of a wheel given to it stopped it.
+			x.wheelFailed(err)
+			return
+		}
+		b.timer = t
+		x.buckets[key] = b
+	}
+	e.bucket, e.prev, e.next = b, nil, b.head
+	if b.head != nil {
+		b.head.prev = e
+	}
+	b.head = e
+	b.n++
+	if e.st == waiting {
+		b.waiting++
+	}
+}
+
+// unschedule takes e out of its bucket, if any, stopping the bucket's timer when it empties.
+func (x *deliveryIndex) unschedule(e *entry) {
+	b := e.bucket
+	if b == nil {
+		return
+	}
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		b.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	}
+	e.bucket, e.prev, e.next = nil, nil, nil
+	if e.st == waiting {
+		b.waiting--
+	}
+	if b.n--; b.n == 0 {
+		b.timer.Stop()
+		delete(x.buckets, b.key)
+	}
+}
+
+// take takes the bucket b, whose timer fired, out of the index, and returns its entries, each
+// taken out of the bucket in turn (still waiting or leased), by calling fn. It returns false if b
+// was emptied and replaced meanwhile.
+func (x *deliveryIndex) take(b *bucket, fn func(*entry)) bool {
+	if x.buckets[b.key] != b {
+		return false
+	}
+	delete(x.buckets, b.key)
+	for e := b.head; e != nil; {
+		next := e.next
+		e.bucket, e.prev, e.next = nil, nil, nil
+		fn(e)
+		e = next
+	}
+	return true
+}
+
+// makeReady moves e to its topic's ready list and wakes a Receive waiting on the topic.
+func (x *deliveryIndex) makeReady(e *entry) {
+	e.st = ready
+	tq := x.topic(e.topic)
+	e.prev, e.next = tq.tail, nil
+	if tq.tail != nil {
+		tq.tail.next = e
+	} else {
+		tq.head = e
+	}
+	tq.tail = e
+	tq.n++
+	x.ready++
+	if e.attempt == 0 {
+		x.lateness.add(time.Duration(time.Now().UnixNano() - e.deliverAt))
+	}
+	if tq.signal != nil {
+		close(tq.signal)
+		tq.signal = nil
+	}
+}
+
+func (x *deliveryIndex) unlinkReady(e *entry) {
+	tq := x.topics[e.topic]
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		tq.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		tq.tail = e.prev
+	}
+	e.prev, e.next = nil, nil
+	tq.n--
+	x.ready--
+	x.dropIdleTopic(e.topic, tq)
+}
+
+// dropIdleTopic forgets topic when it has no ready message and no waiting Receive, so that
+// Receive calls on ever new topic names (an HTTP client can make any number) keep no memory.
+func (x *deliveryIndex) dropIdleTopic(topic string, tq *topicQueue) {
+	if tq.n == 0 && tq.waiters == 0 && x.topics[topic] == tq {
+		delete(x.topics, topic)
+	}
+}
+
+func (x *deliveryIndex) topic(topic string) *topicQueue {
+	tq := x.topics[topic]
+	if tq == nil {
+		tq = &topicQueue{}
+		x.topics[topic] = tq
+	}
+	return tq
+}
+
+// lease hands e, the head of its topic's ready list, to a consumer until deadline (Unix ns) under
+// lease number n.
+func (x *deliveryIndex) lease(e *entry, n uint64, deadline int64) {
+	x.unlinkReady(e)
+	e.st = leased
+	e.lease = n
+	x.schedule(e, deadline)
+	x.leased++
+}

@@ -1,0 +1,170 @@
+package delayq
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/tockwheel/tock/delayq/internal/wal"
+)
+
+// A listRecord is a record read from a slot list, with its position.
+type listRecord struct {
+	pos wal.Pos
+	rec wal.Record
+}
+
+// readChain reads the records of list from head backwards, down to lo (records before lo are not
+// read) or to stop, a record known to be in the list, whichever comes first. It returns the records
+// read, newest first, and whether it reached stop: when stop is not 0 and is not reached, the list
+// was replaced since stop was its head, and the records read are all of it (down to lo).
+//
+// Damage does not stop it. A record that cannot be read, or is not a record of the list, breaks
+// the chain there: it is passed to report, and the rest of the list, its records older than the
+// damaged one, is found by scanning the log from the list's first record (or stop, or lo) for the
+// records threaded into list. So damage costs only the messages of the damaged record. (A read
+// made without mu reports damage only once it knows the list was not loaded meanwhile: the
+// segments of a loaded list can be deleted.)
+//
+// first is the list's first record, from the wheel; readChain does not look at the wheel, so that
+// it can run without mu.
+func (q *Queue) readChain(r *wal.Reader, list int64, head, first, stop, lo wal.Pos, report func(error)) ([]listRecord, bool, error) {
+	var out []listRecord
+	p := head
+	for ; p != 0 && p != stop && p >= lo; p = out[len(out)-1].rec.Prev {
+		rec, err := r.ReadAt(p)
+		if err == nil && (rec.Kind != wal.KindPut && rec.Kind != wal.KindCancel || !rec.Threaded || rec.ListSlot != list || rec.Prev >= p) {
+			err = q.corruptAt(p, fmt.Sprintf("%v record is not a record of the list of slot %d", rec.Kind, list))
+		}
+		if errors.Is(err, ErrCorrupt) {
+			report(err)
+			rest, err := q.scanList(list, max(lo, first, stop+1), p, report)
+			return append(out, rest...), stop != 0, err
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("delayq: reading slot list at %v: %w", p, err)
+		}
+		out = append(out, listRecord{p, rec})
+	}
+	return out, stop != 0 && p == stop, nil
+}
+
+// scanList returns the records threaded into list in [from, to), newest first, found by scanning
+// the log. Damage met is reported and skipped; segments missing are skipped (they hold no record
+// of a list in the wheel, or the damage was reported where it was found).
+func (q *Queue) scanList(list int64, from, to wal.Pos, report func(error)) ([]listRecord, error) {
+	from = max(from, wal.MakePos(1, 0))
+	var out []listRecord
+	err := q.log.Scan(from, to, func(pos wal.Pos, rec wal.Record) error {
+		if rec.Threaded && rec.ListSlot == list && (rec.Kind == wal.KindPut || rec.Kind == wal.KindCancel) {
+			out = append(out, listRecord{pos, rec})
+		}
+		return nil
+	}, func(ce *wal.CorruptError) error {
+		if !errors.Is(ce, wal.ErrMissing) {
+			report(ce)
+		}
+		return nil
+	})
+	slices.Reverse(out)
+	return out, err
+}
+
+// readList reads the whole list of slot list, which must not change meanwhile (mu is held, or
+// recovery is running).
+func (q *Queue) readList(r *wal.Reader, list int64) ([]listRecord, error) {
+	l := q.disk.peek(list)
+	recs, _, err := q.readChain(r, list, l.head, l.first, 0, 0, q.damaged)
+	return recs, err
+}
+
+// listTries bounds the reads of a list made without mu, each catching up on the records added
+// during the one before.
+const listTries = 3
+
+// lockList reads the records of the list of slot list from position lo on, newest first, as the
+// loader, Cancel and compaction need them, holding mu as little as it can: it reads what the list
+// holds without mu, then takes mu and reads the records added meanwhile, without mu again while
+// there were many. It returns with mu held and the records complete as of that moment, or with ok
+// false (and mu held) as soon as keep, called under mu each time mu is taken, returns false: the
+// list is no longer the caller's to read (it was loaded, say). Reading under mu never waits for the
+// log's writer: records not yet written are read from memory.
+func (q *Queue) lockList(r *wal.Reader, list int64, lo wal.Pos, keep func() bool) (recs []listRecord, ok bool, err error) {
+	var seen wal.Pos // the head recs was read from
+	q.mu.Lock()
+	for try := 0; ; try++ {
+		if !keep() {
+			return nil, false, nil
+		}
+		l := q.disk.peek(list)
+		head := l.head
+		if head == seen {
+			return recs, true, nil
+		}
+		if try == listTries {
+			// Catch up under mu: the part added since the last read is small by now.
+			part, reached, err := q.readChain(r, list, head, l.first, seen, lo, q.damaged)
+			if err != nil {
+				return nil, true, err
+			}
+			return joinParts(part, recs, reached), true, nil
+		}
+		hook := q.afterListRead
+		q.mu.Unlock()
+		var damage []error
+		part, reached, err := q.readChain(r, list, head, l.first, seen, lo, func(err error) { damage = append(damage, err) })
+		if hook != nil {
+			hook()
+		}
+		q.mu.Lock()
+		if keep() {
+			for _, d := range damage {
+				q.damaged(d)
+			}
+		}
+		if err != nil {
+			if !keep() {
+				// The error may come from the change that ended the read: a loaded list's
+				// segments can be deleted.
+				return nil, false, nil
+			}
+			if q.disk.peek(list).head != head {
+				seen, recs = 0, nil // changed under the read: read it again
+				continue
+			}
+			return nil, true, err
+		}
+		recs, seen = joinParts(part, recs, reached), head
+	}
+}
+
+// joinParts puts part, read from a newer head down to the head older was read from, before older;
+// when part did not reach older's head, the list was replaced and part is all of it.
+func joinParts(part, older []listRecord, reached bool) []listRecord {
+	if !reached {
+		return part
+	}
+	return append(part, older...)
+}
+
+// countDue counts the messages of list's records, newest first, that are due in list's own slot
+// and not cancelled, as the wheel keeps slotList.due: a Cancel record takes off the newest older
+// Put with its ID if that one is due in list's slot. Recovery uses it to rebuild the counts of a
+// checkpoint that lacks them; tests check the counts against it.
+func (w *diskWheel) countDue(list int64, recs []listRecord) int64 {
+	var n int64
+	cancels := make(map[string]bool) // IDs of Cancel records not yet matched with their Put
+	for _, lr := range recs {
+		rec := &lr.rec
+		if rec.Kind == wal.KindCancel {
+			cancels[rec.ID] = true
+			continue
+		}
+		cancelled := cancels[rec.ID]
+		delete(cancels, rec.ID)
+		if !cancelled && w.slotOf(rec.DeliverAt) == list {
+			n++
+		}
+	}
+	return n
+}

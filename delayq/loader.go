@@ -1,0 +1,68 @@
+package delayq
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tockwheel/tock/delayq/internal/wal"
+)
+
+// The loader moves each slot's list into memory a preload ahead of the slot's start. Loading slot
+// a, as one step under mu: read the list (most of it without mu, see lockList), append an Advance
+// record with it, which takes the list out of the wheel and puts its messages due in a into memory
+// (see takeList), and append a copy of each message due later, threaded into a later list. An empty
+// list is passed without a record.
+
+// runLoader loads each slot a preload ahead of its start, until Close.
+func (q *Queue) runLoader() {
+	defer q.bg.Done()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		q.mu.Lock()
+		next := q.disk.loaded + 1
+		at := q.disk.slotStart(next) - int64(q.cfg.preload)
+		q.mu.Unlock()
+		if wait := time.Duration(at - time.Now().UnixNano()); wait > 0 {
+			t.Reset(wait)
+			select {
+			case <-t.C:
+			case <-q.closed:
+				return
+			}
+			continue
+		}
+		if err := q.load(next); err != nil {
+			q.mu.Lock()
+			q.failLocked(err)
+			q.mu.Unlock()
+			return
+		}
+		select {
+		case <-q.closed:
+			return
+		default:
+		}
+	}
+}
+
+// load moves slot a (which must be loaded+1) from the disk wheel into memory.
+func (q *Queue) load(a int64) error {
+	recs, ok, err := q.lockList(q.log.NewReader(), a, 0, func() bool { return q.disk.loaded == a-1 })
+	defer q.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("delayq: internal error: loading slot %d after %d", a, q.disk.loaded)
+	}
+	if err != nil {
+		return err
+	}
+	if len(recs) == 0 {
+		q.disk.detach(a)
+		q.disk.loaded = a
+		return nil
+	}
+	if _, err := q.commitLocked(&wal.Record{Kind: wal.KindAdvance, Slot: a}, recs); err != nil {
+		return err
+	}
+	return q.payMovingLocked()
+}
