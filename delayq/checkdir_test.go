@@ -20,8 +20,9 @@ func TestCheckFindsDamage(t *testing.T) {
 	dir := t.TempDir()
 	q := open(t, dir, WithSegmentSize(4<<10), WithLogger(quiet))
 	var ids []string
+	base := time.Now().Truncate(time.Second).Add(time.Hour + 500*time.Millisecond) // five slots, however long the puts take
 	for i := range 100 {
-		id, err := q.Put(ctx, Message{Topic: "t", Payload: fmt.Appendf(nil, "m%d", i), DeliverAt: time.Now().Add(time.Hour + time.Duration(i%5)*time.Second)})
+		id, err := q.Put(ctx, Message{Topic: "t", Payload: fmt.Appendf(nil, "m%d", i), DeliverAt: base.Add(time.Duration(i%5) * time.Second)})
 		if err != nil {
 			t.Fatal(err)
 		}
