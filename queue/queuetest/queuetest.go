@@ -1,0 +1,86 @@
+// Package queuetest checks that a [queue.Engine] keeps the promises of package queue, in the
+// manner of testing/fstest and golang.org/x/net/nettest: an engine's tests call [Run] with a
+// function that opens a new, empty engine, and Run tests every behaviour of the contract against
+// it (delays, never early, leases, nack, backoff, dead letters, cancel, ack idempotency, forged
+// receipts, duplicate IDs, batches, ordering by due time, limits, stats, close).
+//
+// The suite runs in real time, because an engine may keep time in another process (Redis): its
+// delays are a few hundred milliseconds, and its subtests run in parallel, each on an engine of
+// its own, so that a run takes a few seconds. It checks exactly what is promised (nothing early,
+// every message delivered, nothing delivered twice when that is promised) and bounds lateness only
+// loosely (see [MaxLate]), so that a loaded machine does not fail it.
+package queuetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tockwheel/tock/queue"
+)
+
+// The configuration an engine under test must be opened with.
+const (
+	// MaxAttempts is the number of failed deliveries after which a message moves to its topic's
+	// dead-letter topic, named with queue.DeadLetterSuffix.
+	MaxAttempts = 3
+	// Backoff is how long after its lease ran out a message is due again the first time; later
+	// failures may wait longer.
+	Backoff = 100 * time.Millisecond
+	// MaxPayload is the largest payload the engine accepts; a byte more is ErrTooLarge.
+	MaxPayload = 64 << 10
+)
+
+// MaxLate bounds how late the suite lets a message be: it is loose, to survive a loaded machine,
+// and says nothing about an engine's precision, which each engine measures on its own.
+const MaxLate = 2 * time.Second
+
+// An Opener opens a new, empty engine configured with [MaxAttempts], [Backoff] and [MaxPayload],
+// on storage that no other engine of the run uses. Run closes the engine; the Opener cleans up
+// the storage (with t.Cleanup) and fails t if it cannot open one.
+type Opener func(t *testing.T) queue.Engine
+
+// Run runs the conformance suite against the engines open opens, each behaviour as a subtest.
+func Run(t *testing.T, open Opener) {
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := open(t)
+			t.Cleanup(func() { _ = e.Close() })
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			tc.run(ctx, &env{T: t, e: e})
+		})
+	}
+}
+
+var cases = []struct {
+	name string
+	run  func(ctx context.Context, h *env)
+}{
+	{"PutReceiveAck", testPutReceiveAck},
+	{"NeverEarly", testNeverEarly},
+	{"PastDueTimes", testPastDueTimes},
+	{"DueTimeRange", testDueTimeRange},
+	{"OrderByDueTime", testOrderByDueTime},
+	{"TopicsAreSeparate", testTopicsAreSeparate},
+	{"ReceiveWaits", testReceiveWaits},
+	{"ReceiveMax", testReceiveMax},
+	{"ReceiveContextEnds", testReceiveContextEnds},
+	{"LeaseExpiry", testLeaseExpiry},
+	{"Nack", testNack},
+	{"DeadLetter", testDeadLetter},
+	{"Cancel", testCancel},
+	{"CancelLeased", testCancelLeased},
+	{"AckIdempotent", testAckIdempotent},
+	{"AckPartial", testAckPartial},
+	{"ForgedReceipts", testForgedReceipts},
+	{"DuplicateID", testDuplicateID},
+	{"IDFreeAfterAck", testIDFreeAfterAck},
+	{"Batch", testBatch},
+	{"BatchAllOrNone", testBatchAllOrNone},
+	{"Limits", testLimits},
+	{"Stats", testStats},
+	{"DueCounts", testDueCounts},
+	{"Close", testClose},
+}
