@@ -438,7 +438,7 @@ func retryAfter(v string, now time.Time) time.Duration {
 type Stats struct {
 	Time          time.Time `json:"time"`
 	UptimeSeconds float64   `json:"uptime_seconds"`
-	Pending       int64     `json:"pending"`
+	Scheduled     int64     `json:"scheduled"`
 	Due           int64     `json:"due"`
 	Leased        int64     `json:"leased"`
 	Puts          uint64    `json:"puts"`

@@ -3,99 +3,170 @@ package server
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/queue"
 )
 
-// QueueStore returns q as a Store. Closing q stays the caller's job.
-func QueueStore(q *delayq.Queue) Store { return queueStore{q} }
+// DelayqEngine returns q as a [queue.Engine] for [New]. Closing the engine closes q.
+//
+// It is temporary, until delayq implements queue.Engine itself, and as small as it can be: it
+// converts the message types and maps delayq's errors onto queue's sentinels, and adds nothing.
+// Where today's delayq falls short of the contract, so does the engine: a second waiting message
+// with a chosen ID is stored rather than refused with queue.ErrDuplicate, an ack of a receipt
+// already acked fails, a payload over the limit is queue.ErrInvalid rather than
+// queue.ErrTooLarge (the server checks its own limit first and answers 413), and a past DeliverAt
+// is kept rather than made the time of the Put (the server resolves due times before it puts).
+// The engine is a [queue.Reporter] of the log's fsync times.
+func DelayqEngine(q *delayq.Queue) queue.Engine { return delayqEngine{q} }
 
-// queueStore adapts *delayq.Queue to Store: the message types are the same
-// fields, and delayq's errors are classified for the HTTP answers.
-type queueStore struct{ q *delayq.Queue }
+type delayqEngine struct{ q *delayq.Queue }
 
-func (s queueStore) Put(ctx context.Context, m Message) (string, error) {
-	id, err := s.q.Put(ctx, delayq.Message(m))
-	return id, classify(err)
+func (e delayqEngine) Put(ctx context.Context, m queue.Message) (string, error) {
+	id, err := e.q.Put(ctx, delayq.Message(m))
+	return id, fromDelayq(err)
 }
 
-func (s queueStore) PutBatch(ctx context.Context, ms []Message) ([]string, error) {
+func (e delayqEngine) PutBatch(ctx context.Context, ms []queue.Message) ([]string, error) {
 	dm := make([]delayq.Message, len(ms))
 	for i, m := range ms {
 		dm[i] = delayq.Message(m)
 	}
-	ids, err := s.q.PutBatch(ctx, dm)
-	return ids, classify(err)
+	ids, err := e.q.PutBatch(ctx, dm)
+	return ids, fromDelayq(err)
 }
 
-func (s queueStore) Cancel(ctx context.Context, id string) (bool, error) {
-	ok, err := s.q.Cancel(ctx, id)
-	return ok, classify(err)
+func (e delayqEngine) Cancel(ctx context.Context, id string) (bool, error) {
+	ok, err := e.q.Cancel(ctx, id)
+	return ok, fromDelayq(err)
 }
 
-func (s queueStore) Receive(ctx context.Context, topic string, max int, visibility time.Duration) ([]Delivery, error) {
-	ds, err := s.q.Receive(ctx, topic, max, visibility)
-	out := make([]Delivery, len(ds))
+func (e delayqEngine) Receive(ctx context.Context, topic string, max int, visibility time.Duration) ([]queue.Delivery, error) {
+	ds, err := e.q.Receive(ctx, topic, max, visibility)
+	out := make([]queue.Delivery, len(ds))
 	for i, d := range ds {
-		out[i] = Delivery{Message: Message(d.Message), Receipt: d.Receipt, Attempt: d.Attempt}
+		out[i] = queue.Delivery{Message: queue.Message(d.Message), Receipt: d.Receipt, Attempt: d.Attempt}
 	}
-	return out, classify(err)
+	return out, fromDelayq(err)
 }
 
-func (s queueStore) Ack(ctx context.Context, receipts ...string) error {
-	return classify(s.q.Ack(ctx, receipts...))
-}
-
-func (s queueStore) Nack(ctx context.Context, receipt string, delay time.Duration) error {
-	return classify(s.q.Nack(ctx, receipt, delay))
-}
-
-func (s queueStore) Stats() StoreStats {
-	st := s.q.Stats()
-	ss := StoreStats{
-		Pending: int64(st.Pending),
-		Due:     int64(st.Due),
-		Leased:  int64(st.Leased),
-
-		LatenessP50: st.Lateness.P50,
-		LatenessP99: st.Lateness.P99,
-		LatenessMax: st.Lateness.Max,
-
-		Syncs:       st.Syncs.Count,
-		SyncTime:    st.Syncs.Total,
-		SyncBuckets: make(map[float64]uint64, len(st.Syncs.Buckets)),
+// Ack acks each distinct receipt once. delayq joins one error per receipt it could not ack, in
+// order, each naming its receipt: that is the only way to tell which failed until delayq reports
+// an AckError of its own. When the errors cannot be matched to the receipts, the outcome of each
+// is unknown and the error is returned as it is.
+func (e delayqEngine) Ack(ctx context.Context, receipts ...string) error {
+	distinct := make([]string, 0, len(receipts))
+	seen := make(map[string]bool, len(receipts))
+	for _, r := range receipts {
+		if !seen[r] {
+			seen[r] = true
+			distinct = append(distinct, r)
+		}
 	}
-	for _, b := range st.Syncs.Buckets {
-		ss.SyncBuckets[seconds(b.UpperBound)] = b.Count
+	err := e.q.Ack(ctx, distinct...)
+	joined, ok := err.(interface{ Unwrap() []error })
+	if err == nil || !ok || !errors.Is(err, delayq.ErrUnknownReceipt) {
+		return fromDelayq(err)
 	}
-	return ss
+	why := make(map[string]error)
+	items, j := joined.Unwrap(), 0
+	for _, r := range distinct {
+		if j < len(items) && namesReceipt(items[j], r) {
+			why[r] = fromDelayq(items[j])
+			j++
+		}
+	}
+	if j != len(items) {
+		return fromDelayq(err)
+	}
+	ae := &queue.AckError{}
+	for _, r := range receipts {
+		if reason, failed := why[r]; failed {
+			ae.Failed = append(ae.Failed, queue.ReceiptError{Receipt: r, Err: reason})
+		}
+	}
+	return ae
 }
 
-// DueCounts makes the queue a DueCounter: the forecast comes from the
-// queue's own per-slot counts, so it covers every pending message, those
-// put before a restart or through another Server included.
-func (s queueStore) DueCounts(from time.Time, step time.Duration, n int) []int {
-	return s.q.DueCounts(from, step, n)
+// namesReceipt reports whether err, one of delayq's Ack errors, is about receipt r: delayq ends the
+// message with the receipt, quoted when it is malformed.
+func namesReceipt(err error, r string) bool {
+	msg := err.Error()
+	return strings.HasSuffix(msg, "malformed receipt "+strconv.Quote(r)) ||
+		len(r) == 32 && strings.HasSuffix(msg, ": "+r)
 }
 
-// classify marks delayq's errors with the Store error a server answers by,
-// keeping delayq's message and its error chain.
-func classify(err error) error {
+func (e delayqEngine) Nack(ctx context.Context, receipt string, delay time.Duration) error {
+	return fromDelayq(e.q.Nack(ctx, receipt, delay))
+}
+
+func (e delayqEngine) Stats(ctx context.Context) (queue.Stats, error) {
+	st := e.q.Stats()
+	return queue.Stats{
+		Scheduled: st.Pending,
+		Due:       int64(st.Due),
+		Leased:    int64(st.Leased),
+		Lateness:  queue.Lateness(st.Lateness),
+	}, nil
+}
+
+// DueCounts comes from the queue's own per-slot counts, so it covers every scheduled message, those
+// put before a restart included (see delayq.Queue.DueCounts for what it approximates).
+func (e delayqEngine) DueCounts(ctx context.Context, from time.Time, step time.Duration, n int) ([]int, error) {
+	return e.q.DueCounts(from, step, n), nil
+}
+
+// Ready acks no receipts: delayq checks that it is open and has not stopped on a failure before it
+// looks at the receipts.
+func (e delayqEngine) Ready(ctx context.Context) error {
+	err := e.q.Ack(ctx)
+	switch {
+	case err == nil, errors.Is(err, delayq.ErrClosed), ctx.Err() != nil:
+		return fromDelayq(err)
+	}
+	return &classified{kind: queue.ErrUnavailable, err: err}
+}
+
+func (e delayqEngine) Close() error { return fromDelayq(e.q.Close()) }
+
+// Metrics reports the log's fsyncs as a histogram, tock_fsync_duration_seconds under /metrics.
+func (e delayqEngine) Metrics(ctx context.Context) ([]queue.Metric, error) {
+	st := e.q.Stats().Syncs
+	m := queue.Metric{
+		Name: "fsync_duration_seconds",
+		Help: "Latency of the queue's fsyncs: one per group commit of durable writes (none with -nosync), one per full log segment.",
+		Kind: queue.Histogram, Count: st.Count, Sum: seconds(st.Total),
+		Buckets: make([]queue.Bucket, len(st.Buckets)),
+	}
+	for i, b := range st.Buckets {
+		m.Buckets[i] = queue.Bucket{UpperBound: seconds(b.UpperBound), Count: b.Count}
+	}
+	return []queue.Metric{m}, nil
+}
+
+// fromDelayq marks delayq's errors with queue's sentinel of the same meaning, keeping delayq's
+// message and its error chain.
+func fromDelayq(err error) error {
 	var kind error
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, delayq.ErrInvalid), errors.Is(err, delayq.ErrUnknownReceipt):
-		kind = ErrInvalid
+	case errors.Is(err, delayq.ErrInvalid):
+		kind = queue.ErrInvalid
+	case errors.Is(err, delayq.ErrUnknownReceipt):
+		kind = queue.ErrUnknownReceipt
 	case errors.Is(err, delayq.ErrClosed):
-		kind = ErrUnavailable
+		kind = queue.ErrClosed
 	default:
 		return err
 	}
 	return &classified{kind: kind, err: err}
 }
 
+// classified is err marked with kind, one of queue's sentinels; it reads as err.
 type classified struct{ kind, err error }
 
 func (e *classified) Error() string   { return e.err.Error() }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tockwheel/tock/api"
 )
 
 // TestPastDueTimeIsDueAtThePut is the regression test of a deliver_at in
@@ -42,7 +44,7 @@ func TestPastDueTimeIsDueAtThePut(t *testing.T) {
 	if sum := metricValue(t, r.body, "tock_delivery_lateness_seconds_sum"); sum > 10 {
 		t.Errorf("tock_delivery_lateness_seconds_sum = %v s after two deliveries due at their put", sum)
 	}
-	var st Stats
+	var st api.Stats
 	call(t, ts, "GET", "/v1/stats", "").json(t, &st)
 	if st.Lateness.Count != 2 || st.Lateness.Max > 10 {
 		t.Errorf("stats lateness %+v; want 2 deliveries, none late by more than seconds", st.Lateness)
@@ -50,14 +52,14 @@ func TestPastDueTimeIsDueAtThePut(t *testing.T) {
 }
 
 // TestDueTimeBeyondRangeIsAPlainError checks the upper end of the accepted
-// range: up to 2262-04-10T00:00:00Z, and beyond it a message that says so,
-// with no store internals in it.
+// range: up to queue.MaxDeliverAt, 2262-01-01T00:00:00Z, and beyond it a
+// message that says so, with no engine internals in it.
 func TestDueTimeBeyondRangeIsAPlainError(t *testing.T) {
 	ts, _ := newTestServer(t)
-	if r := call(t, ts, "POST", "/v1/topics/far/messages", `{"deliver_at":"2262-04-10T00:00:00Z"}`); r.status != 201 {
+	if r := call(t, ts, "POST", "/v1/topics/far/messages", `{"deliver_at":"2262-01-01T00:00:00Z"}`); r.status != 201 {
 		t.Fatalf("latest due time: %d %s", r.status, r.body)
 	}
-	for _, body := range []string{`{"deliver_at":"2262-04-11T00:00:00Z"}`, `{"deliver_at":"2300-01-01T00:00:00Z"}`,
+	for _, body := range []string{`{"deliver_at":"2262-01-01T00:00:00.000000001Z"}`, `{"deliver_at":"2300-01-01T00:00:00Z"}`,
 		`{"delay":"2562047h"}`, `{"messages":[{},{"delay":"2500000h"}]}`} {
 		path := "/v1/topics/far/messages"
 		if strings.Contains(body, "messages") {
@@ -65,7 +67,7 @@ func TestDueTimeBeyondRangeIsAPlainError(t *testing.T) {
 		}
 		r := call(t, ts, "POST", path, body)
 		msg := r.errorMsg(t)
-		if r.status != 400 || !strings.Contains(msg, "after 2262-04-10T00:00:00Z, the latest due time accepted") || strings.Contains(msg, "delayq") {
+		if r.status != 400 || !strings.Contains(msg, "after 2262-01-01T00:00:00Z, the latest due time accepted") || strings.Contains(msg, "delayq") {
 			t.Errorf("%s: %d %q; want 400 naming the latest due time", body, r.status, msg)
 		}
 	}

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tockwheel/tock/api"
+	"github.com/tockwheel/tock/queue"
 )
 
 var testNow = time.Date(2030, 1, 2, 15, 4, 5, 0, time.UTC)
@@ -32,7 +35,7 @@ var putCases = []struct {
 	{"deliver_at in the past is due now", `{"deliver_at":"2001-01-01T00:00:00Z"}`, 0, "", testNow, ""},
 	{"deliver_at before 1970 is due now", `{"deliver_at":"1901-01-01T00:00:00Z"}`, 0, "", testNow, ""},
 	{"deliver_at in year 0 is due now", `{"deliver_at":"0000-01-01T00:00:00Z"}`, 0, "", testNow, ""},
-	{"latest deliver_at", `{"deliver_at":"2262-04-10T00:00:00Z"}`, 0, "", time.Date(2262, 4, 10, 0, 0, 0, 0, time.UTC), ""},
+	{"latest deliver_at", `{"deliver_at":"2262-01-01T00:00:00Z"}`, 0, "", time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC), ""},
 	{"payload counted compact", `{"payload":[` + strings.Repeat(" ", 200) + `1,2,3]}`, 0, "", testNow, `[1,2,3]`},
 	{"payload compacted", "{\"payload\": [1, 2,\n 3]}", 0, "", testNow, `[1,2,3]`},
 	{"null payload is none", `{"payload":null}`, 0, "", testNow, ""},
@@ -58,20 +61,20 @@ var putCases = []struct {
 	{"id too long", `{"id":"` + strings.Repeat("a", MaxNameLen+1) + `"}`, 400, "invalid id", time.Time{}, ""},
 	{"payload over the limit", `{"payload":"` + strings.Repeat("a", 100) + `"}`, 413, "limit", time.Time{}, ""},
 	{"compact payload over the limit", `{"payload": [` + strings.Repeat("1, ", 40) + `1]}`, 413, "83 bytes of compact JSON", time.Time{}, ""},
-	{"deliver_at after 2262-04-10", `{"deliver_at":"2262-04-10T00:00:00.000000001Z"}`, 400, "is after 2262-04-10T00:00:00Z, the latest due time accepted", time.Time{}, ""},
-	{"deliver_at in 9999", `{"deliver_at":"9999-12-31T23:59:59Z"}`, 400, "is after 2262-04-10T00:00:00Z, the latest due time accepted", time.Time{}, ""},
-	{"delay past 2262", `{"delay":"2562047h"}`, 400, "is after 2262-04-10T00:00:00Z, the latest due time accepted", time.Time{}, ""},
+	{"deliver_at after 2262-01-01", `{"deliver_at":"2262-01-01T00:00:00.000000001Z"}`, 400, "is after 2262-01-01T00:00:00Z, the latest due time accepted", time.Time{}, ""},
+	{"deliver_at in 9999", `{"deliver_at":"9999-12-31T23:59:59Z"}`, 400, "is after 2262-01-01T00:00:00Z, the latest due time accepted", time.Time{}, ""},
+	{"delay past 2262", `{"delay":"2562047h"}`, 400, "is after 2262-01-01T00:00:00Z, the latest due time accepted", time.Time{}, ""},
 }
 
 const testMaxPayload = 64
 
 func decodePut(body string, maxPayload int64) (message, error) {
-	var req putRequest
+	var req api.PutRequest
 	r := http.MaxBytesReader(httptest.NewRecorder(), io.NopCloser(strings.NewReader(body)), maxPayload+64<<10)
 	if err := decodeJSON(r, &req, false); err != nil {
 		return message{}, err
 	}
-	return req.toMessage(testNow, maxPayload)
+	return toMessage(&req, testNow, maxPayload)
 }
 
 func TestDecodePut(t *testing.T) {
@@ -144,11 +147,11 @@ func TestReceiveParams(t *testing.T) {
 		{`{"visibility":"forever"}`, 400, receiveParams{}},
 		{`{"topic":"x"}`, 400, receiveParams{}},
 	} {
-		var req receiveRequest
+		var req api.ReceiveRequest
 		err := decodeJSON(strings.NewReader(tc.body), &req, true)
 		var p receiveParams
 		if err == nil {
-			p, err = req.params(l)
+			p, err = receiveParamsOf(&req, l)
 		}
 		if tc.status != 0 {
 			var re *requestError
@@ -192,8 +195,8 @@ func FuzzDecodePut(f *testing.F) {
 		if m.DeliverAt.IsZero() {
 			t.Fatalf("body %q: zero due time", body)
 		}
-		if m.DeliverAt.Before(testNow) || m.DeliverAt.After(maxDeliverAt) {
-			t.Fatalf("body %q: due %v, outside now to %v", body, m.DeliverAt, maxDeliverAt)
+		if m.DeliverAt.Before(testNow) || m.DeliverAt.After(queue.MaxDeliverAt()) {
+			t.Fatalf("body %q: due %v, outside now to %v", body, m.DeliverAt, queue.MaxDeliverAt())
 		}
 	})
 }
@@ -218,30 +221,30 @@ func FuzzDecodeRequests(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		var b batchRequest
+		var b api.BatchRequest
 		err := decodeJSON(strings.NewReader(body), &b, false)
 		if err == nil {
 			for i := range b.Messages {
-				if _, err = b.Messages[i].toMessage(testNow, l.MaxPayload); err != nil {
+				if _, err = toMessage(&b.Messages[i], testNow, l.MaxPayload); err != nil {
 					break
 				}
 			}
 		}
 		check(t, body, err)
 
-		var rr receiveRequest
+		var rr api.ReceiveRequest
 		if err = decodeJSON(strings.NewReader(body), &rr, true); err == nil {
 			var p receiveParams
-			p, err = rr.params(l)
+			p, err = receiveParamsOf(&rr, l)
 			if err == nil && (p.Max < 1 || p.Max > l.MaxReceive || p.Wait < 0 || p.Wait > l.MaxWait || p.Visibility <= 0) {
 				t.Fatalf("body %q: out-of-range params %+v accepted", body, p)
 			}
 		}
 		check(t, body, err)
 
-		var a ackRequest
+		var a api.AckRequest
 		check(t, body, decodeJSON(strings.NewReader(body), &a, false))
-		var n nackRequest
+		var n api.NackRequest
 		if err = decodeJSON(strings.NewReader(body), &n, false); err == nil && n.Delay != nil {
 			_, err = parseDuration("delay", *n.Delay)
 		}

@@ -328,7 +328,7 @@ func statsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		_ = enc.Encode(st)
 		return exitOK
 	}
-	fmt.Fprintf(stdout, "pending     %d\ndue         %d\nleased      %d\n", st.Pending, st.Due, st.Leased)
+	fmt.Fprintf(stdout, "scheduled   %d\ndue         %d\nleased      %d\n", st.Scheduled, st.Due, st.Leased)
 	fmt.Fprintf(stdout, "puts        %d\ndeliveries  %d\nacks        %d\nnacks       %d\ncancels     %d\n",
 		st.Puts, st.Deliveries, st.Acks, st.Nacks, st.Cancels)
 	if st.Lateness.Count > 0 {
