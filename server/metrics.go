@@ -59,7 +59,7 @@ func newMetrics(engine queue.Engine, log *slog.Logger) *metrics {
 		log: log,
 		reg: prometheus.NewRegistry(),
 		puts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tock_puts_total", Help: "Messages stored by puts and batch puts.",
+			Name: "tock_puts_total", Help: "Messages accepted by puts and batch puts, retried puts of a waiting message included.",
 		}),
 		deliveries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tock_deliveries_total", Help: "Messages delivered to consumers, redeliveries included.",
