@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/delayq"
 )
@@ -60,7 +61,10 @@ func TestAckAnswersPerReceipt(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer q.Close()
-		s := New(DelayqEngine(q))
+		// Long polls run on a wheel the bubble stops.
+		w := tock.New()
+		defer w.Stop()
+		s := New(DelayqEngine(q), WithWheel(w))
 		if r := serve(t, s, "POST", "/v1/topics/t/batch", `{"messages":[{},{}]}`); r.status != 201 {
 			t.Fatalf("batch: %d %s", r.status, r.body)
 		}
