@@ -166,8 +166,10 @@ func fromDelayq(err error) error {
 	return &classified{kind: kind, err: err}
 }
 
-// classified is err marked with kind, one of queue's sentinels; it reads as err.
+// classified is err marked with kind, one of queue's sentinels: it reads
+// as err, unwraps to err and matches kind too.
 type classified struct{ kind, err error }
 
-func (e *classified) Error() string   { return e.err.Error() }
-func (e *classified) Unwrap() []error { return []error{e.kind, e.err} }
+func (e *classified) Error() string        { return e.err.Error() }
+func (e *classified) Unwrap() error        { return e.err }
+func (e *classified) Is(target error) bool { return target == e.kind }

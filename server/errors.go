@@ -161,11 +161,7 @@ func boundedMessage(err error) string {
 // chain joins, or nil.
 func errorItems(err error) []error {
 	for err != nil {
-		switch e := err.(type) {
-		case *classified:
-			err = e.err // its other half is only the kind
-			continue
-		case interface{ Unwrap() []error }:
+		if e, ok := err.(interface{ Unwrap() []error }); ok {
 			return e.Unwrap()
 		}
 		err = errors.Unwrap(err)
