@@ -13,14 +13,16 @@ const (
 	CodeNoRoute         = "no_route"               // 404: no route has this path (a wrong base URL)
 	CodeMethod          = "method_not_allowed"     // 405: the route exists for other methods
 	CodeBodyTimeout     = "body_timeout"           // 408: the body did not arrive in time
+	CodeHeaderTimeout   = "header_timeout"         // 408: the request headers did not arrive in time
 	CodeDuplicate       = "duplicate"              // 409: a chosen ID names another waiting message
 	CodeTooLarge        = "too_large"              // 413: a payload, batch or body over a limit
 	CodeMediaType       = "unsupported_media_type" // 415: a body that is not application/json
+	CodeExpectation     = "expectation_failed"     // 417: an Expect header other than 100-continue
 	CodeWrongHost       = "wrong_host"             // 421: a Host the server does not answer to
 	CodeHeadersTooLarge = "headers_too_large"      // 431: request headers over the limit
 	CodeInternal        = "internal"               // 500: the engine failed
 	CodeNotImplemented  = "not_implemented"        // 501: an unsupported transfer encoding
-	CodeUnavailable     = "unavailable"            // 503: engine unavailable or closed, shutting down, at capacity
+	CodeUnavailable     = "unavailable"            // 503: engine unavailable or closed, shutting down, at the connection limit
 	CodeHTTPVersion     = "http_version"           // 505: an HTTP version other than 1.x
 	CodeOther           = "error"                  // any other status
 )
