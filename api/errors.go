@@ -53,7 +53,8 @@ type AckErrorBody struct {
 	// Acked counts the receipts that were acked.
 	Acked int `json:"acked"`
 	// Failed holds the indexes, in the request's receipts, of those that were not acked, in
-	// increasing order. Each index is shorter than the receipt it stands for, so the answer is
-	// never larger than the request, beyond its bounded message.
+	// increasing order. The indexes take no more room than the receipts of the request (the server
+	// refuses whole an ack of receipts too short for that, which no engine issues), so the answer
+	// is never larger than the request beyond its bounded message.
 	Failed []int `json:"failed"`
 }

@@ -38,10 +38,11 @@
 // it from a forged one). Otherwise the answer is 400 with code
 // "unknown_receipt" ([api.AckErrorBody]): "acked" counts the receipts that
 // were acked, and "failed" lists the indexes in the request of the others,
-// forged, malformed or stale (leased to another consumer since). Each index
-// is shorter than its receipt, so the answer is never larger than the
-// request beyond its bounded message; an ack of receipts too short for that
-// to hold, none of which an engine could have issued, is refused whole.
+// forged, malformed or stale (leased to another consumer since). The
+// indexes take no more room than the receipts, so the answer is never
+// larger than the request beyond its bounded message; an ack of receipts
+// too short for that to hold, none of which an engine issues, is refused
+// whole with 400 bad_request before any is acked.
 //
 // Every error is answered with a JSON body {"error": "...", "code": "..."}:
 // the message says what is wrong, the code is for programs: bad_request
