@@ -147,3 +147,29 @@ func TestAckOfTinyReceiptsIsRefusedWhole(t *testing.T) {
 			r.status, len(body.Failed), len(r.body))
 	}
 }
+
+// TestIndexesFitBound sweeps receipt counts and lengths around the bound:
+// whenever indexesFit accepts an ack, the list of every index is no larger
+// in JSON than the list of receipts, and it refuses only lists of receipts
+// a few bytes long.
+func TestIndexesFitBound(t *testing.T) {
+	for _, n := range []int{1, 9, 10, 11, 99, 100, 101, 999, 1000, 1001, 9999, 10_000, 10_001, 100_001} {
+		for l := 0; l <= 6; l++ {
+			rcs := make([]string, n)
+			idx := make([]int, n)
+			for i := range rcs {
+				rcs[i] = strings.Repeat("r", l)
+				idx[i] = i
+			}
+			fits := indexesFit(rcs)
+			failed, _ := json.Marshal(idx)
+			sent, _ := json.Marshal(rcs)
+			if fits && len(failed) > len(sent) {
+				t.Errorf("%d receipts of %d bytes: accepted, but the indexes take %d bytes, the receipts %d", n, l, len(failed), len(sent))
+			}
+			if !fits && l >= 5 {
+				t.Errorf("%d receipts of %d bytes: refused", n, l)
+			}
+		}
+	}
+}
