@@ -13,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tockwheel/tock/api"
+	"github.com/tockwheel/tock/queue"
 )
 
 // A Client talks to one tockd server. It is safe for concurrent use.
@@ -105,7 +108,9 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 // A Message is a message to put. With neither Delay nor DeliverAt it is due
 // at once. Setting both is an error.
 type Message struct {
-	// ID names the message; empty lets the server choose one.
+	// ID names the message; empty lets the server choose one. A chosen ID is
+	// unique among waiting messages: putting another message with it fails
+	// with a [*queue.DuplicateError] (see [Client.Put]).
 	ID string
 	// Payload is any JSON value; nil sends no payload (delivered as null).
 	Payload json.RawMessage
@@ -115,24 +120,26 @@ type Message struct {
 	DeliverAt time.Time
 }
 
-// A PutResult is the server's answer to a put. DeliverAt is when the
-// message is due: the later of the time asked for and the server's now.
-type PutResult struct {
-	ID        string    `json:"id"`
-	DeliverAt time.Time `json:"deliver_at"`
-}
+// A PutResult is the server's answer to a put: the message's ID, and
+// DeliverAt, when it is due: the later of the time asked for and the
+// server's now.
+type PutResult = api.PutResponse
 
 // A Delivery is a due message leased to this consumer until it is acked,
-// nacked, or its visibility timeout passes.
-type Delivery struct {
-	ID        string          `json:"id"`
-	Payload   json.RawMessage `json:"payload"`
-	DeliverAt time.Time       `json:"deliver_at"`
-	// Receipt identifies this lease for Ack and Nack.
-	Receipt string `json:"receipt"`
-	// Attempt counts deliveries of the message, 1 the first time.
-	Attempt int `json:"attempt"`
-}
+// nacked, or its visibility timeout passes. Receipt names the lease for
+// [Client.Ack] and [Client.Nack]; Attempt counts deliveries, 1 the first
+// time.
+type Delivery = api.Delivery
+
+// Stats is the server's report from GET /v1/stats: the engine's counts,
+// the server's totals since it started and lateness, in seconds.
+// [Client.Stats] leaves its History and Forecast empty; [Client.Forecast]
+// asks for the forecast.
+type Stats = api.Stats
+
+// A Forecast counts the scheduled messages falling due in each second from
+// Start (a Unix second) on.
+type Forecast = api.Forecast
 
 // ReceiveOptions tunes a Receive. Zero fields take the server's defaults
 // (10 messages, no wait, 30s visibility).
@@ -147,116 +154,82 @@ type ReceiveOptions struct {
 	Visibility time.Duration
 }
 
-// messageBody is a Message as the API takes it. Its JSON is written by
-// hand: encoding/json would rescan every payload, which costs more than the
-// rest of a batch put together. The server checks payloads are JSON.
-type messageBody struct {
-	ID        string
-	Payload   json.RawMessage
-	Delay     string
-	DeliverAt string
-}
-
-func (b *messageBody) appendJSON(buf []byte) []byte {
-	buf = append(buf, '{')
-	sep := false
-	field := func(name string) {
-		if sep {
-			buf = append(buf, ',')
-		}
-		sep = true
-		buf = append(buf, name...)
-	}
-	if b.ID != "" {
-		field(`"id":`)
-		buf = appendString(buf, b.ID)
-	}
-	if len(b.Payload) > 0 {
-		field(`"payload":`)
-		buf = append(buf, b.Payload...)
-	}
-	if b.Delay != "" {
-		field(`"delay":`)
-		buf = appendString(buf, b.Delay)
-	}
-	if b.DeliverAt != "" {
-		field(`"deliver_at":`)
-		buf = appendString(buf, b.DeliverAt)
-	}
-	return append(buf, '}')
-}
-
-// appendString appends s as a JSON string.
-func appendString(buf []byte, s string) []byte {
-	q, _ := json.Marshal(s) // cannot fail for a string
-	return append(buf, q...)
-}
-
 // rawBody is a request body already encoded as JSON.
 type rawBody []byte
 
-func (m Message) body() (messageBody, error) {
-	b := messageBody{ID: m.ID, Payload: m.Payload}
+func (m Message) request() (api.PutRequest, error) {
+	r := api.PutRequest{ID: m.ID, Payload: m.Payload}
 	switch {
 	case m.Delay != 0 && !m.DeliverAt.IsZero():
-		return b, fmt.Errorf("client: message %q sets both Delay and DeliverAt", m.ID)
+		return r, fmt.Errorf("client: message %q sets both Delay and DeliverAt", m.ID)
 	case m.Delay < 0:
-		return b, fmt.Errorf("client: message %q has a negative delay %v", m.ID, m.Delay)
+		return r, fmt.Errorf("client: message %q has a negative delay %v", m.ID, m.Delay)
 	case m.Delay > 0:
-		b.Delay = m.Delay.String()
+		r.Delay = ptr(m.Delay.String())
 	case !m.DeliverAt.IsZero():
-		b.DeliverAt = m.DeliverAt.Format(time.RFC3339Nano)
+		r.DeliverAt = ptr(m.DeliverAt.Format(api.TimeFormat))
 	}
-	return b, nil
+	return r, nil
 }
 
-// Put schedules m on topic and returns its id and due time once the server
+func ptr[T any](v T) *T { return &v }
+
+// Put schedules m on topic and returns its ID and due time once the server
 // has stored it durably. It is not retried (see the package doc).
+//
+// When m.ID names a message still waiting, Put stores nothing: it succeeds
+// with the same ID if that message is the same one (a retried Put: same
+// topic, payload and due time, which only an absolute DeliverAt can give
+// twice), and otherwise fails with an [*Error] whose Err is a
+// [*queue.DuplicateError] giving the waiting message's due time; the error
+// matches [queue.ErrDuplicate].
 func (c *Client) Put(ctx context.Context, topic string, m Message) (PutResult, error) {
-	b, err := m.body()
+	r, err := m.request()
 	if err != nil {
 		return PutResult{}, err
 	}
 	var res PutResult
-	err = c.do(ctx, http.MethodPost, "/v1/topics/"+url.PathEscape(topic)+"/messages", rawBody(b.appendJSON(nil)), &res, false)
+	err = c.do(ctx, http.MethodPost, api.PutPath(topic), rawBody(r.AppendJSON(nil)), &res, false)
 	return res, err
 }
 
 // PutBatch schedules all of ms on topic, or none of them, and returns their
-// ids in order.
+// IDs in order. A chosen ID of a waiting message fails the batch as it
+// fails a [Client.Put], unless every message of the batch is a retry.
 func (c *Client) PutBatch(ctx context.Context, topic string, ms []Message) ([]string, error) {
-	buf := make([]byte, 0, 64*len(ms)+16)
-	buf = append(buf, `{"messages":[`...)
+	b := api.BatchRequest{Messages: make([]api.PutRequest, len(ms))}
+	size := 16
 	for i, m := range ms {
-		b, err := m.body()
+		r, err := m.request()
 		if err != nil {
 			return nil, err
 		}
-		if i > 0 {
-			buf = append(buf, ',')
-		}
-		buf = b.appendJSON(buf)
+		b.Messages[i] = r
+		size += 64 + len(r.Payload)
 	}
-	buf = append(buf, "]}"...)
-	var res struct {
-		IDs []string `json:"ids"`
-	}
-	err := c.do(ctx, http.MethodPost, "/v1/topics/"+url.PathEscape(topic)+"/batch", rawBody(buf), &res, false)
+	var res api.BatchResponse
+	err := c.do(ctx, http.MethodPost, api.BatchPath(topic), rawBody(b.AppendJSON(make([]byte, 0, size))), &res, false)
 	return res.IDs, err
 }
 
-// Cancel removes the pending message id. It reports false, with a nil
-// error, when the server answers that no such message is pending (never
-// put, already delivered or cancelled). Any other 404, such as the one for
-// a path no route has when the Client's base URL is wrong, is an [*Error].
+// Cancel removes the waiting message id. It reports false, with a nil
+// error, when the server answers that no such message is waiting (never
+// put, already acked or cancelled). Any other 404, such as the one for a
+// path no route has when the Client's base URL is wrong, is an [*Error].
+// An empty id names no message: Cancel refuses it with an error matching
+// [queue.ErrInvalid] without asking the server.
+//
 // Cancel is retried (see [WithRetries]), so when an attempt cancelled the
-// message but its answer was lost, the retry finds nothing pending and
-// Cancel reports false: false means "not pending now", not "was never
+// message but its answer was lost, the retry finds nothing waiting and
+// Cancel reports false: false means "not waiting now", not "was never
 // cancelled".
 func (c *Client) Cancel(ctx context.Context, id string) (bool, error) {
-	err := c.do(ctx, http.MethodDelete, "/v1/messages/"+url.PathEscape(id), nil, nil, true)
+	if id == "" {
+		return false, fmt.Errorf("client: Cancel: empty message id: %w", queue.ErrInvalid)
+	}
+	err := c.do(ctx, http.MethodDelete, api.CancelPath(id), nil, nil, true)
 	var e *Error
-	if errors.As(err, &e) && e.StatusCode == http.StatusNotFound && e.Code == CodeNotFound {
+	if errors.As(err, &e) && e.StatusCode == http.StatusNotFound && e.Code == api.CodeNotFound {
 		return false, nil
 	}
 	return err == nil, err
@@ -266,57 +239,85 @@ func (c *Client) Cancel(ctx context.Context, id string) (bool, error) {
 // opts.Wait for the first. An empty result with a nil error means none
 // came due in time.
 func (c *Client) Receive(ctx context.Context, topic string, opts ReceiveOptions) ([]Delivery, error) {
-	req := struct {
-		Max        int    `json:"max,omitempty"`
-		Wait       string `json:"wait,omitempty"`
-		Visibility string `json:"visibility,omitempty"`
-	}{Max: opts.Max}
-	if opts.Wait > 0 {
-		req.Wait = opts.Wait.String()
+	var req api.ReceiveRequest
+	if opts.Max != 0 {
+		req.Max = &opts.Max
 	}
-	if opts.Visibility > 0 {
-		req.Visibility = opts.Visibility.String()
+	if opts.Wait != 0 {
+		req.Wait = ptr(opts.Wait.String())
 	}
-	var res struct {
-		Messages []Delivery `json:"messages"`
+	if opts.Visibility != 0 {
+		req.Visibility = ptr(opts.Visibility.String())
 	}
-	err := c.do(ctx, http.MethodPost, "/v1/topics/"+url.PathEscape(topic)+"/receive", req, &res, false)
+	var res api.ReceiveResponse
+	err := c.do(ctx, http.MethodPost, api.ReceivePath(topic), req, &res, false)
 	return res.Messages, err
 }
 
 // Ack ends the leases of receipts: their messages are never delivered
-// again. It fails with [ErrBadRequest] when a receipt is unknown or
-// expired; the server acks the other receipts, and its message counts and
-// shows the first of those that failed.
+// again. It returns nil when every receipt was acked. When the server acked
+// some and not others (forged, malformed, or stale: the message was leased
+// to another consumer since), it returns a [*queue.AckError] listing the
+// receipts not acked, in order, each with a reason that matches
+// [queue.ErrUnknownReceipt] and is an [*Error] of the server's answer (400,
+// code [api.CodeUnknownReceipt]); the receipts it does not list were acked,
+// so a caller can retry exactly those that failed or drop them. Any other
+// error leaves the outcome of each receipt unknown. An ack of a receipt
+// whose message is already done succeeds on an engine that can tell it
+// from a forged one (the queue contract makes acks idempotent).
+//
+// Ack is not retried: the embedded engine does not yet tell a receipt
+// already acked from a forged one, so a retry after a lost answer would
+// report the receipts the first attempt acked as failed.
 func (c *Client) Ack(ctx context.Context, receipts ...string) error {
-	req := struct {
-		Receipts []string `json:"receipts"`
-	}{Receipts: receipts}
-	return c.do(ctx, http.MethodPost, "/v1/ack", req, nil, false)
+	err := c.do(ctx, http.MethodPost, api.PathAck, api.AckRequest{Receipts: receipts}, nil, false)
+	var e *Error
+	if errors.As(err, &e) && e.ack != nil {
+		if ae := ackError(receipts, e); ae != nil {
+			return ae
+		}
+	}
+	return err
+}
+
+// ackError returns the *queue.AckError of the answer e to an ack of
+// receipts, or nil if the answer does not fit the request.
+func ackError(receipts []string, e *Error) error {
+	reason := &Error{StatusCode: e.StatusCode, Code: e.Code, Message: "receipt not acked: unknown or stale"}
+	ae := &queue.AckError{Failed: make([]queue.ReceiptError, 0, len(e.ack.Failed))}
+	for _, i := range e.ack.Failed {
+		if i < 0 || i >= len(receipts) {
+			return nil
+		}
+		ae.Failed = append(ae.Failed, queue.ReceiptError{Receipt: receipts[i], Err: reason})
+	}
+	if len(ae.Failed) == 0 {
+		return nil
+	}
+	return ae
 }
 
 // Nack ends the lease of receipt and makes its message due again after
-// delay (zero: at once).
+// delay (zero: at once). A negative delay is refused by the server (an
+// [*Error] matching [queue.ErrInvalid]).
 func (c *Client) Nack(ctx context.Context, receipt string, delay time.Duration) error {
-	req := struct {
-		Receipt string `json:"receipt"`
-		Delay   string `json:"delay,omitempty"`
-	}{Receipt: receipt}
-	if delay > 0 {
-		req.Delay = delay.String()
+	req := api.NackRequest{Receipt: receipt}
+	if delay != 0 {
+		req.Delay = ptr(delay.String())
 	}
-	return c.do(ctx, http.MethodPost, "/v1/nack", req, nil, false)
+	return c.do(ctx, http.MethodPost, api.PathNack, req, nil, false)
 }
 
 // Healthy returns nil when the server process answers /healthz.
 func (c *Client) Healthy(ctx context.Context) error {
-	return c.do(ctx, http.MethodGet, "/healthz", nil, nil, true)
+	return c.do(ctx, http.MethodGet, api.PathHealth, nil, nil, true)
 }
 
-// Ready returns nil when the server answers /readyz with 200: its store is
-// open and it is not shutting down.
+// Ready returns nil when the server answers /readyz with 200: its engine is
+// ready and it is not shutting down. Otherwise the error, a 503, says why
+// and matches [queue.ErrUnavailable].
 func (c *Client) Ready(ctx context.Context) error {
-	return c.do(ctx, http.MethodGet, "/readyz", nil, nil, true)
+	return c.do(ctx, http.MethodGet, api.PathReady, nil, nil, true)
 }
 
 // do sends one request to path (escaped, with any query), retrying it when idempotent, and decodes a 2xx
@@ -390,19 +391,10 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
-		e := &Error{StatusCode: resp.StatusCode}
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-		var eb struct {
-			Error string `json:"error"`
-			Code  string `json:"code"`
-		}
-		if json.Unmarshal(data, &eb) == nil && eb.Error != "" {
-			e.Message, e.Code = eb.Error, eb.Code
-		} else if s := strings.TrimSpace(string(data)); s != "" {
-			e.Message = s
-		} else {
-			e.Message = http.StatusText(resp.StatusCode)
-		}
+		// An error answer is bounded by its request (an ack's lists an index
+		// per failed receipt) plus a bounded message.
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, int64(len(body))+64<<10))
+		e := errorOf(resp.StatusCode, data)
 		return e.Temporary(), retryAfter(resp.Header.Get("Retry-After"), time.Now()), e
 	}
 	if out == nil {
@@ -433,42 +425,28 @@ func retryAfter(v string, now time.Time) time.Duration {
 	return 0
 }
 
-// Stats is the server's report from GET /v1/stats: the store's counts, the
-// server's totals since it started and lateness, in seconds.
-type Stats struct {
-	Time          time.Time `json:"time"`
-	UptimeSeconds float64   `json:"uptime_seconds"`
-	Pending       int64     `json:"pending"`
-	Due           int64     `json:"due"`
-	Leased        int64     `json:"leased"`
-	Puts          uint64    `json:"puts"`
-	Deliveries    uint64    `json:"deliveries"`
-	Acks          uint64    `json:"acks"`
-	Nacks         uint64    `json:"nacks"`
-	Cancels       uint64    `json:"cancels"`
-	// Lateness is the time from due to first delivery over the last
-	// minute: the queue's own lateness plus any time messages waited for a
-	// consumer to ask.
-	Lateness struct {
-		Count uint64  `json:"count"`
-		P50   float64 `json:"p50"`
-		P90   float64 `json:"p90"`
-		P99   float64 `json:"p99"`
-		Max   float64 `json:"max"`
-	} `json:"lateness"`
-	// QueueLateness is the queue's own recent lateness: how long after
-	// their due time messages became available to receive. Zero for a
-	// store that does not measure it.
-	QueueLateness struct {
-		P50 float64 `json:"p50"`
-		P99 float64 `json:"p99"`
-		Max float64 `json:"max"`
-	} `json:"queue_lateness"`
-}
-
-// Stats returns the server's counts.
+// Stats returns the server's counts, totals and lateness.
 func (c *Client) Stats(ctx context.Context) (Stats, error) {
 	var st Stats
-	err := c.do(ctx, http.MethodGet, "/v1/stats?history=0&forecast=0", nil, &st, true)
+	err := c.do(ctx, http.MethodGet, statsPath(0, 0), nil, &st, true)
 	return st, err
+}
+
+// MaxForecast is the most seconds [Client.Forecast] may ask for.
+const MaxForecast = 3600
+
+// Forecast returns how many scheduled messages fall due in each of the next
+// seconds, from the second after the server's now: the wheel of the status
+// page. seconds must be from 0 to [MaxForecast].
+func (c *Client) Forecast(ctx context.Context, seconds int) (Forecast, error) {
+	if seconds < 0 || seconds > MaxForecast {
+		return Forecast{}, fmt.Errorf("client: Forecast of %d seconds: want 0 to %d: %w", seconds, MaxForecast, queue.ErrInvalid)
+	}
+	var st Stats
+	err := c.do(ctx, http.MethodGet, statsPath(0, seconds), nil, &st, true)
+	return st.Forecast, err
+}
+
+func statsPath(history, forecast int) string {
+	return fmt.Sprintf("%s?%s=%d&%s=%d", api.PathStats, api.QueryHistory, history, api.QueryForecast, forecast)
 }

@@ -34,15 +34,15 @@ func flaky(n int32, body string) (*httptest.Server, *atomic.Int32) {
 }
 
 func TestRetriesIdempotentCalls(t *testing.T) {
-	ts, calls := flaky(2, `{"pending":7}`)
+	ts, calls := flaky(2, `{"scheduled":7}`)
 	defer ts.Close()
 	c, err := client.New(ts.URL, client.WithRetries(3, time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	st, err := c.Stats(context.Background())
-	if err != nil || st.Pending != 7 || calls.Load() != 3 {
-		t.Fatalf("stats after two 503s: %+v, %v, %d calls; want pending 7 after 3 calls", st, err, calls.Load())
+	if err != nil || st.Scheduled != 7 || calls.Load() != 3 {
+		t.Fatalf("stats after two 503s: %+v, %v, %d calls; want scheduled 7 after 3 calls", st, err, calls.Load())
 	}
 }
 
@@ -114,7 +114,7 @@ func Example() {
 		panic(err)
 	}
 	defer q.Close()
-	ts := httptest.NewServer(server.New(server.QueueStore(q)))
+	ts := httptest.NewServer(server.New(server.DelayqEngine(q)))
 	defer ts.Close()
 
 	c, err := client.New(ts.URL)

@@ -4,24 +4,39 @@
 //
 // [New] returns a [Client] for a server's base URL. Every route of the HTTP
 // API has a method: [Client.Put] and [Client.PutBatch] schedule messages,
-// [Client.Cancel] removes a pending one, [Client.Receive] long-polls a
-// topic for due messages and leases them, [Client.Ack] ends a lease for
-// good and [Client.Nack] hands the message back, [Client.Stats],
-// [Client.Healthy] and [Client.Ready] report on the server. Every method
-// takes a context and returns as soon as it ends.
+// [Client.Cancel] removes a waiting one, [Client.Receive] long-polls a
+// topic for due messages and leases them, [Client.Ack] ends leases for
+// good and [Client.Nack] hands a message back, [Client.Stats],
+// [Client.Forecast], [Client.Healthy] and [Client.Ready] report on the
+// server. Every method takes a context and returns as soon as it ends. The
+// bodies sent and read are the types of package api, which the server uses
+// too; [Delivery], [Stats], [PutResult] and [Forecast] are aliases of them.
 //
 // Errors from the server are [*Error] values that match the sentinels
 // [ErrBadRequest], [ErrNotFound], [ErrUnauthorized], [ErrTooLarge],
-// [ErrUnavailable] and [ErrServer] with [errors.Is], and carry the server's
-// error code ([Error.Code]).
+// [ErrUnavailable] and [ErrServer] with [errors.Is], and those of package
+// queue that the answer stands for ([queue.ErrInvalid],
+// [queue.ErrUnknownReceipt], [queue.ErrDuplicate], ...), and carry the
+// server's error code ([Error.Code]). Two answers say more:
+//
+//   - A put whose chosen ID names another waiting message fails with an
+//     *Error whose Err is a [*queue.DuplicateError], with the waiting
+//     message's due time. The same message put again (a retry, with the
+//     same absolute DeliverAt) succeeds with the same ID.
+//   - An ack that acked some receipts and not others returns a
+//     [*queue.AckError] listing those not acked, in order: retry exactly
+//     those, or drop them. The others were acked (see the example of
+//     [Client.Ack]).
 //
 // # Caveats
 //
-// Only idempotent calls are retried (Cancel, Stats, Healthy, Ready), after
-// errors that leave them unanswered and after 429, 502, 503 and 504
-// answers, honouring Retry-After (see [WithRetries]). Put, PutBatch,
-// Receive, Ack and Nack are sent once: if their response is lost the caller
-// cannot know whether they took effect, and a message put twice is
-// delivered twice. A Cancel retried after a lost response reports false
-// although its first attempt cancelled the message.
+// Only idempotent calls are retried (Cancel, Stats, Forecast, Healthy,
+// Ready), after errors that leave them unanswered and after 429, 502, 503
+// and 504 answers, honouring Retry-After (see [WithRetries]). Put,
+// PutBatch, Receive, Ack and Nack are sent once: if their response is lost
+// the caller cannot know whether they took effect. A Put retried by the
+// caller with an ID and the same DeliverAt stores no second copy; without
+// an ID, a message put twice is delivered twice. A Cancel retried after a
+// lost response reports false although its first attempt cancelled the
+// message.
 package client

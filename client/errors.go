@@ -1,13 +1,19 @@
 package client
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
+
+	"github.com/tockwheel/tock/api"
+	"github.com/tockwheel/tock/queue"
 )
 
 // Sentinel errors, matched with [errors.Is] against the [*Error] a call
-// returns, and ErrInvalidOption returned by [New].
+// returns, and ErrInvalidOption returned by [New]. An *Error matches the
+// sentinels of package queue too (see [Error.Is]).
 var (
 	// ErrInvalidOption is wrapped by New's error for an invalid option.
 	ErrInvalidOption = errors.New("client: invalid option")
@@ -23,41 +29,84 @@ var (
 	// ErrTooLarge is matched by a 413: a payload or body over the server's limit.
 	ErrTooLarge = errors.New("client: request too large")
 	// ErrUnavailable is matched by a 503: the server is shutting down, its
-	// store is closed, or it is at its connection limit. Idempotent calls
-	// are retried on it.
+	// engine is unavailable or closed, or it is at its connection limit.
+	// Idempotent calls are retried on it.
 	ErrUnavailable = errors.New("client: server unavailable")
 	// ErrServer is matched by any 5xx.
 	ErrServer = errors.New("client: server error")
 )
 
 // Codes of the server's errors that a program may need to tell apart from
-// others of the same status; [Error.Code] holds them.
+// others of the same status; [Error.Code] holds them. The codes are those
+// of package api, which lists them all.
 const (
-	// CodeNotFound: the message named is not pending (a 404 of Cancel).
-	CodeNotFound = "not_found"
+	// CodeNotFound: the message named is not waiting (a 404 of Cancel).
+	CodeNotFound = api.CodeNotFound
 	// CodeNoRoute: no route of the API has the request's path (a 404 that
 	// means a wrong base URL or an old server).
-	CodeNoRoute = "no_route"
+	CodeNoRoute = api.CodeNoRoute
 )
 
 // An Error is a response with a status of 400 or more.
 type Error struct {
 	StatusCode int
 	// Code is the server's error code from the {"error": "...", "code":
-	// "..."} body, such as [CodeNotFound], "bad_request", "too_large" or
-	// "unauthorized"; empty when the answer did not come from tockd (a
-	// proxy's error page, another server).
+	// "..."} body, one of the Code constants of package api, such as
+	// [CodeNotFound], "bad_request", "duplicate" or "unauthorized"; empty
+	// when the answer did not come from tockd (a proxy's error page,
+	// another server).
 	Code string
 	// Message is the server's explanation from the body, the body itself
 	// when it is not a tockd error, or the status text when it is empty.
 	Message string
+	// Err is the error of package queue that the answer carries, for
+	// [errors.As]: a [*queue.DuplicateError] with the waiting message's ID
+	// and due time for a 409; nil otherwise.
+	Err error
+
+	ack *api.AckErrorBody // the answer of an ack that failed for some receipts
+}
+
+// errorOf returns the Error of an answer with status and body data.
+func errorOf(status int, data []byte) *Error {
+	e := &Error{StatusCode: status}
+	var eb api.ErrorBody
+	switch {
+	case json.Unmarshal(data, &eb) == nil && eb.Message != "":
+		e.Message, e.Code = eb.Message, eb.Code
+	case strings.TrimSpace(string(data)) != "":
+		e.Message = strings.TrimSpace(string(data))
+	default:
+		e.Message = http.StatusText(status)
+	}
+	switch e.Code {
+	case api.CodeDuplicate:
+		var d api.DuplicateBody
+		if json.Unmarshal(data, &d) == nil && d.ID != "" {
+			e.Err = &queue.DuplicateError{ID: d.ID, DeliverAt: d.DeliverAt}
+		}
+	case api.CodeUnknownReceipt:
+		var a api.AckErrorBody
+		if json.Unmarshal(data, &a) == nil && a.Failed != nil {
+			e.ack = &a
+		}
+	}
+	return e
 }
 
 func (e *Error) Error() string {
 	return fmt.Sprintf("tock server: %d %s: %s", e.StatusCode, http.StatusText(e.StatusCode), e.Message)
 }
 
-// Is matches the sentinel for e's status code.
+// Unwrap returns e.Err.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is matches the sentinel for e's status code, and the sentinel of package
+// queue that the answer stands for: [queue.ErrInvalid] for code
+// "bad_request", [queue.ErrUnknownReceipt] for "unknown_receipt",
+// [queue.ErrNotFound] for "not_found" (not for "no_route"),
+// [queue.ErrDuplicate] for a 409, [queue.ErrTooLarge] for a 413 and
+// [queue.ErrUnavailable] for a 503.
 func (e *Error) Is(target error) bool {
 	switch target {
 	case ErrBadRequest:
@@ -72,6 +121,18 @@ func (e *Error) Is(target error) bool {
 		return e.StatusCode == http.StatusServiceUnavailable
 	case ErrServer:
 		return e.StatusCode >= 500
+	case queue.ErrInvalid:
+		return e.Code == api.CodeBadRequest
+	case queue.ErrUnknownReceipt:
+		return e.Code == api.CodeUnknownReceipt
+	case queue.ErrNotFound:
+		return e.Code == api.CodeNotFound
+	case queue.ErrDuplicate:
+		return e.StatusCode == http.StatusConflict
+	case queue.ErrTooLarge:
+		return e.StatusCode == http.StatusRequestEntityTooLarge
+	case queue.ErrUnavailable:
+		return e.StatusCode == http.StatusServiceUnavailable
 	}
 	return false
 }

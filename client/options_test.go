@@ -26,7 +26,7 @@ func TestCancelTellsMissingMessagesFromWrongURLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	ts := httptest.NewServer(server.New(server.QueueStore(q)))
+	ts := httptest.NewServer(server.New(server.DelayqEngine(q)))
 	defer ts.Close()
 	other := httptest.NewServer(http.NotFoundHandler()) // not tockd at all
 	defer other.Close()
@@ -105,12 +105,12 @@ func TestRetriesHonourRetryAfter(t *testing.T) {
 		rt := &roundTrips{answers: []*http.Response{
 			answer(429, `{"error":"slow down","code":"error"}`, "Retry-After", "7"),
 			answer(503, `{"error":"busy","code":"unavailable"}`, "Retry-After", "3600"),
-			answer(200, `{"pending":3}`),
+			answer(200, `{"scheduled":3}`),
 		}}
 		c, _ := client.New("http://tockd.test", client.WithHTTPClient(&http.Client{Transport: rt}), client.WithRetries(3, time.Millisecond))
 		start := time.Now()
 		st, err := c.Stats(context.Background())
-		if err != nil || st.Pending != 3 {
+		if err != nil || st.Scheduled != 3 {
 			t.Fatalf("stats after 429 and 503: %+v, %v", st, err)
 		}
 		if len(rt.at) != 3 || rt.at[1].Sub(start) != 7*time.Second || rt.at[2].Sub(rt.at[1]) != client.MaxRetryAfter {

@@ -4,6 +4,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/tockwheel/tock/api"
 )
 
 // History and forecast sizes: the status page shows the last ten minutes
@@ -41,18 +43,14 @@ type second struct {
 }
 
 // activity records puts, deliveries and lateness per second for the status
-// page, and counts what was put by due second for the next hour. It is
-// goroutine-free: old seconds are recycled as new ones are written, so an
-// idle server costs nothing. It is safe for concurrent use.
+// page. It is goroutine-free: old seconds are recycled as new ones are
+// written, so an idle server costs nothing. It is safe for concurrent use.
+// The forecast is not here: it is the engine's (queue.Engine.DueCounts),
+// which counts every scheduled message, not only those put through this
+// server since it started.
 type activity struct {
-	mu       sync.Mutex
-	seconds  [historySeconds]second  // indexed by unix second mod historySeconds
-	forecast [forecastSeconds]dueSec // indexed by due unix second mod forecastSeconds
-}
-
-type dueSec struct {
-	unix int64
-	n    uint32
+	mu      sync.Mutex
+	seconds [historySeconds]second // indexed by unix second mod historySeconds
 }
 
 // secondLocked returns the record of unix second s, recycling it if it held
@@ -65,22 +63,11 @@ func (a *activity) secondLocked(s int64) *second {
 	return r
 }
 
-func (a *activity) put(now time.Time, due []time.Time) {
+// put counts n messages put at now.
+func (a *activity) put(now time.Time, n int) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	s := now.Unix()
-	a.secondLocked(s).puts += uint32(len(due))
-	for _, t := range due {
-		ds := t.Unix()
-		if ds <= s || ds > s+forecastSeconds {
-			continue
-		}
-		f := &a.forecast[ds%forecastSeconds]
-		if f.unix != ds {
-			*f = dueSec{unix: ds}
-		}
-		f.n++
-	}
+	a.secondLocked(now.Unix()).puts += uint32(n)
+	a.mu.Unlock()
 }
 
 func (a *activity) delivered(now time.Time, lateness []time.Duration) {
@@ -113,34 +100,13 @@ func (a *activity) cancelled(now time.Time) {
 	a.mu.Unlock()
 }
 
-// History is the per-second record of the last minutes, oldest first; the
-// status page draws it. Lateness percentiles are in seconds, -1 for a
-// second without deliveries.
-type History struct {
-	Start      int64     `json:"start"`
-	Puts       []uint32  `json:"puts"`
-	Deliveries []uint32  `json:"deliveries"`
-	Acks       []uint32  `json:"acks"`
-	LateP50    []float64 `json:"lateness_p50"`
-	LateP99    []float64 `json:"lateness_p99"`
-}
-
-// Lateness summarizes delivery lateness, in seconds, over a window.
-type Lateness struct {
-	Count uint64  `json:"count"`
-	P50   float64 `json:"p50"`
-	P90   float64 `json:"p90"`
-	P99   float64 `json:"p99"`
-	Max   float64 `json:"max"`
-}
-
 // history returns the n seconds before now (the current second is still
 // filling up) and the lateness over the last window of them and the
 // current second.
-func (a *activity) history(now time.Time, n, window int) (History, Lateness) {
+func (a *activity) history(now time.Time, n, window int) (api.History, api.Lateness) {
 	n = min(n, historySeconds-1)
 	end := now.Unix() // exclusive
-	h := History{
+	h := api.History{
 		Start:      end - int64(n),
 		Puts:       make([]uint32, n),
 		Deliveries: make([]uint32, n),
@@ -173,7 +139,7 @@ func (a *activity) history(now time.Time, n, window int) (History, Lateness) {
 			total[b] += c
 		}
 	}
-	var l Lateness
+	var l api.Lateness
 	for b, c := range total {
 		l.Count += uint64(c)
 		if c > 0 {
@@ -205,21 +171,4 @@ func percentile(b *[latencyBuckets]uint32, q float64) float64 {
 		}
 	}
 	return latencyBound(latencyBuckets - 1).Seconds()
-}
-
-// dueCounts returns how many messages put through this server fall due in
-// each of the n seconds after now.
-func (a *activity) dueCounts(now time.Time, n int) []int {
-	n = min(n, forecastSeconds)
-	out := make([]int, n)
-	s := now.Unix()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for i := range n {
-		ds := s + 1 + int64(i)
-		if f := &a.forecast[ds%forecastSeconds]; f.unix == ds {
-			out[i] = int(f.n)
-		}
-	}
-	return out
 }

@@ -36,7 +36,7 @@ func TestActivityHistory(t *testing.T) {
 	}
 	late[99] = time.Second
 	a.delivered(t0, late)
-	a.put(t0.Add(time.Second), []time.Time{t0.Add(10 * time.Second), t0.Add(10 * time.Second), t0.Add(2 * time.Hour)})
+	a.put(t0.Add(time.Second), 3)
 	a.acked(t0.Add(time.Second), 5)
 
 	h, l := a.history(t0.Add(2*time.Second), 3, 60)
@@ -61,27 +61,5 @@ func TestActivityHistory(t *testing.T) {
 	h, l = a.history(later.Add(2*time.Second), 3, 60)
 	if h.Deliveries[1] != 0 || h.Puts[2] != 0 || l.Count != 0 {
 		t.Fatalf("stale seconds reported: %+v %+v", h, l)
-	}
-}
-
-func TestActivityForecast(t *testing.T) {
-	var a activity
-	t0 := time.Unix(2_000_000, 0)
-	a.put(t0, []time.Time{t0, t0.Add(time.Second), t0.Add(time.Minute), t0.Add(time.Minute), t0.Add(forecastSeconds * time.Second),
-		t0.Add((forecastSeconds + 1) * time.Second)})
-	d := a.dueCounts(t0, forecastSeconds)
-	if len(d) != forecastSeconds {
-		t.Fatalf("len = %d", len(d))
-	}
-	total := 0
-	for _, n := range d {
-		total += n
-	}
-	if d[0] != 1 || d[59] != 2 || d[forecastSeconds-1] != 1 || total != 4 {
-		t.Fatalf("forecast: [0]=%d [59]=%d [last]=%d total=%d; want 1, 2, 1, 4", d[0], d[59], d[forecastSeconds-1], total)
-	}
-	// An hour on, the same ring slots must not report the old counts.
-	if d := a.dueCounts(t0.Add(forecastSeconds*time.Second), 60); d[0] != 0 || d[59] != 0 {
-		t.Fatalf("stale forecast: %v", d[:60])
 	}
 }

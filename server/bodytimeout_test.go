@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/delayq"
 )
 
@@ -66,7 +67,7 @@ func TestSlowBodyIsCutAtTheBodyTimeout(t *testing.T) {
 		}
 		defer q.Close()
 		const timeout = 5 * time.Second
-		s := New(QueueStore(q), WithLimits(Limits{BodyTimeout: timeout}))
+		s := New(DelayqEngine(q), WithLimits(Limits{BodyTimeout: timeout}))
 		l := newPipeListener()
 		hs := &http.Server{Handler: s, ReadHeaderTimeout: time.Second}
 		go hs.Serve(l)
@@ -82,12 +83,12 @@ func TestSlowBodyIsCutAtTheBodyTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var e errorBody
+		var e api.ErrorBody
 		if err := json.NewDecoder(resp.Body).Decode(&e); err != nil {
 			t.Fatal(err)
 		}
-		if took := time.Since(start); resp.StatusCode != http.StatusRequestTimeout || e.Code != codeBodyTimeout || took != timeout {
-			t.Fatalf("slow body: %d %+v after %v; want 408 %q after %v", resp.StatusCode, e, took, codeBodyTimeout, timeout)
+		if took := time.Since(start); resp.StatusCode != http.StatusRequestTimeout || e.Code != api.CodeBodyTimeout || took != timeout {
+			t.Fatalf("slow body: %d %+v after %v; want 408 %q after %v", resp.StatusCode, e, took, api.CodeBodyTimeout, timeout)
 		}
 
 		// A receive whose body came at once waits its whole wait, longer

@@ -3,36 +3,68 @@
 //
 // # Basics
 //
-// [New] returns a [Server], an [http.Handler], for a [Store] (the embedded
-// delayq engine through [QueueStore], or any other implementation of the
-// interface). The routes are:
+// [New] returns a [Server], an [http.Handler], for a [queue.Engine]: the
+// embedded delayq engine through [DelayqEngine], or any other engine. The
+// server is written against package queue only. The routes, whose request
+// and answer bodies are the types of package api, are:
 //
-//	POST   /v1/topics/{topic}/messages  {"id"?, "payload", "delay" | "deliver_at"}  201 {"id", "deliver_at"}
-//	POST   /v1/topics/{topic}/batch     {"messages": [...]}                          201 {"ids": [...]}
+//	POST   /v1/topics/{topic}/messages  {"id"?, "payload", "delay" | "deliver_at"}  201 {"id", "deliver_at"}; 409
+//	POST   /v1/topics/{topic}/batch     {"messages": [...]}                          201 {"ids": [...]}; 409
 //	DELETE /v1/messages/{id}                                                         204, or 404
 //	POST   /v1/topics/{topic}/receive   {"max", "wait", "visibility"}                200 {"messages": [...]}
-//	POST   /v1/ack                      {"receipts": [...]}                          204
+//	POST   /v1/ack                      {"receipts": [...]}                          204, or 400 {"acked", "failed"}
 //	POST   /v1/nack                     {"receipt", "delay"?}                        204
-//	GET    /v1/stats                                                                 200 [Stats]
+//	GET    /v1/stats                                                                 200 [api.Stats]
 //	GET    /metrics  /healthz  /readyz  /  (the status page)
 //
 // Request bodies are JSON and must say so: "Content-Type: application/json"
 // (415 otherwise). A message is due at the later of its deliver_at (or now
 // plus its delay) and the time of the put: that is the time a put answers
 // with, deliveries report and lateness counts from. deliver_at may be any
-// RFC 3339 time up to 2262-01-01T00:00:00Z; a time in the past means now.
-// Topics and ids are 1 to [MaxNameLen] letters, digits, '-', '_' or '.',
-// other than "." and "..".
+// RFC 3339 time up to [queue.MaxDeliverAt], 2262-01-01T00:00:00Z; a time in
+// the past means now. Topics and ids are 1 to [MaxNameLen] letters, digits,
+// '-', '_' or '.', other than "." and "..".
+//
+// A put whose chosen id names a waiting message is a retry when the message
+// is the same (topic, payload and due time): it is answered 201 with the
+// id, and nothing more is stored. A different message is refused with 409
+// and code "duplicate", with the id and the waiting message's deliver_at
+// ([api.DuplicateBody]); in a batch, nothing of the batch is stored. A put
+// is the same again only if its due time is: a retry-safe put names its id
+// and an absolute deliver_at, since a delay counts from each put's now.
+//
+// An ack answers for each receipt. 204 means every receipt was acked (one
+// whose message is already done counts as acked, where the engine can tell
+// it from a forged one). Otherwise the answer is 400 with code
+// "unknown_receipt" ([api.AckErrorBody]): "acked" counts the receipts that
+// were acked, and "failed" lists the indexes in the request of the others,
+// forged, malformed or stale (leased to another consumer since). The
+// indexes take no more room than the receipts, so the answer is never
+// larger than the request beyond its bounded message; an ack of receipts
+// too short for that to hold, none of which an engine issues, is refused
+// whole with 400 bad_request before any is acked.
 //
 // Every error is answered with a JSON body {"error": "...", "code": "..."}:
 // the message says what is wrong, the code is for programs: bad_request
-// (400), unauthorized (401), cross_origin (403), not_found (404, the
-// message named is not pending), no_route (404, no route has the path),
-// method_not_allowed (405), body_timeout (408), too_large (413),
-// unsupported_media_type (415), wrong_host (421), internal (500) and
-// unavailable (503). A client's mistake gets a 4xx, never a 500. Messages
-// are bounded: an error about many items (an ack of many unknown receipts)
-// shows the first ten and counts the rest.
+// (400), unknown_receipt (400), unauthorized (401), cross_origin (403),
+// not_found (404, the message named is not waiting), no_route (404, no
+// route has the path), method_not_allowed (405), body_timeout (408),
+// duplicate (409), too_large (413), unsupported_media_type (415),
+// wrong_host (421), internal (500) and unavailable (503: the engine is
+// unavailable or closed, or the server is shutting down). A client's
+// mistake gets a 4xx, never a 500. Messages are bounded: an error about
+// many items (an ack of many unknown receipts) shows the first ten and
+// counts the rest.
+//
+// /readyz answers 200 while the server is not draining and the engine's
+// Ready reports it ready, 503 saying why otherwise. /v1/stats and the
+// status page report the engine's Stats and DueCounts (the forecast) beside
+// the server's own totals and history. /metrics exports the engine's counts
+// (tock_scheduled_messages, tock_due_messages, tock_leased_messages, and
+// its own lateness as the summary tock_due_lateness_seconds) and, for an
+// engine that is a [queue.Reporter], each of its metrics as tock_ and its
+// name, such as delayq's tock_fsync_duration_seconds. A scrape during
+// which the engine fails still serves the server's own metrics.
 //
 // # Security
 //
@@ -50,15 +82,15 @@
 //
 // # Caveats
 //
-// Lateness in [Stats] is measured when a message is handed to a consumer,
-// so it includes any time the message waited for a consumer to ask;
-// QueueLateness is the store's own. The forecast drawn on the status page
-// (the wheel) is the Store's own count when it is a [DueCounter], as the
-// delayq store is (see delayq.Queue.DueCounts for what it approximates).
-// For any other Store it counts only the messages put through this Server
-// since it started, due within the hour when put, and cancels are not
-// subtracted. Totals and history live in memory and start from zero when
-// the Server is created.
+// Lateness in [api.Stats] is measured when a message is handed to a
+// consumer, so it includes any time the message waited for a consumer to
+// ask; QueueLateness is the engine's own. Totals and history live in memory
+// and start from zero when the Server is created.
+//
+// The due time a put answers with is the server's; an engine that resolves
+// a due time in the past to the time of its own Put (as the queue contract
+// says) may deliver the message with a due time later by the time the put
+// took to reach it.
 //
 // Drain ends long polls and makes /readyz fail; it does not stop the
 // listener, which is the job of [http.Server.Shutdown].

@@ -6,72 +6,58 @@ import (
 	"net/http"
 	"strings"
 	"unicode/utf8"
-)
 
-// Error codes: the "code" of every error answer, {"error": "...", "code":
-// "..."}. The message says what is wrong in words; the code is what a
-// program compares. Codes are part of the API and never change meaning.
-const (
-	codeBadRequest      = "bad_request"            // 400: malformed or invalid request
-	codeUnauthorized    = "unauthorized"           // 401: missing or wrong token
-	codeCrossOrigin     = "cross_origin"           // 403: a browser request from another origin
-	codeNotFound        = "not_found"              // 404: the named message is not pending
-	codeNoRoute         = "no_route"               // 404: no route has this path
-	codeMethod          = "method_not_allowed"     // 405: the route exists for other methods
-	codeBodyTimeout     = "body_timeout"           // 408: the body did not arrive in time
-	codeTooLarge        = "too_large"              // 413: payload, batch or body over a limit
-	codeMediaType       = "unsupported_media_type" // 415: a body that is not application/json
-	codeWrongHost       = "wrong_host"             // 421: a Host this server does not answer to
-	codeHeadersTooLarge = "headers_too_large"      // 431: request headers over the limit
-	codeInternal        = "internal"               // 500: the store failed
-	codeNotImplemented  = "not_implemented"        // 501: an unsupported transfer encoding
-	codeUnavailable     = "unavailable"            // 503: store closed, shutting down, or at capacity
-	codeHTTPVersion     = "http_version"           // 505: an HTTP version other than 1.x
-	codeOther           = "error"                  // any other status
+	"github.com/tockwheel/tock/api"
+	"github.com/tockwheel/tock/queue"
 )
 
 // codeFor returns the code of an error answer with status when no more
-// precise code is given (404 may also be "no_route").
+// precise code is given (404 may also be "no_route", 400 "unknown_receipt").
 func codeFor(status int) string {
 	switch status {
 	case http.StatusBadRequest:
-		return codeBadRequest
+		return api.CodeBadRequest
 	case http.StatusUnauthorized:
-		return codeUnauthorized
+		return api.CodeUnauthorized
 	case http.StatusForbidden:
-		return codeCrossOrigin
+		return api.CodeCrossOrigin
 	case http.StatusNotFound:
-		return codeNotFound
+		return api.CodeNotFound
 	case http.StatusMethodNotAllowed:
-		return codeMethod
+		return api.CodeMethod
 	case http.StatusRequestTimeout:
-		return codeBodyTimeout
+		return api.CodeBodyTimeout
+	case http.StatusConflict:
+		return api.CodeDuplicate
 	case http.StatusRequestEntityTooLarge:
-		return codeTooLarge
+		return api.CodeTooLarge
 	case http.StatusUnsupportedMediaType:
-		return codeMediaType
+		return api.CodeMediaType
 	case http.StatusMisdirectedRequest:
-		return codeWrongHost
+		return api.CodeWrongHost
 	case http.StatusRequestHeaderFieldsTooLarge:
-		return codeHeadersTooLarge
+		return api.CodeHeadersTooLarge
 	case http.StatusInternalServerError:
-		return codeInternal
+		return api.CodeInternal
 	case http.StatusNotImplemented:
-		return codeNotImplemented
+		return api.CodeNotImplemented
 	case http.StatusServiceUnavailable:
-		return codeUnavailable
+		return api.CodeUnavailable
 	case http.StatusHTTPVersionNotSupported:
-		return codeHTTPVersion
+		return api.CodeHTTPVersion
 	}
-	return codeOther
+	return api.CodeOther
 }
 
-// A requestError is a client's mistake or the server's state: it is
+// A requestError is a client's mistake or the engine's state: it is
 // answered with its status, code and message, never with a 500.
 type requestError struct {
 	status int
 	code   string // empty: codeFor(status)
 	msg    string
+	// answer, when set, is the whole answer, for the errors that carry more
+	// than a message: it gets the status, code and message in ErrorBody.
+	answer func(api.ErrorBody) any
 }
 
 func (e *requestError) Error() string { return e.msg }
@@ -84,30 +70,50 @@ func tooLarge(format string, args ...any) error {
 	return &requestError{status: http.StatusRequestEntityTooLarge, msg: fmt.Sprintf(format, args...)}
 }
 
-// fail answers err: a client's mistake with its 4xx, the store's state
-// with 503, anything else with a logged 500. Messages are bounded: an error
-// that lists many items (an ack of many unknown receipts) shows the first
-// few and counts the rest, so an answer is never larger than a few KiB.
+// fail answers err: a client's mistake with its 4xx, the engine's state
+// with 503, anything else with a logged 500. The engine's errors are
+// answered by the sentinel of package queue they match: ErrDuplicate 409
+// (with the waiting message's ID and due time when it is a
+// *queue.DuplicateError), ErrUnknownReceipt 400 (code unknown_receipt),
+// ErrTooLarge 413, ErrInvalid 400, ErrNotFound 404, ErrUnavailable and
+// ErrClosed 503. Messages are bounded: an error that lists many items shows
+// the first few and counts the rest, so an answer is never larger than a
+// few KiB.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var re *requestError
+	var dup *queue.DuplicateError
 	switch {
 	case errors.As(err, &re):
-	case errors.Is(err, ErrInvalid):
-		re = &requestError{status: http.StatusBadRequest, msg: boundedMessage(err)}
-	case errors.Is(err, ErrNotFound):
-		re = &requestError{status: http.StatusNotFound, msg: boundedMessage(err)}
-	case errors.Is(err, ErrTooLarge):
+	case errors.As(err, &dup):
+		re = duplicate(dup, boundedMessage(err))
+	case errors.Is(err, queue.ErrDuplicate):
+		re = &requestError{status: http.StatusConflict, msg: boundedMessage(err)}
+	case errors.Is(err, queue.ErrUnknownReceipt):
+		re = &requestError{status: http.StatusBadRequest, code: api.CodeUnknownReceipt, msg: boundedMessage(err)}
+	case errors.Is(err, queue.ErrTooLarge):
 		re = &requestError{status: http.StatusRequestEntityTooLarge, msg: boundedMessage(err)}
-	case errors.Is(err, ErrUnavailable):
+	case errors.Is(err, queue.ErrInvalid):
+		re = &requestError{status: http.StatusBadRequest, msg: boundedMessage(err)}
+	case errors.Is(err, queue.ErrNotFound):
+		re = &requestError{status: http.StatusNotFound, msg: boundedMessage(err)}
+	case errors.Is(err, queue.ErrUnavailable), errors.Is(err, queue.ErrClosed):
 		re = &requestError{status: http.StatusServiceUnavailable, msg: boundedMessage(err)}
 	case r.Context().Err() != nil:
 		// The client went away; nobody reads an answer.
 		return
 	default:
-		s.log.Error("store failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.Error("engine failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		re = &requestError{status: http.StatusInternalServerError, msg: "internal error: " + boundedMessage(err)}
 	}
 	writeError(w, re)
+}
+
+// duplicate is the 409 answer to a put whose chosen ID names another
+// waiting message.
+func duplicate(e *queue.DuplicateError, msg string) *requestError {
+	return &requestError{status: http.StatusConflict, msg: msg, answer: func(b api.ErrorBody) any {
+		return api.DuplicateBody{ErrorBody: b, ID: e.ID, DeliverAt: e.DeliverAt.UTC()}
+	}}
 }
 
 func writeError(w http.ResponseWriter, e *requestError) {
@@ -115,13 +121,12 @@ func writeError(w http.ResponseWriter, e *requestError) {
 	if code == "" {
 		code = codeFor(e.status)
 	}
-	writeJSON(w, e.status, errorBody{Error: e.msg, Code: code})
-}
-
-// errorBody is every error answer on the wire.
-type errorBody struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
+	body := api.ErrorBody{Message: e.msg, Code: code}
+	if e.answer != nil {
+		writeJSON(w, e.status, e.answer(body))
+		return
+	}
+	writeJSON(w, e.status, body)
 }
 
 // Bounds of an error message: at most maxErrorItems items of a list, each
@@ -156,11 +161,7 @@ func boundedMessage(err error) string {
 // chain joins, or nil.
 func errorItems(err error) []error {
 	for err != nil {
-		switch e := err.(type) {
-		case *classified:
-			err = e.err // its other half is only the kind
-			continue
-		case interface{ Unwrap() []error }:
+		if e, ok := err.(interface{ Unwrap() []error }); ok {
 			return e.Unwrap()
 		}
 		err = errors.Unwrap(err)

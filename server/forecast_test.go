@@ -8,13 +8,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/delayq"
 )
 
 // TestForecastAfterRestart puts messages over the next hour through one
 // server, cancels some, restarts the server and its queue on the same
 // directory, and checks that the forecast of /v1/stats counts exactly the
-// pending messages second by second: the wheel is the queue's, not what a
+// scheduled messages second by second: the wheel is the queue's, not what a
 // server process saw put since it started.
 func TestForecastAfterRestart(t *testing.T) {
 	dir := t.TempDir()
@@ -23,7 +24,7 @@ func TestForecastAfterRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ts := httptest.NewServer(New(QueueStore(q)))
+		ts := httptest.NewServer(New(DelayqEngine(q)))
 		return ts, func() {
 			ts.Close()
 			if err := q.Close(); err != nil {
@@ -72,7 +73,7 @@ func TestForecastAfterRestart(t *testing.T) {
 	ts, stop = serve()
 	defer stop()
 	r = call(t, ts, "GET", "/v1/stats", "")
-	var st Stats
+	var st api.Stats
 	r.json(t, &st)
 	want := make([]int, forecastSeconds)
 	for sec, c := range due {

@@ -1,8 +1,12 @@
 package server
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -10,6 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/tockwheel/tock/queue"
 )
 
 // unmatchedRoute is the route label of requests whose path and method no
@@ -31,6 +37,7 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	inFlight   *prometheus.GaugeVec
 	duration   *prometheus.HistogramVec
+	log        *slog.Logger
 
 	// routes holds the collectors of each route pattern, and of
 	// unmatchedRoute under "". It is written only by New.
@@ -47,11 +54,12 @@ type routeMetrics struct {
 	codes    sync.Map // status code (int) -> prometheus.Counter
 }
 
-func newMetrics(store Store) *metrics {
+func newMetrics(engine queue.Engine, log *slog.Logger) *metrics {
 	m := &metrics{
+		log: log,
 		reg: prometheus.NewRegistry(),
 		puts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tock_puts_total", Help: "Messages stored by puts and batch puts.",
+			Name: "tock_puts_total", Help: "Messages accepted by puts and batch puts, retried puts of a waiting message included.",
 		}),
 		deliveries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tock_deliveries_total", Help: "Messages delivered to consumers, redeliveries included.",
@@ -63,7 +71,7 @@ func newMetrics(store Store) *metrics {
 			Name: "tock_nacks_total", Help: "Receipts nacked.",
 		}),
 		cancels: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tock_cancels_total", Help: "Pending messages cancelled.",
+			Name: "tock_cancels_total", Help: "Waiting messages cancelled.",
 		}),
 		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "tock_delivery_lateness_seconds",
@@ -74,7 +82,7 @@ func newMetrics(store Store) *metrics {
 		}),
 		writes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "tock_store_write_duration_seconds",
-			Help: "Time durable writes took in the store, by operation: mostly the wait for their group-committed fsync.",
+			Help: "Time the engine's writes took, by operation: for the embedded engine mostly the wait for their group-committed fsync.",
 			Buckets: []float64{.0001, .00025, .0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512,
 				1, 2},
 		}, []string{"op"}),
@@ -93,10 +101,13 @@ func newMetrics(store Store) *metrics {
 		routes: map[string]*routeMetrics{},
 	}
 	m.reg.MustRegister(m.puts, m.deliveries, m.acks, m.nacks, m.cancels, m.lateness, m.writes, m.requests, m.inFlight, m.duration,
-		storeCollector{store},
+		engineCollector{engine},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	if r, ok := engine.(queue.Reporter); ok {
+		m.reg.MustRegister(reporterCollector{r})
+	}
 	m.addRoute("")
 	return m
 }
@@ -139,8 +150,22 @@ func (rm *routeMetrics) count(status int) {
 	c.Inc()
 }
 
+// handler serves the metrics. A collector that fails (the engine's stats
+// while it is unreachable) is left out of the answer, logged, and counted in
+// promhttp_metric_handler_errors_total; the others are served.
 func (m *metrics) handler() http.Handler {
-	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{
+		Registry:      m.reg,
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      scrapeLog{m.log},
+	})
+}
+
+// scrapeLog logs promhttp's errors as warnings.
+type scrapeLog struct{ log *slog.Logger }
+
+func (l scrapeLog) Println(v ...any) {
+	l.log.Warn("metrics scrape", "err", strings.TrimSpace(fmt.Sprintln(v...)))
 }
 
 // statusWriter remembers the status code written through it.
@@ -157,42 +182,89 @@ func (w *statusWriter) WriteHeader(code int) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
-// storeCollector reports the store's gauges, asking it for its stats once
+// scrapeTimeout bounds the engine's calls made for one scrape.
+const scrapeTimeout = 5 * time.Second
+
+// engineCollector reports the engine's gauges, asking it for its stats once
 // per scrape.
-type storeCollector struct{ store Store }
+type engineCollector struct{ engine queue.Engine }
 
 var (
-	pendingDesc = prometheus.NewDesc("tock_pending_messages", "Messages stored and not yet due.", nil, nil)
-	dueDesc     = prometheus.NewDesc("tock_due_messages", "Messages due and waiting for a consumer.", nil, nil)
-	leasedDesc  = prometheus.NewDesc("tock_leased_messages", "Messages delivered and not yet acked or expired.", nil, nil)
-	fsyncDesc   = prometheus.NewDesc("tock_fsync_duration_seconds",
-		"Latency of the store's fsyncs: one per group commit of durable writes (none with -nosync), one per full log segment.", nil, nil)
-	dueLateDesc = prometheus.NewDesc("tock_due_lateness_seconds",
-		"Lateness inside the store: how long after their due time messages became available to receive, "+
-			"without any wait for a consumer. Quantiles are over the store's recent messages (the last 4096 for delayq); "+
-			"_count and _sum stay 0 for a store that does not count them.",
+	scheduledDesc = prometheus.NewDesc("tock_scheduled_messages", "Messages waiting for their due time.", nil, nil)
+	dueDesc       = prometheus.NewDesc("tock_due_messages", "Messages due and waiting for a consumer, dead letters included.", nil, nil)
+	leasedDesc    = prometheus.NewDesc("tock_leased_messages", "Messages delivered and not yet acked, nacked or expired.", nil, nil)
+	dueLateDesc   = prometheus.NewDesc("tock_due_lateness_seconds",
+		"Lateness inside the engine: how long after their due time messages became available to receive, "+
+			"without any wait for a consumer. Quantiles are over the engine's recent messages (the last 4096 for delayq); "+
+			"_count and _sum are not kept and stay 0.",
 		nil, nil)
 )
 
-func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- pendingDesc
+func (c engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- scheduledDesc
 	ch <- dueDesc
 	ch <- leasedDesc
-	ch <- fsyncDesc
 	ch <- dueLateDesc
 }
 
-func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
-	st := c.store.Stats()
-	ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(st.Pending))
+func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	st, err := c.engine.Stats(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(scheduledDesc, fmt.Errorf("engine stats: %w", err))
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(scheduledDesc, prometheus.GaugeValue, float64(st.Scheduled))
 	ch <- prometheus.MustNewConstMetric(dueDesc, prometheus.GaugeValue, float64(st.Due))
 	ch <- prometheus.MustNewConstMetric(leasedDesc, prometheus.GaugeValue, float64(st.Leased))
-	ch <- prometheus.MustNewConstSummary(dueLateDesc, st.LatenessCount, seconds(st.LatenessSum), map[float64]float64{
-		0.5: seconds(st.LatenessP50), 0.99: seconds(st.LatenessP99), 1: seconds(st.LatenessMax),
+	ch <- prometheus.MustNewConstSummary(dueLateDesc, 0, 0, map[float64]float64{
+		0.5: seconds(st.Lateness.P50), 0.99: seconds(st.Lateness.P99), 1: seconds(st.Lateness.Max),
 	})
-	if st.SyncBuckets != nil {
-		ch <- prometheus.MustNewConstHistogram(fsyncDesc, st.Syncs, seconds(st.SyncTime), st.SyncBuckets)
+}
+
+// reporterCollector exports the engine's own measurements, each [queue.Metric]
+// as tock_ and its name. It describes nothing ahead (an unchecked
+// collector): the engine says what it has at each scrape.
+type reporterCollector struct{ r queue.Reporter }
+
+func (reporterCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (c reporterCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	ms, err := c.r.Metrics(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(prometheus.NewDesc("tock_engine_metrics", "The engine's own metrics.", nil, nil),
+			fmt.Errorf("engine metrics: %w", err))
+		return
 	}
+	for _, m := range ms {
+		pm, err := constMetric(m)
+		if err != nil {
+			pm = prometheus.NewInvalidMetric(prometheus.NewDesc("tock_"+m.Name, m.Help, nil, nil),
+				fmt.Errorf("engine metric %q: %w", m.Name, err))
+		}
+		ch <- pm
+	}
+}
+
+// constMetric returns m as a Prometheus metric named tock_ and m's name.
+func constMetric(m queue.Metric) (prometheus.Metric, error) {
+	desc := prometheus.NewDesc("tock_"+m.Name, m.Help, nil, nil)
+	switch m.Kind {
+	case queue.Counter:
+		return prometheus.NewConstMetric(desc, prometheus.CounterValue, m.Value)
+	case queue.Gauge:
+		return prometheus.NewConstMetric(desc, prometheus.GaugeValue, m.Value)
+	case queue.Histogram:
+		buckets := make(map[float64]uint64, len(m.Buckets))
+		for _, b := range m.Buckets {
+			buckets[b.UpperBound] = b.Count
+		}
+		return prometheus.NewConstHistogram(desc, m.Count, m.Sum, buckets)
+	}
+	return nil, fmt.Errorf("unknown kind %d", m.Kind)
 }
 
 // seconds converts d to seconds in one division, so that a whole number of
@@ -201,7 +273,7 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 // 1.6384 s as le="1.6383999999999999".
 func seconds(d time.Duration) float64 { return float64(d) / float64(time.Second) }
 
-// wrote records the duration of a store write that began at start.
+// wrote records the duration of an engine write that began at start.
 func (m *metrics) wrote(op string, start time.Time) {
 	m.writes.WithLabelValues(op).Observe(time.Since(start).Seconds())
 }

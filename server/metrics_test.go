@@ -50,7 +50,7 @@ func TestFsyncMetric(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ts := httptest.NewServer(New(QueueStore(q)))
+			ts := httptest.NewServer(New(DelayqEngine(q)))
 			defer func() {
 				ts.Close()
 				if err := q.Close(); err != nil {

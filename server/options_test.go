@@ -10,13 +10,14 @@ import (
 
 	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/queue"
 )
 
-// failingPuts is the delayq store with Put failing, to reach the server's
-// answer to a store failure.
-type failingPuts struct{ Store }
+// failingPuts is the delayq engine with Put failing, to reach the server's
+// answer to an engine failure.
+type failingPuts struct{ queue.Engine }
 
-func (failingPuts) Put(context.Context, Message) (string, error) {
+func (failingPuts) Put(context.Context, queue.Message) (string, error) {
 	return "", errors.New("disk on fire")
 }
 
@@ -29,7 +30,7 @@ func TestWithLoggerNilIsTheDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	s := New(failingPuts{QueueStore(q)}, nil, WithLogger(nil), nil)
+	s := New(failingPuts{DelayqEngine(q)}, nil, WithLogger(nil), nil)
 	ts := newHTTPTestServer(t, s)
 	r := call(t, ts, "POST", "/v1/topics/t/messages", `{}`)
 	if r.status != 500 || !strings.Contains(r.errorMsg(t), "disk on fire") {
@@ -43,14 +44,14 @@ func TestBadOptionsPanicAtNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	store := QueueStore(q)
+	store := DelayqEngine(q)
 	for _, tc := range []struct {
 		name  string
-		store Store
+		store queue.Engine
 		opt   Option
 		want  string
 	}{
-		{"nil store", nil, nil, "server: New: nil Store"},
+		{"nil engine", nil, nil, "server: New: nil queue.Engine"},
 		{"negative payload", store, WithLimits(Limits{MaxPayload: -1}), "server: WithLimits: Limits.MaxPayload is negative"},
 		{"negative body timeout", store, WithLimits(Limits{BodyTimeout: -time.Second}), "Limits.BodyTimeout is negative"},
 		{"default visibility over the max", store, WithLimits(Limits{DefaultVisibility: time.Hour, MaxVisibility: time.Minute}),

@@ -142,7 +142,7 @@ func FuzzBrowserRequests(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { q.Close() })
-	s := New(QueueStore(q))
+	s := New(DelayqEngine(q))
 	f.Fuzz(func(t *testing.T, method, path, ct, origin, site, mode, body string) {
 		if !strings.HasPrefix(path, "/") {
 			path = "/" + path

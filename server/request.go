@@ -11,37 +11,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/queue"
 )
 
 // MaxNameLen is the longest topic name or message id the API accepts.
 const MaxNameLen = 128
-
-// Request bodies, exactly as the API documents them. Unknown fields are
-// rejected so that a misspelt "delay" is an error, not a message due now.
-type (
-	putRequest struct {
-		ID        string          `json:"id,omitempty"`
-		Payload   json.RawMessage `json:"payload,omitempty"`
-		Delay     *string         `json:"delay,omitempty"`
-		DeliverAt *string         `json:"deliver_at,omitempty"`
-	}
-	batchRequest struct {
-		Messages []putRequest `json:"messages"`
-	}
-	receiveRequest struct {
-		Max        *int    `json:"max,omitempty"`
-		Wait       *string `json:"wait,omitempty"`
-		Visibility *string `json:"visibility,omitempty"`
-	}
-	ackRequest struct {
-		Receipts []string `json:"receipts"`
-	}
-	nackRequest struct {
-		Receipt string  `json:"receipt"`
-		Delay   *string `json:"delay,omitempty"`
-	}
-)
 
 // errBodyTimeout is decodeJSON's error for a body whose read deadline
 // passed.
@@ -72,8 +47,9 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, limit int64,
 	return err
 }
 
-// decodeJSON decodes exactly one JSON value from r into v, rejecting unknown
-// fields and trailing data. An empty body decodes as the zero value when
+// decodeJSON decodes exactly one JSON value from r into v, one of the
+// request types of package api, rejecting unknown fields (so that a
+// misspelt "delay" is an error, not a message due now) and trailing data. An empty body decodes as the zero value when
 // allowEmpty is set: POST .../receive with no body means all defaults.
 func decodeJSON(r io.Reader, v any, allowEmpty bool) error {
 	dec := json.NewDecoder(r)
@@ -192,22 +168,20 @@ func parseDuration(field, s string) (time.Duration, error) {
 	return d, nil
 }
 
-// A message is a validated put: what the store is asked to keep.
+// A message is a validated put: what the engine is asked to keep.
 type message struct {
 	ID        string
 	Payload   []byte
 	DeliverAt time.Time
 }
 
-// maxDeliverAt is the latest due time the API accepts: the engines' own,
-// queue.MaxDeliverAt.
-var maxDeliverAt = queue.MaxDeliverAt()
-
 // toMessage validates p and resolves its due time against now: neither
 // delay nor deliver_at means now, and so does a deliver_at in the past, so
 // that the due time is always the later of the one asked for and now. That
-// is the time the API echoes, the store keeps and lateness counts from.
-func (p *putRequest) toMessage(now time.Time, maxPayload int64) (message, error) {
+// is the time the API echoes, the engine keeps and lateness counts from.
+// The latest due time accepted is [queue.MaxDeliverAt].
+func toMessage(p *api.PutRequest, now time.Time, maxPayload int64) (message, error) {
+	maxDeliverAt := queue.MaxDeliverAt()
 	m := message{ID: p.ID, DeliverAt: now}
 	if p.ID != "" {
 		if err := checkID("id", p.ID); err != nil {
@@ -228,7 +202,7 @@ func (p *putRequest) toMessage(now time.Time, maxPayload int64) (message, error)
 		}
 		m.DeliverAt = now.Add(d)
 	case p.DeliverAt != nil:
-		t, err := time.Parse(time.RFC3339Nano, *p.DeliverAt)
+		t, err := time.Parse(api.TimeFormat, *p.DeliverAt)
 		if err != nil {
 			return message{}, badRequest("field \"deliver_at\": invalid time %q (use RFC 3339, such as \"2030-01-02T15:04:05Z\")", truncate(*p.DeliverAt))
 		}
@@ -270,7 +244,7 @@ type receiveParams struct {
 	Visibility time.Duration
 }
 
-func (q *receiveRequest) params(l Limits) (receiveParams, error) {
+func receiveParamsOf(q *api.ReceiveRequest, l Limits) (receiveParams, error) {
 	p := receiveParams{Max: 10, Visibility: l.DefaultVisibility}
 	if q.Max != nil {
 		if *q.Max < 1 || *q.Max > l.MaxReceive {

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tockwheel/tock/api"
+	"github.com/tockwheel/tock/queue"
 )
 
 var testNow = time.Date(2030, 1, 2, 15, 4, 5, 0, time.UTC)
@@ -66,12 +69,12 @@ var putCases = []struct {
 const testMaxPayload = 64
 
 func decodePut(body string, maxPayload int64) (message, error) {
-	var req putRequest
+	var req api.PutRequest
 	r := http.MaxBytesReader(httptest.NewRecorder(), io.NopCloser(strings.NewReader(body)), maxPayload+64<<10)
 	if err := decodeJSON(r, &req, false); err != nil {
 		return message{}, err
 	}
-	return req.toMessage(testNow, maxPayload)
+	return toMessage(&req, testNow, maxPayload)
 }
 
 func TestDecodePut(t *testing.T) {
@@ -144,11 +147,11 @@ func TestReceiveParams(t *testing.T) {
 		{`{"visibility":"forever"}`, 400, receiveParams{}},
 		{`{"topic":"x"}`, 400, receiveParams{}},
 	} {
-		var req receiveRequest
+		var req api.ReceiveRequest
 		err := decodeJSON(strings.NewReader(tc.body), &req, true)
 		var p receiveParams
 		if err == nil {
-			p, err = req.params(l)
+			p, err = receiveParamsOf(&req, l)
 		}
 		if tc.status != 0 {
 			var re *requestError
@@ -192,8 +195,8 @@ func FuzzDecodePut(f *testing.F) {
 		if m.DeliverAt.IsZero() {
 			t.Fatalf("body %q: zero due time", body)
 		}
-		if m.DeliverAt.Before(testNow) || m.DeliverAt.After(maxDeliverAt) {
-			t.Fatalf("body %q: due %v, outside now to %v", body, m.DeliverAt, maxDeliverAt)
+		if m.DeliverAt.Before(testNow) || m.DeliverAt.After(queue.MaxDeliverAt()) {
+			t.Fatalf("body %q: due %v, outside now to %v", body, m.DeliverAt, queue.MaxDeliverAt())
 		}
 	})
 }
@@ -218,30 +221,30 @@ func FuzzDecodeRequests(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, body string) {
-		var b batchRequest
+		var b api.BatchRequest
 		err := decodeJSON(strings.NewReader(body), &b, false)
 		if err == nil {
 			for i := range b.Messages {
-				if _, err = b.Messages[i].toMessage(testNow, l.MaxPayload); err != nil {
+				if _, err = toMessage(&b.Messages[i], testNow, l.MaxPayload); err != nil {
 					break
 				}
 			}
 		}
 		check(t, body, err)
 
-		var rr receiveRequest
+		var rr api.ReceiveRequest
 		if err = decodeJSON(strings.NewReader(body), &rr, true); err == nil {
 			var p receiveParams
-			p, err = rr.params(l)
+			p, err = receiveParamsOf(&rr, l)
 			if err == nil && (p.Max < 1 || p.Max > l.MaxReceive || p.Wait < 0 || p.Wait > l.MaxWait || p.Visibility <= 0) {
 				t.Fatalf("body %q: out-of-range params %+v accepted", body, p)
 			}
 		}
 		check(t, body, err)
 
-		var a ackRequest
+		var a api.AckRequest
 		check(t, body, decodeJSON(strings.NewReader(body), &a, false))
-		var n nackRequest
+		var n api.NackRequest
 		if err = decodeJSON(strings.NewReader(body), &n, false); err == nil && n.Delay != nil {
 			_, err = parseDuration("delay", *n.Delay)
 		}

@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/api"
+	"github.com/tockwheel/tock/queue"
 )
 
-// A Server serves a Store over HTTP. It is an [http.Handler], safe for
-// concurrent use; its zero value is not usable, call [New].
+// A Server serves a [queue.Engine] over HTTP. It is an [http.Handler], safe
+// for concurrent use; its zero value is not usable, call [New].
 type Server struct {
-	store    Store
+	engine   queue.Engine
 	limits   Limits
 	tokenSum []byte // sha256 of the token; nil: no auth
 	log      *slog.Logger
@@ -58,8 +60,8 @@ func WithToken(token string) Option { return func(c *config) { c.token = token }
 // when [Limits.Validate] refuses l.
 func WithLimits(l Limits) Option { return func(c *config) { c.limits = l } }
 
-// WithLogger logs store failures (answered with 500) to l. A nil l means
-// [slog.Default], the default.
+// WithLogger logs engine failures (answered with 500) and failed metrics
+// scrapes to l. A nil l means [slog.Default], the default.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithWheel times long polls on w, so that a program can run all of tock on
@@ -92,12 +94,12 @@ func WithAllowedHosts(hosts ...string) Option {
 // withClock makes the server read the time from now, for tests.
 func withClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
-// New returns a Server of store. The Server does not own store: closing
-// the store, after the HTTP server in front has shut down, is the caller's.
-// New panics if store is nil or an option is invalid, naming the option.
-func New(store Store, opts ...Option) *Server {
-	if store == nil {
-		panic("server: New: nil Store")
+// New returns a Server of engine. The Server does not own engine: closing
+// it, after the HTTP server in front has shut down, is the caller's. New
+// panics if engine is nil or an option is invalid, naming the option.
+func New(engine queue.Engine, opts ...Option) *Server {
+	if engine == nil {
+		panic("server: New: nil queue.Engine")
 	}
 	c := config{log: slog.Default(), now: time.Now}
 	for _, o := range opts {
@@ -119,7 +121,7 @@ func New(store Store, opts ...Option) *Server {
 		c.wheel = tock.New()
 	}
 	s := &Server{
-		store:   store,
+		engine:  engine,
 		limits:  c.limits.withDefaults(),
 		log:     c.log,
 		wheel:   c.wheel,
@@ -133,23 +135,23 @@ func New(store Store, opts ...Option) *Server {
 		sum := sha256.Sum256([]byte(c.token))
 		s.tokenSum = sum[:]
 	}
-	s.metrics = newMetrics(store)
-	s.route("POST /v1/topics/{topic}/messages", s.handlePut)
-	s.route("POST /v1/topics/{topic}/batch", s.handleBatch)
-	s.route("DELETE /v1/messages/{id}", s.handleCancel)
-	s.route("POST /v1/topics/{topic}/receive", s.handleReceive)
-	s.route("POST /v1/ack", s.handleAck)
-	s.route("POST /v1/nack", s.handleNack)
-	s.route("GET /v1/stats", s.handleStats)
-	s.route("GET /healthz", s.handleHealth)
-	s.route("GET /readyz", s.handleReady)
+	s.metrics = newMetrics(engine, c.log)
+	s.route(api.RoutePut, s.handlePut)
+	s.route(api.RouteBatch, s.handleBatch)
+	s.route(api.RouteCancel, s.handleCancel)
+	s.route(api.RouteReceive, s.handleReceive)
+	s.route(api.RouteAck, s.handleAck)
+	s.route(api.RouteNack, s.handleNack)
+	s.route(api.RouteStats, s.handleStats)
+	s.route(api.RouteHealth, s.handleHealth)
+	s.route(api.RouteReady, s.handleReady)
 	s.route("GET /{$}", s.handleStatusPage)
-	s.mux.Handle("GET /metrics", s.metrics.handler())
-	s.metrics.addRoute("GET /metrics")
+	s.mux.Handle(api.RouteMetrics, s.metrics.handler())
+	s.metrics.addRoute(api.RouteMetrics)
 	return s
 }
 
-// A handlerFunc handles a request and returns a client's or the store's
+// A handlerFunc handles a request and returns a client's or the engine's
 // error for the server to answer.
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
@@ -210,7 +212,7 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) error {
 	if err := s.origins.check(w, r); err != nil {
 		return err
 	}
-	if r.URL.Path != "/healthz" && !s.authorized(r) {
+	if r.URL.Path != api.PathHealth && !s.authorized(r) {
 		challenge(w, r)
 		return &requestError{status: http.StatusUnauthorized, msg: "missing or wrong token: send \"Authorization: Bearer <token>\""}
 	}
@@ -279,7 +281,7 @@ func (w *jsonErrorWriter) WriteHeader(code int) {
 	switch {
 	case code < 400, code == http.StatusNotFound:
 		w.Header().Del("Location")
-		e.status, e.code, e.msg = http.StatusNotFound, codeNoRoute, "no such route; see the API reference"
+		e.status, e.code, e.msg = http.StatusNotFound, api.CodeNoRoute, "no such route; see the API reference"
 	case code == http.StatusMethodNotAllowed:
 		e.msg = fmt.Sprintf("method not allowed; allowed: %s", w.Header().Get("Allow"))
 	}
@@ -302,9 +304,17 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// handleReady answers 200 while the server is not draining and the engine
+// is ready, and 503 saying why otherwise.
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) error {
 	if s.draining() {
 		return &requestError{status: http.StatusServiceUnavailable, msg: "shutting down"}
+	}
+	if err := s.engine.Ready(r.Context()); err != nil {
+		if r.Context().Err() != nil {
+			return err
+		}
+		return &requestError{status: http.StatusServiceUnavailable, msg: "engine not ready: " + boundedMessage(err)}
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	return nil

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/delayq"
 )
 
@@ -24,7 +25,7 @@ func newTestServer(t *testing.T, opts ...Option) (*httptest.Server, *Server) {
 			t.Error(err)
 		}
 	})
-	s := New(QueueStore(q), opts...)
+	s := New(DelayqEngine(q), opts...)
 	return newHTTPTestServer(t, s), s
 }
 
@@ -324,7 +325,7 @@ func TestMetricsAndStats(t *testing.T) {
 
 	r = call(t, ts, "GET", "/metrics", "")
 	for _, want := range []string{"tock_puts_total 3", "tock_deliveries_total 1", "tock_acks_total 1",
-		"tock_pending_messages", "tock_due_messages", "tock_leased_messages",
+		"tock_scheduled_messages", "tock_due_messages", "tock_leased_messages",
 		"tock_delivery_lateness_seconds_count 1", `tock_store_write_duration_seconds_count{op="batch"} 1`,
 		`tock_due_lateness_seconds{quantile="0.99"}`} {
 		if !strings.Contains(string(r.body), want) {
@@ -333,11 +334,11 @@ func TestMetricsAndStats(t *testing.T) {
 	}
 
 	r = call(t, ts, "GET", "/v1/stats", "")
-	var st Stats
+	var st api.Stats
 	r.json(t, &st)
-	if st.Puts != 3 || st.Deliveries != 1 || st.Acks != 1 || st.Lateness.Count != 1 || st.Pending < 1 {
-		t.Errorf("stats: puts %d deliveries %d acks %d lateness count %d pending %d; want 3 1 1 1 >=1",
-			st.Puts, st.Deliveries, st.Acks, st.Lateness.Count, st.Pending)
+	if st.Puts != 3 || st.Deliveries != 1 || st.Acks != 1 || st.Lateness.Count != 1 || st.Scheduled < 1 {
+		t.Errorf("stats: puts %d deliveries %d acks %d lateness count %d scheduled %d; want 3 1 1 1 >=1",
+			st.Puts, st.Deliveries, st.Acks, st.Lateness.Count, st.Scheduled)
 	}
 	due := 0
 	for _, n := range st.Forecast.Due {

@@ -17,6 +17,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tockwheel/tock/api"
 )
 
 var screenshotOut = flag.String("screenshot", "", "also write the status page screenshot to this `file`")
@@ -171,12 +173,12 @@ func TestStatsShape(t *testing.T) {
 	r := call(t, ts, "GET", "/v1/stats?history=30&forecast=60", "")
 	var m map[string]json.RawMessage
 	r.json(t, &m)
-	for _, k := range []string{"pending", "due", "leased", "lateness", "queue_lateness", "history", "forecast", "uptime_seconds", "time"} {
+	for _, k := range []string{"scheduled", "due", "leased", "lateness", "queue_lateness", "history", "forecast", "uptime_seconds", "time"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("stats lack %q: %s", k, r.body)
 		}
 	}
-	var st Stats
+	var st api.Stats
 	r.json(t, &st)
 	if len(st.History.Puts) != 30 || len(st.Forecast.Due) != 60 {
 		t.Errorf("history %d seconds, forecast %d; want 30 and 60", len(st.History.Puts), len(st.Forecast.Due))

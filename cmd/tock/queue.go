@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock/client"
+	"github.com/tockwheel/tock/queue"
 )
 
 // Exit codes of the queue subcommands.
@@ -39,7 +40,7 @@ func queueCommands() map[string]queueCommand {
 }
 
 const queueUsage = `  put      [flags] TOPIC [PAYLOAD|-]  schedule a message (payload: JSON, else a string; - reads stdin)
-  cancel   [flags] ID                 cancel a pending message
+  cancel   [flags] ID                 cancel a waiting message
   receive  [flags] TOPIC              print due messages as JSON lines and ack them
   stats    [flags]                    print the server's counts
 
@@ -154,6 +155,7 @@ func (qc *queueCall) client() (*client.Client, int, bool) {
 // fail prints err in words a person can act on and returns the exit code.
 func fail(stderr io.Writer, server string, err error) int {
 	var opErr *net.OpError
+	var ae *queue.AckError
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		fmt.Fprintf(stderr, "tock: cannot reach tockd at %s: connection refused (is it running? start it with: go run ./cmd/tockd)\n", server)
@@ -163,6 +165,8 @@ func fail(stderr io.Writer, server string, err error) int {
 		fmt.Fprintln(stderr, "tock: the server wants a token: pass --token or set TOCK_TOKEN")
 	case errors.Is(err, context.DeadlineExceeded):
 		fmt.Fprintf(stderr, "tock: no answer from %s in time (raise --timeout)\n", server)
+	case errors.As(err, &ae):
+		fmt.Fprintf(stderr, "tock: %d receipt(s) not acked, unknown or stale (their leases ran out): those messages will be delivered again\n", len(ae.Failed))
 	default:
 		var ce *client.Error
 		if errors.As(err, &ce) {
@@ -328,7 +332,7 @@ func statsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		_ = enc.Encode(st)
 		return exitOK
 	}
-	fmt.Fprintf(stdout, "pending     %d\ndue         %d\nleased      %d\n", st.Pending, st.Due, st.Leased)
+	fmt.Fprintf(stdout, "scheduled   %d\ndue         %d\nleased      %d\n", st.Scheduled, st.Due, st.Leased)
 	fmt.Fprintf(stdout, "puts        %d\ndeliveries  %d\nacks        %d\nnacks       %d\ncancels     %d\n",
 		st.Puts, st.Deliveries, st.Acks, st.Nacks, st.Cancels)
 	if st.Lateness.Count > 0 {

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tockwheel/tock/api"
 )
 
 // A connLimiter is tockd's listener. It caps the connections open at once,
@@ -162,9 +164,9 @@ func (l *connLimiter) shedLocked() bool {
 // before the request is read, which HTTP/1.1 allows for an error that
 // closes the connection.
 func overCapacity(max int) []byte {
-	body, _ := json.Marshal(map[string]string{
-		"error": fmt.Sprintf("tockd has %d connections open, each serving a request; retry shortly", max),
-		"code":  "unavailable",
+	body, _ := json.Marshal(api.ErrorBody{
+		Message: fmt.Sprintf("tockd has %d connections open, each serving a request; retry shortly", max),
+		Code:    api.CodeUnavailable,
 	})
 	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"+
 		"Connection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
@@ -428,29 +430,29 @@ func (c *trackedConn) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// jsonAnswer is the JSON error answer for one net/http wrote as text. The
-// codes are those of package server for the same statuses.
+// jsonAnswer is the JSON error answer for one net/http wrote as text, with
+// the code of package api for its status.
 func jsonAnswer(status int, text string) []byte {
-	msg, code := text, "bad_request"
+	msg, code := text, api.CodeBadRequest
 	switch status {
 	case http.StatusBadRequest:
 		if text == "400 Bad Request" {
 			msg = "malformed HTTP request"
 		}
 	case http.StatusRequestHeaderFieldsTooLarge:
-		msg, code = "request headers too large", "headers_too_large"
+		msg, code = "request headers too large", api.CodeHeadersTooLarge
 	case http.StatusNotImplemented:
-		code = "not_implemented"
+		code = api.CodeNotImplemented
 	case http.StatusHTTPVersionNotSupported:
-		code = "http_version"
+		code = api.CodeHTTPVersion
 	case http.StatusRequestTimeout:
-		msg, code = "the request headers did not arrive in time", "header_timeout"
+		msg, code = "the request headers did not arrive in time", api.CodeHeaderTimeout
 	case http.StatusExpectationFailed:
-		msg, code = "unsupported Expect header: only 100-continue is", "expectation_failed"
+		msg, code = "unsupported Expect header: only 100-continue is", api.CodeExpectation
 	default:
-		code = "error"
+		code = api.CodeOther
 	}
-	body, _ := json.Marshal(map[string]string{"error": msg, "code": code})
+	body, _ := json.Marshal(api.ErrorBody{Message: msg, Code: code})
 	body = append(body, '\n')
 	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		status, http.StatusText(status), len(body), body)

@@ -256,8 +256,8 @@ func TestEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Puts != 5 || st.Deliveries != 4 || st.Acks != 3 || st.Nacks != 1 || st.Cancels != 1 || st.Pending != 1 {
-		t.Errorf("stats %+v; want 5 puts, 4 deliveries, 3 acks, 1 nack, 1 cancel, 1 pending", st)
+	if st.Puts != 5 || st.Deliveries != 4 || st.Acks != 3 || st.Nacks != 1 || st.Cancels != 1 || st.Scheduled != 1 {
+		t.Errorf("stats %+v; want 5 puts, 4 deliveries, 3 acks, 1 nack, 1 cancel, 1 scheduled", st)
 	}
 
 	for path, want := range map[string]string{"/metrics": "tock_puts_total 5", "/": "<canvas"} {

@@ -228,7 +228,7 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	ln := newConnLimiter(tcp, c.maxConns, tlsConfig, log)
-	srv := server.New(server.QueueStore(q),
+	srv := server.New(server.DelayqEngine(q),
 		server.WithToken(c.token), server.WithLimits(c.limits), server.WithLogger(log), server.WithWheel(wheel),
 		server.WithAllowedOrigins(c.origins...), server.WithAllowedHosts(c.hosts...))
 	var http1 http.Protocols

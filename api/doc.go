@@ -1,0 +1,35 @@
+// Package api is the wire of tockd's HTTP API, defined once: the routes, the JSON bodies of the
+// requests and answers, the error codes and how times are written. Package server answers with
+// these types and package client sends and reads them, so the two cannot drift apart. It depends
+// on the standard library only.
+//
+// # Basics
+//
+// Every request and answer body is one JSON object. A request body is sent with
+// "Content-Type: application/json". The server decodes requests strictly: a field not named here
+// is refused, so a misspelt "delay" is an error rather than a message due now. That is why the
+// optional fields of requests are pointers: the server tells a field that is absent from one that
+// is present and empty or zero, and refuses the second where it is invalid.
+//
+//	POST   /v1/topics/{topic}/messages  PutRequest      201 PutResponse; 409 DuplicateBody
+//	POST   /v1/topics/{topic}/batch     BatchRequest    201 BatchResponse; 409 DuplicateBody
+//	DELETE /v1/messages/{id}                            204, or 404 ErrorBody (CodeNotFound)
+//	POST   /v1/topics/{topic}/receive   ReceiveRequest  200 ReceiveResponse
+//	POST   /v1/ack                      AckRequest      204; 400 AckErrorBody (CodeUnknownReceipt)
+//	POST   /v1/nack                     NackRequest     204
+//	GET    /v1/stats?history=&forecast=                 200 Stats
+//
+// Every error answer is an [ErrorBody], with more fields for a duplicate ([DuplicateBody]) and a
+// partial ack ([AckErrorBody]). Its Code, one of the Code constants, is what programs compare; the
+// message is for people and may change.
+//
+// Times are RFC 3339 with nanoseconds ([TimeFormat]). Answers write them in UTC, as
+// encoding/json writes a [time.Time] in UTC; requests may use any offset. Durations are Go
+// duration strings such as "250ms", "10s" or "1h30m".
+//
+// # Caveats
+//
+// The package holds the shapes, not the rules: which values the server accepts (names, limits,
+// the range of due times) is the server's documentation. Payloads are any JSON value and are
+// passed as they are, compacted; the types keep them as [encoding/json.RawMessage].
+package api
