@@ -91,9 +91,14 @@ type Stats struct {
 	Lateness Lateness
 }
 
-// Lateness is a summary of recent lateness.
+// Lateness summarises how late messages became available to Receive.
 type Lateness struct {
+	// P50, P99 and Max summarise recent messages (each engine says how many).
 	P50, P99, Max time.Duration
+	// Count and Sum cover every message that fell due since the engine started: their number and
+	// the total of their lateness, so that a Prometheus summary can be exported from them.
+	Count uint64
+	Sum   time.Duration
 }
 
 // A Reporter is an Engine with measurements of its own beyond [Stats], such as the embedded

@@ -73,7 +73,7 @@ func (e delayqEngine) Stats(ctx context.Context) (queue.Stats, error) {
 		Scheduled: st.Pending,
 		Due:       int64(st.Due),
 		Leased:    int64(st.Leased),
-		Lateness:  queue.Lateness(st.Lateness),
+		Lateness:  queue.Lateness{P50: st.Lateness.P50, P99: st.Lateness.P99, Max: st.Lateness.Max},
 	}, nil
 }
 
