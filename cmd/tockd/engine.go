@@ -75,10 +75,11 @@ func openRedisq(ctx context.Context, c config, log *slog.Logger, wheel *tock.Whe
 	// go-redis logs to stderr on its own (every failed dial); route it to tockd's log, where the
 	// errors that matter arrive anyway through redisq, at debug level.
 	redis.SetLogger(redisLog{log})
-	rdb, kind, err := redisClient(c.redis.target)
+	rt, err := parseRedisTarget(c.redis.target)
 	if err != nil {
 		return nil, nil, err
 	}
+	rdb, kind := rt.client(), rt.kind
 	opts := []redisq.Option{
 		redisq.WithPrefix(c.redis.prefix),
 		redisq.WithMaxPayload(int(c.limits.MaxPayload)),
@@ -111,8 +112,26 @@ func openRedisq(ctx context.Context, c config, log *slog.Logger, wheel *tock.Whe
 	return q, func() { _ = rdb.Close() }, nil
 }
 
-// redisClient returns a client of the Redis deployment that target names, and what kind it is
-// ("server", "cluster" or "sentinel"):
+// A redisTarget is the Redis deployment -redis names: the options of one of go-redis's clients.
+type redisTarget struct {
+	kind     string // "server", "cluster" or "sentinel"
+	server   *redis.Options
+	cluster  *redis.ClusterOptions
+	sentinel *redis.FailoverOptions
+}
+
+// client returns a client of the deployment. It dials nothing until used.
+func (rt redisTarget) client() redis.UniversalClient {
+	switch {
+	case rt.cluster != nil:
+		return redis.NewClusterClient(rt.cluster)
+	case rt.sentinel != nil:
+		return redis.NewFailoverClient(rt.sentinel)
+	}
+	return redis.NewClient(rt.server)
+}
+
+// parseRedisTarget parses -redis:
 //
 //   - redis://, rediss:// or unix:// URL: one server (go-redis's ParseURL); with addr= query
 //     parameters, a Cluster whose seed nodes are the URL's host and those (ParseClusterURL).
@@ -122,15 +141,15 @@ func openRedisq(ctx context.Context, c config, log *slog.Logger, wheel *tock.Whe
 //   - host:port[,host:port...]: a Cluster, seeded with those nodes.
 //
 // Cluster clients reload the cluster's state every clusterReload while in use.
-func redisClient(target string) (redis.UniversalClient, string, error) {
+func parseRedisTarget(target string) (redisTarget, error) {
 	target = strings.TrimSpace(target)
 	scheme, rest, isURL := strings.Cut(target, "://")
 	if !isURL {
 		addrs, err := clusterAddrs(target)
 		if err != nil {
-			return nil, "", err
+			return redisTarget{}, err
 		}
-		return redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, ClusterStateReloadInterval: clusterReload}), "cluster", nil
+		return redisTarget{kind: "cluster", cluster: &redis.ClusterOptions{Addrs: addrs, ClusterStateReloadInterval: clusterReload}}, nil
 	}
 	bad := func(err error) error {
 		// go-redis's parse errors can quote the URL, password included.
@@ -141,34 +160,34 @@ func redisClient(target string) (redis.UniversalClient, string, error) {
 	case "redis-sentinel", "rediss-sentinel":
 		opt, err := redis.ParseFailoverURL(strings.TrimSuffix(scheme, "-sentinel") + "://" + rest)
 		if err != nil {
-			return nil, "", bad(err)
+			return redisTarget{}, bad(err)
 		}
 		if opt.MasterName == "" {
-			return nil, "", bad(errors.New("name the master with ?master_name=NAME"))
+			return redisTarget{}, bad(errors.New("name the master with ?master_name=NAME"))
 		}
-		return redis.NewFailoverClient(opt), "sentinel", nil
+		return redisTarget{kind: "sentinel", sentinel: opt}, nil
 	case "redis", "rediss", "unix":
 		u, err := url.Parse(target)
 		if err != nil {
-			return nil, "", bad(err)
+			return redisTarget{}, bad(err)
 		}
 		if scheme != "unix" && u.Query().Has("addr") {
 			opt, err := redis.ParseClusterURL(target)
 			if err != nil {
-				return nil, "", bad(err)
+				return redisTarget{}, bad(err)
 			}
 			if opt.ClusterStateReloadInterval == 0 {
 				opt.ClusterStateReloadInterval = clusterReload
 			}
-			return redis.NewClusterClient(opt), "cluster", nil
+			return redisTarget{kind: "cluster", cluster: opt}, nil
 		}
 		opt, err := redis.ParseURL(target)
 		if err != nil {
-			return nil, "", bad(err)
+			return redisTarget{}, bad(err)
 		}
-		return redis.NewClient(opt), "server", nil
+		return redisTarget{kind: "server", server: opt}, nil
 	}
-	return nil, "", fmt.Errorf("tockd: -redis %s: unknown scheme %q; want redis://, rediss://, unix://, redis-sentinel://, rediss-sentinel:// or host:port addresses of a Cluster",
+	return redisTarget{}, fmt.Errorf("tockd: -redis %s: unknown scheme %q; want redis://, rediss://, unix://, redis-sentinel://, rediss-sentinel:// or host:port addresses of a Cluster",
 		redactedTarget(target), scheme)
 }
 
@@ -234,12 +253,9 @@ func checkEngineFlags(fs *flag.FlagSet, c *config) error {
 			return fmt.Errorf("tockd: -%s is for the embedded engine; with -redis the queue is kept in Redis", name)
 		}
 	}
-	// Parse the target now (nothing is dialled yet), so that a malformed one is a usage error.
-	rdb, _, err := redisClient(c.redis.target)
-	if err != nil {
+	if _, err := parseRedisTarget(c.redis.target); err != nil {
 		return err
 	}
-	_ = rdb.Close()
 	switch r := c.redis; {
 	case r.shards < 0 || r.shards > redisq.MaxShards:
 		return fmt.Errorf("tockd: -redis-shards %d is outside 0 to %d", r.shards, redisq.MaxShards)
