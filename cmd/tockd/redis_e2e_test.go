@@ -1,14 +1,20 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tockwheel/tock/client"
 	"github.com/tockwheel/tock/internal/redistest"
@@ -137,4 +143,82 @@ func freeAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// TestSentinelE2E serves a master found through a real Sentinel, with
+// -redis redis-sentinel://.
+func TestSentinelE2E(t *testing.T) {
+	tockdBinary(t)
+	master := redistest.Start(t)
+	sentinel := startSentinel(t, "main", master.Addr)
+	d := startRedisTockd(t, "redis-sentinel://"+sentinel+"?master_name=main", newPrefix())
+	if !strings.Contains(d.logs(), "kind=sentinel") {
+		t.Errorf("tockd did not open a Sentinel client:\n%s", d.logs())
+	}
+	c := d.client(t)
+	ctx := ctxFor(t, 30*time.Second)
+	res, err := c.Put(ctx, "s", client.Message{Payload: json.RawMessage(`"via sentinel"`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := c.Receive(ctx, "s", client.ReceiveOptions{Wait: 5 * time.Second})
+	if err != nil || len(ds) != 1 || ds[0].ID != res.ID {
+		t.Fatalf("receive: %+v, %v; want %s", ds, err, res.ID)
+	}
+	if err := c.Ack(ctx, ds[0].Receipt); err != nil {
+		t.Fatal(err)
+	}
+	// The queue is kept on the master.
+	rdb := redis.NewClient(&redis.Options{Addr: master.Addr})
+	defer rdb.Close()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil || !slices.ContainsFunc(keys, func(k string) bool { return strings.HasSuffix(k, ":config") }) {
+		t.Errorf("keys on the master: %q, %v; want the queue's", keys, err)
+	}
+}
+
+// startSentinel starts a redis-server in Sentinel mode that monitors the
+// master at addr under name, and returns its address. It is killed when the
+// test ends.
+func startSentinel(t *testing.T, name, addr string) string {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(addr)
+	self := freeAddr(t)
+	_, selfPort, _ := net.SplitHostPort(self)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "sentinel.conf")
+	// Sentinel rewrites its configuration file, so it must be its own.
+	text := fmt.Sprintf("port %s\nbind 127.0.0.1\ndir %s\nsentinel monitor %s %s %s 1\nsentinel down-after-milliseconds %s 1000\n",
+		selfPort, dir, name, host, port, name)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(redistest.Binary, conf, "--sentinel")
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		conn, err := net.DialTimeout("tcp", self, time.Second)
+		if err == nil {
+			conn.Close()
+			return self
+		}
+		select {
+		case <-done:
+			t.Fatalf("redis-server --sentinel exited:\n%s", out.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			_ = cmd.Process.Kill()
+			<-done
+			t.Fatalf("Sentinel not listening on %s after 10s:\n%s", self, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
