@@ -38,6 +38,10 @@ const clusterReload = 2 * time.Second
 // tockd's start rather than hanging it.
 const openTimeout = 30 * time.Second
 
+// pingTimeout bounds the first contact with Redis: a Sentinel client that reaches no Sentinel
+// retries until its context ends.
+const pingTimeout = 10 * time.Second
+
 // openEngine opens the engine the flags ask for, with its timers on wheel: the embedded delayq
 // engine in c.data, or redisq on the Redis deployment of c.redis.target. The returned function
 // releases what the engine does not own (the Redis client); call it after closing the engine.
@@ -95,10 +99,20 @@ func openRedisq(ctx context.Context, c config, log *slog.Logger, wheel *tock.Whe
 	}
 	octx, cancel := context.WithTimeout(ctx, openTimeout)
 	defer cancel()
+	where := redactedTarget(c.redis.target)
+	// redisq would report an unreachable Redis as a refusal; say plainly that it is unreachable.
+	pctx, pcancel := context.WithTimeout(octx, pingTimeout)
+	defer pcancel()
+	if err := rdb.Ping(pctx).Err(); err != nil && !strings.Contains(err.Error(), "cluster support disabled") {
+		_ = rdb.Close()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, nil, fmt.Errorf("cannot reach Redis at %s: no answer within %v", where, pingTimeout)
+		}
+		return nil, nil, fmt.Errorf("cannot reach Redis at %s: %w", where, err)
+	}
 	q, err := redisq.Open(octx, rdb, opts...)
 	if err != nil {
 		_ = rdb.Close()
-		where := redactedTarget(c.redis.target)
 		switch {
 		case errors.Is(err, redisq.ErrMismatch) && c.redis.shards > 0:
 			return nil, nil, fmt.Errorf("cannot open the queue on Redis %s: %w (leave out -redis-shards to take the deployment's)", where, err)

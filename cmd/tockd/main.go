@@ -151,7 +151,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.redis.target, "redis", os.Getenv("TOCK_REDIS"), "serve the queue kept in this Redis `deployment` instead of -data: a redis:// or rediss:// URL, "+
 		"host:port addresses of a Cluster separated by commas, or redis-sentinel://host:port?master_name=NAME (env TOCK_REDIS)")
 	fs.StringVar(&c.redis.prefix, "redis-prefix", redisq.DefaultPrefix, "with -redis: the deployment's `name`, the prefix of its keys")
-	fs.IntVar(&c.redis.shards, "redis-shards", 0, fmt.Sprintf("with -redis: shards of a deployment tockd creates (0: %d); an existing one's must match", redisq.DefaultShards))
+	fs.IntVar(&c.redis.shards, "redis-shards", 0, fmt.Sprintf("with -redis: shards of a deployment tockd creates (0: %d); if given, an existing deployment's must match", redisq.DefaultShards))
 	fs.IntVar(&c.redis.replicas, "redis-replicas", -1, "with -redis: replicas each write waits for (WAIT); -1: one where the master has replicas, 0: none")
 	fs.DurationVar(&c.redis.replicaTimeout, "redis-replica-timeout", redisq.DefaultReplicaWait, "with -redis-replicas above 0: how long a write waits for them (503 after)")
 	fs.StringVar(&c.token, "token", os.Getenv("TOCK_TOKEN"), "require this bearer `token` on every route but /healthz (env TOCK_TOKEN)")

@@ -58,12 +58,15 @@ func TestRedisStartErrors(t *testing.T) {
 		args []string
 		want []string
 	}{
-		{"unreachable", []string{"-redis", "redis://" + closed}, []string{"cannot open the queue on Redis", closed, "connection refused"}},
+		{"unreachable", []string{"-redis", "redis://" + closed}, []string{"cannot reach Redis at redis://" + closed, "connection refused"}},
 		{"shard mismatch", []string{"-redis", "redis://" + s.Addr, "-redis-prefix", prefix, "-redis-shards", "8"},
 			[]string{"has 4 shards", "leave out -redis-shards"}},
 		{"not a cluster", []string{"-redis", s.Addr}, []string{"cluster support disabled", "redis://host:port"}},
+		{"no Sentinel", []string{"-redis", "redis-sentinel://" + closed + "?master_name=main"},
+			[]string{"cannot reach Redis at redis-sentinel://" + closed, "no answer within 10s"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			out, code := runTockd(t, 20*time.Second, tc.args...)
 			lines := strings.Split(strings.TrimSpace(out), "\n")
 			if code != 1 || len(lines) != 1 {
@@ -77,10 +80,12 @@ func TestRedisStartErrors(t *testing.T) {
 		})
 	}
 	// Without -redis-shards, a later process takes the deployment's.
-	d2 := startRedisTockd(t, "redis://"+s.Addr, prefix)
-	if err := d2.client(t).Ready(ctxFor(t, 10*time.Second)); err != nil {
-		t.Fatal(err)
-	}
+	t.Run("shards taken from the deployment", func(t *testing.T) {
+		d2 := startRedisTockd(t, "redis://"+s.Addr, prefix)
+		if err := d2.client(t).Ready(ctxFor(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // TestReadyzFollowsRedis checks that /readyz answers 503 while Redis is
