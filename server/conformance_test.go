@@ -9,13 +9,18 @@ import (
 	"os"
 	"path"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tockwheel/tock/client"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/redistest"
 	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/queue/queuetest"
+	"github.com/tockwheel/tock/redisq"
 	"github.com/tockwheel/tock/server"
 )
 
@@ -76,20 +81,47 @@ func TestHTTPConformance(t *testing.T) {
 		skipKnownFailure(t, httpFails)
 		// Payloads travel as JSON strings (see httpEngine), so the server's
 		// limit is queuetest's plus the two quotes.
-		q := openDelayq(t, queuetest.MaxPayload+2)
-		ts := httptest.NewServer(server.New(server.DelayqEngine(q),
-			server.WithLimits(server.Limits{MaxPayload: queuetest.MaxPayload + 2}),
-			server.WithLogger(slog.New(slog.DiscardHandler))))
-		t.Cleanup(func() {
-			ts.Close()
-			q.Close()
-		})
-		c, err := client.New(ts.URL)
+		return serveOverHTTP(t, server.DelayqEngine(openDelayq(t, queuetest.MaxPayload+2)), queuetest.MaxPayload+2)
+	})
+}
+
+// TestHTTPConformanceRedis is TestHTTPConformance with the server in front
+// of the redisq engine on a real redis-server.
+func TestHTTPConformanceRedis(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	var prefixes atomic.Int64
+	queuetest.Run(t, func(t *testing.T) queue.Engine {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		q, err := redisq.Open(ctx, rdb, redisq.WithPrefix(fmt.Sprintf("http%d", prefixes.Add(1))),
+			redisq.WithMaxAttempts(queuetest.MaxAttempts),
+			redisq.WithBackoff(queuetest.Backoff, 4*queuetest.Backoff),
+			redisq.WithMaxPayload(queuetest.MaxPayload+2))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return newHTTPEngine(c)
+		return serveOverHTTP(t, q, queuetest.MaxPayload+2)
 	})
+}
+
+// serveOverHTTP serves e with a Server whose payloads may have up to
+// maxPayload bytes, and returns an engine made of a client of it. The
+// server and e are closed when the test ends.
+func serveOverHTTP(t *testing.T, e queue.Engine, maxPayload int64) queue.Engine {
+	ts := httptest.NewServer(server.New(e,
+		server.WithLimits(server.Limits{MaxPayload: maxPayload}),
+		server.WithLogger(slog.New(slog.DiscardHandler))))
+	t.Cleanup(func() {
+		ts.Close()
+		e.Close()
+	})
+	c, err := client.New(ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newHTTPEngine(c)
 }
 
 // httpEngine is a queue.Engine made of the Go client talking to a tockd

@@ -10,24 +10,44 @@ import (
 
 	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/redistest"
+	"github.com/tockwheel/tock/queue"
+	"github.com/tockwheel/tock/redisq"
 )
 
 // TestForecastAfterRestart puts messages over the next hour through one
 // server, cancels some, restarts the server and its queue on the same
-// directory, and checks that the forecast of /v1/stats counts exactly the
+// storage, and checks that the forecast of /v1/stats counts exactly the
 // scheduled messages second by second: the wheel is the queue's, not what a
-// server process saw put since it started.
+// server process saw put since it started. It runs on both engines: the
+// status page's wheel is drawn from this forecast.
 func TestForecastAfterRestart(t *testing.T) {
-	dir := t.TempDir()
+	t.Run("delayq", func(t *testing.T) {
+		dir := t.TempDir()
+		forecastAfterRestart(t, func() queue.Engine {
+			q, err := delayq.Open(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return DelayqEngine(q)
+		})
+	})
+	t.Run("redisq", func(t *testing.T) {
+		s := redistest.Start(t)
+		prefix := newRedisPrefix()
+		forecastAfterRestart(t, func() queue.Engine { return openRedisq(t, s.Addr, redisq.WithPrefix(prefix)) })
+	})
+}
+
+// forecastAfterRestart is TestForecastAfterRestart on the engines open
+// opens, each on the same storage.
+func forecastAfterRestart(t *testing.T, open func() queue.Engine) {
 	serve := func() (*httptest.Server, func()) {
-		q, err := delayq.Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ts := httptest.NewServer(New(DelayqEngine(q)))
+		e := open()
+		ts := httptest.NewServer(New(e))
 		return ts, func() {
 			ts.Close()
-			if err := q.Close(); err != nil {
+			if err := e.Close(); err != nil {
 				t.Error(err)
 			}
 		}
@@ -75,6 +95,9 @@ func TestForecastAfterRestart(t *testing.T) {
 	r = call(t, ts, "GET", "/v1/stats", "")
 	var st api.Stats
 	r.json(t, &st)
+	if st.Scheduled != int64(n-n/10) {
+		t.Errorf("stats after a restart: %d scheduled, want %d", st.Scheduled, n-n/10)
+	}
 	want := make([]int, forecastSeconds)
 	for sec, c := range due {
 		i := sec - st.Forecast.Start

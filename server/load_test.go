@@ -11,8 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tockwheel/tock/client"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/redistest"
+	"github.com/tockwheel/tock/queue"
+	"github.com/tockwheel/tock/redisq"
 	"github.com/tockwheel/tock/server"
 )
 
@@ -37,22 +42,29 @@ func serveLoopback(b *testing.B) (*delayq.Queue, *client.Client) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return q, serveEngine(b, server.DelayqEngine(q))
+}
+
+// serveEngine serves e on a loopback TCP port and returns a client of it.
+// e is closed when the benchmark ends.
+func serveEngine(b *testing.B, e queue.Engine) *client.Client {
+	b.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
-	hs := &http.Server{Handler: server.New(server.DelayqEngine(q))}
+	hs := &http.Server{Handler: server.New(e)}
 	go hs.Serve(ln)
 	b.Cleanup(func() {
 		hs.Close()
-		q.Close()
+		e.Close()
 	})
 	tr := &http.Transport{MaxIdleConnsPerHost: loadClients * 2}
 	c, err := client.New("http://"+ln.Addr().String(), client.WithHTTPClient(&http.Client{Transport: tr}))
 	if err != nil {
 		b.Fatal(err)
 	}
-	return q, c
+	return c
 }
 
 // runLoad runs op from workers goroutines until b.N messages are put, each
@@ -127,6 +139,66 @@ func BenchmarkLoopback(b *testing.B) {
 	})
 	b.Run("batch1000/http-4", func(b *testing.B) {
 		_, c := serveLoopback(b)
+		ms := make([]client.Message, batch)
+		for i := range ms {
+			ms[i] = client.Message{Payload: loadPayload, Delay: time.Hour}
+		}
+		runLoad(b, 4, batch, func() error {
+			_, err := c.PutBatch(ctx, "load", ms)
+			return err
+		})
+	})
+}
+
+// BenchmarkLoopbackRedis is BenchmarkLoopback on the redisq engine, on a
+// redis-server that fsyncs every write before it answers (appendfsync
+// always, the durable setting of one server), its anchor the same queue
+// called directly:
+//
+//	go test ./server -run '^$' -bench LoopbackRedis -benchtime 3s
+func BenchmarkLoopbackRedis(b *testing.B) {
+	ctx := context.Background()
+	open := func(b *testing.B) (*redisq.Queue, *client.Client) {
+		srv := redistest.Start(b, "--appendonly", "yes", "--appendfsync", "always")
+		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 256})
+		b.Cleanup(func() { rdb.Close() })
+		q, err := redisq.Open(ctx, rdb)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return q, serveEngine(b, q)
+	}
+	msg := func() queue.Message {
+		return queue.Message{Topic: "load", Payload: loadPayload, DeliverAt: time.Now().Add(time.Hour)}
+	}
+	b.Run("put/direct-32", func(b *testing.B) {
+		q, _ := open(b)
+		runLoad(b, loadClients, 1, func() error {
+			_, err := q.Put(ctx, msg())
+			return err
+		})
+	})
+	b.Run("put/http-32", func(b *testing.B) {
+		_, c := open(b)
+		runLoad(b, loadClients, 1, func() error {
+			_, err := c.Put(ctx, "load", client.Message{Payload: loadPayload, Delay: time.Hour})
+			return err
+		})
+	})
+	const batch = 1000
+	b.Run("batch1000/direct-4", func(b *testing.B) {
+		q, _ := open(b)
+		runLoad(b, 4, batch, func() error {
+			ms := make([]queue.Message, batch)
+			for i := range ms {
+				ms[i] = msg()
+			}
+			_, err := q.PutBatch(ctx, ms)
+			return err
+		})
+	})
+	b.Run("batch1000/http-4", func(b *testing.B) {
+		_, c := open(b)
 		ms := make([]client.Message, batch)
 		for i := range ms {
 			ms[i] = client.Message{Payload: loadPayload, Delay: time.Hour}

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/redistest"
 )
 
 // metricValue returns the value of the sample named name (with its labels,
@@ -85,9 +86,28 @@ func TestFsyncMetric(t *testing.T) {
 
 // TestMetricsLint runs the exposition, after traffic of every kind, through
 // client_golang's port of "promtool check metrics". It found a gauge with a
-// quantile label (tock_due_lateness_seconds, now a summary).
+// quantile label (tock_due_lateness_seconds, now a summary). It runs on
+// both engines, whose own metrics (queue.Reporter) are part of the
+// exposition.
 func TestMetricsLint(t *testing.T) {
-	ts, s := newTestServer(t)
+	t.Run("delayq", func(t *testing.T) {
+		ts, s := newTestServer(t)
+		lintAfterTraffic(t, ts, s, "# TYPE tock_fsync_duration_seconds histogram")
+	})
+	t.Run("redisq", func(t *testing.T) {
+		q := openRedisq(t, redistest.Start(t).Addr)
+		t.Cleanup(func() { q.Close() })
+		s := New(q)
+		lintAfterTraffic(t, newHTTPTestServer(t, s), s,
+			"# TYPE tock_redis_script_duration_seconds histogram", "# TYPE tock_redis_write_retries_total counter",
+			"# TYPE tock_redis_owned_shards gauge")
+	})
+}
+
+// lintAfterTraffic sends s, served by ts, traffic of every kind, lints the
+// exposition and checks that it has the lines of want.
+func lintAfterTraffic(t *testing.T, ts *httptest.Server, s *Server, want ...string) {
+	t.Helper()
 	call(t, ts, "POST", "/v1/topics/m/batch", `{"messages":[{},{"delay":"1h"}]}`)
 	r := call(t, ts, "POST", "/v1/topics/m/receive", `{"max":1}`)
 	var got struct {
@@ -107,8 +127,11 @@ func TestMetricsLint(t *testing.T) {
 	for _, p := range problems {
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
-	if r := call(t, ts, "GET", "/metrics", ""); !strings.Contains(string(r.body), "# TYPE tock_due_lateness_seconds summary") {
-		t.Errorf("tock_due_lateness_seconds is not a summary")
+	r = call(t, ts, "GET", "/metrics", "")
+	for _, w := range append(want, "# TYPE tock_due_lateness_seconds summary", "tock_puts_total 2") {
+		if !strings.Contains(string(r.body), w) {
+			t.Errorf("metrics lack %q", w)
+		}
 	}
 }
 

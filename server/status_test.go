@@ -10,6 +10,7 @@ import (
 	"image"
 	"image/png"
 	"math/rand/v2"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock/api"
+	"github.com/tockwheel/tock/internal/redistest"
 )
 
 var screenshotOut = flag.String("screenshot", "", "also write the status page screenshot to this `file`")
@@ -41,13 +43,30 @@ func chromium(t *testing.T) string {
 }
 
 // TestStatusPageScreenshot loads the status page in headless Chromium over
-// a real server with a real queue, and checks the screenshot shows the
-// page drawn with data: the wheel's spokes, the throughput and lateness
-// lines, not a blank or unstyled page.
+// a real server with a real queue, on each engine, and checks the
+// screenshot shows the page drawn with data: the wheel's spokes, the
+// throughput and lateness lines, not a blank or unstyled page. The
+// screenshot of -screenshot is the embedded engine's.
 func TestStatusPageScreenshot(t *testing.T) {
 	bin := chromium(t)
-	var skew atomic.Int64
-	ts, _ := newTestServer(t, withClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
+	t.Run("delayq", func(t *testing.T) {
+		var skew atomic.Int64
+		ts, _ := newTestServer(t, withClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
+		statusPageScreenshot(t, bin, ts, &skew, *screenshotOut)
+	})
+	t.Run("redisq", func(t *testing.T) {
+		q := openRedisq(t, redistest.Start(t).Addr)
+		t.Cleanup(func() { q.Close() })
+		var skew atomic.Int64
+		ts := newHTTPTestServer(t, New(q, withClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) })))
+		statusPageScreenshot(t, bin, ts, &skew, "")
+	})
+}
+
+// statusPageScreenshot is TestStatusPageScreenshot on the server of ts,
+// whose clock runs skew ahead, with Chromium at bin. It writes the
+// screenshot to out unless out is empty.
+func statusPageScreenshot(t *testing.T, bin string, ts *httptest.Server, skew *atomic.Int64, out string) {
 
 	// Messages over the next hour with a burst ten minutes out, and some
 	// due now that are received, for throughput and lateness.
@@ -111,8 +130,8 @@ func TestStatusPageScreenshot(t *testing.T) {
 	if err != nil {
 		t.Fatalf("screenshot is not a PNG: %v", err)
 	}
-	if *screenshotOut != "" {
-		if err := os.WriteFile(*screenshotOut, data, 0o644); err != nil {
+	if out != "" {
+		if err := os.WriteFile(out, data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -76,8 +76,8 @@ type daemon struct {
 
 var listening = regexp.MustCompile(`msg="tockd listening" addr=(\S+)`)
 
-// startTockd starts tockd on a free loopback port with its data in dir and
-// waits until it listens. The process is killed at the end of the test if
+// startTockd starts tockd on a free loopback port with its data in dir (no
+// -data if dir is empty) and waits until it listens. The process is killed at the end of the test if
 // it is still running.
 func startTockd(t *testing.T, dir string, env []string, args ...string) *daemon {
 	t.Helper()
@@ -89,7 +89,10 @@ func startTockd(t *testing.T, dir string, env []string, args ...string) *daemon 
 func startTockdWithFiles(t *testing.T, files int, dir string, env []string, args ...string) *daemon {
 	t.Helper()
 	bin := tockdBinary(t)
-	args = append([]string{"-addr", "127.0.0.1:0", "-data", dir}, args...)
+	if dir != "" {
+		args = append([]string{"-data", dir}, args...)
+	}
+	args = append([]string{"-addr", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(bin, args...)
 	if files > 0 {
 		// The shell sets the limit and execs tockd in its place, keeping
@@ -180,6 +183,13 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // TestEndToEnd drives every route of a real tockd through the Go client.
 func TestEndToEnd(t *testing.T) {
 	d := startTockd(t, t.TempDir(), nil)
+	driveEveryRoute(t, d, "tock_fsync_duration_seconds_count")
+}
+
+// driveEveryRoute drives every route of d, a fresh tockd, through the Go
+// client, and checks that /metrics has metric, one of the engine's own.
+func driveEveryRoute(t *testing.T, d *daemon, metric string) {
+	t.Helper()
 	c := d.client(t)
 	ctx := ctxFor(t, time.Minute)
 
@@ -259,16 +269,27 @@ func TestEndToEnd(t *testing.T) {
 	if st.Puts != 5 || st.Deliveries != 4 || st.Acks != 3 || st.Nacks != 1 || st.Cancels != 1 || st.Scheduled != 1 {
 		t.Errorf("stats %+v; want 5 puts, 4 deliveries, 3 acks, 1 nack, 1 cancel, 1 scheduled", st)
 	}
+	// The status page's wheel: later-1, due in an hour, is in the hour's forecast.
+	f, err := c.Forecast(ctx, client.MaxForecast)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := slices.IndexFunc(f.Due, func(n int) bool { return n > 0 })
+	if total := sum(f.Due); total != 1 || f.Start+int64(at) != later.DeliverAt.Unix() {
+		t.Errorf("forecast from %d: %d messages, the first at +%d s; want later-1 alone, at %d", f.Start, total, at, later.DeliverAt.Unix())
+	}
 
-	for path, want := range map[string]string{"/metrics": "tock_puts_total 5", "/": "<canvas"} {
-		resp, err := http.Get(d.url + path)
+	for _, get := range []struct{ path, want string }{
+		{"/metrics", "tock_puts_total 5"}, {"/metrics", metric}, {"/", "<canvas"},
+	} {
+		resp, err := http.Get(d.url + get.path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
-			t.Errorf("GET %s: %d, want 200 with %q", path, resp.StatusCode, want)
+		if resp.StatusCode != 200 || !strings.Contains(string(body), get.want) {
+			t.Errorf("GET %s: %d, want 200 with %q", get.path, resp.StatusCode, get.want)
 		}
 	}
 }
@@ -507,6 +528,14 @@ func TestKill9LosesNothing(t *testing.T) {
 	if ds, err := c.Receive(ctx, "k9", client.ReceiveOptions{Wait: wait}); err != nil || len(ds) != 0 {
 		t.Fatalf("after all were delivered: %d more, %v", len(ds), err)
 	}
+}
+
+func sum(ns []int) int {
+	total := 0
+	for _, n := range ns {
+		total += n
+	}
+	return total
 }
 
 // dueAtLaterOf reports whether due is the later of asked and the time of a

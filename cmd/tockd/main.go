@@ -1,13 +1,38 @@
-// Command tockd serves a durable delay queue over HTTP: the delayq engine
-// with its store in a directory, the JSON API of package server, Prometheus
-// metrics at /metrics and a live status page at /.
+// Command tockd serves a durable delay queue over HTTP: the JSON API of
+// package server, Prometheus metrics at /metrics and a live status page at
+// /, in front of one of two engines: by default the embedded delayq engine
+// with its store in a directory, or with -redis the redisq engine on a
+// Redis server, Sentinel or Cluster, which any number of tockd processes
+// can serve together.
 //
 // Usage:
 //
 //	tockd [-addr 127.0.0.1:7070] [-data ./tock-data] [-token T] [flags]
+//	tockd -redis redis://host:6379 [-redis-prefix tock] [flags]
+//	tockd -redis host1:6379,host2:6379,host3:6379 [flags]
 //
-// -addr, -data and -token default to the environment variables TOCK_ADDR,
-// TOCK_DATA and TOCK_TOKEN; tockd -h lists every flag.
+// -addr, -data, -redis and -token default to the environment variables
+// TOCK_ADDR, TOCK_DATA, TOCK_REDIS and TOCK_TOKEN; tockd -h lists every
+// flag.
+//
+// # Redis
+//
+// -redis takes a redis://, rediss:// (TLS) or unix:// URL of one server, in
+// the form go-redis's ParseURL reads; host:port addresses of a Redis
+// Cluster's nodes separated by commas (or a redis:// URL with addr=
+// parameters, as ParseClusterURL reads); or a redis-sentinel:// (or
+// rediss-sentinel://) URL of the Sentinels with the master's name in a
+// master_name parameter, as ParseFailoverURL reads with scheme redis://.
+// -redis-prefix names the deployment, -redis-shards fixes its shard count
+// when tockd creates it, and -redis-replicas and -redis-replica-timeout set
+// how many replicas must have each write before it is acknowledged. Every
+// process serving a deployment should be given the same -max-attempts. What
+// an acknowledged write survives is Redis's: see package redisq's doc.
+//
+// tockd exits 1 with one line saying why when the engine cannot be opened:
+// Redis unreachable, a deployment whose shard count differs from
+// -redis-shards, a directory it cannot use. Once serving, /readyz answers
+// 503 while Redis is unreachable.
 //
 // # Exposing tockd
 //
@@ -31,8 +56,9 @@
 //
 // On SIGTERM or SIGINT tockd stops accepting connections, ends long polls at
 // once, lets other requests finish for up to -shutdown-timeout and then
-// closes the connections still open, closes the queue, which flushes and
-// checkpoints it, and exits 0. A second signal during that exits at once.
+// closes the connections still open, closes the queue (delayq flushes and
+// checkpoints it; redisq gives up the shards this process looked after) and
+// exits 0. A second signal during that exits at once.
 package main
 
 import (
@@ -53,6 +79,7 @@ import (
 
 	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/redisq"
 	"github.com/tockwheel/tock/server"
 )
 
@@ -62,6 +89,7 @@ func main() {
 
 type config struct {
 	addr, data, token string
+	redis             redisConfig
 	logLevel          slog.Level
 	noSync            bool
 	maxAttempts       int
@@ -120,6 +148,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.addr, "addr", envOr("TOCK_ADDR", "127.0.0.1:7070"), "listen on this `address` (env TOCK_ADDR)")
 	fs.StringVar(&c.data, "data", envOr("TOCK_DATA", "./tock-data"), "keep the queue in this `directory` (env TOCK_DATA)")
+	fs.StringVar(&c.redis.target, "redis", os.Getenv("TOCK_REDIS"), "serve the queue kept in this Redis `deployment` instead of -data: a redis:// or rediss:// URL, "+
+		"host:port addresses of a Cluster separated by commas, or redis-sentinel://host:port?master_name=NAME (env TOCK_REDIS)")
+	fs.StringVar(&c.redis.prefix, "redis-prefix", redisq.DefaultPrefix, "with -redis: the deployment's `name`, the prefix of its keys")
+	fs.IntVar(&c.redis.shards, "redis-shards", 0, fmt.Sprintf("with -redis: shards of a deployment tockd creates (0: %d); if given, an existing deployment's must match", redisq.DefaultShards))
+	fs.IntVar(&c.redis.replicas, "redis-replicas", -1, "with -redis: replicas each write waits for (WAIT); -1: one where the master has replicas, 0: none")
+	fs.DurationVar(&c.redis.replicaTimeout, "redis-replica-timeout", redisq.DefaultReplicaWait, "with -redis-replicas above 0: how long a write waits for them (503 after)")
 	fs.StringVar(&c.token, "token", os.Getenv("TOCK_TOKEN"), "require this bearer `token` on every route but /healthz (env TOCK_TOKEN)")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate `file` (chain included); needs -tls-key")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "the PEM private key `file` of -tls-cert")
@@ -142,6 +176,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("tockd: unexpected argument %q", fs.Arg(0))
+	}
+	if err := checkEngineFlags(fs, &c); err != nil {
+		return c, err
 	}
 	if c.limits.MaxPayload < 1 || c.limits.MaxPayload > 16<<20 {
 		return c, fmt.Errorf("tockd: -max-payload %d is outside 1 to 16 MiB", c.limits.MaxPayload)
@@ -200,26 +237,16 @@ func run(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	// One wheel for the server's long polls. The queue keeps its own until
-	// delayq has WithWheel; then it should be given this one too.
+	// One wheel for everything: the server's long polls and the engine's timers.
 	wheel := tock.New()
 	defer wheel.Stop()
 
-	opened := time.Now()
-	opts := []delayq.Option{
-		delayq.WithMaxPayload(int(c.limits.MaxPayload)),
-		delayq.WithMaxAttempts(c.maxAttempts),
-		delayq.WithLogger(log),
-	}
-	if c.noSync {
-		opts = append(opts, delayq.WithNoSync())
-	}
-	q, err := delayq.Open(c.data, opts...)
+	q, release, err := openEngine(ctx, c, log, wheel)
 	if err != nil {
-		log.Error("cannot open the queue", "data", c.data, "err", err)
+		log.Error(err.Error())
 		return 1
 	}
-	log.Info("queue open", "data", c.data, "took", time.Since(opened).Round(time.Millisecond))
+	defer release()
 
 	tcp, err := net.Listen("tcp", c.addr)
 	if err != nil {
@@ -228,7 +255,7 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	ln := newConnLimiter(tcp, c.maxConns, tlsConfig, log)
-	srv := server.New(server.DelayqEngine(q),
+	srv := server.New(q,
 		server.WithToken(c.token), server.WithLimits(c.limits), server.WithLogger(log), server.WithWheel(wheel),
 		server.WithAllowedOrigins(c.origins...), server.WithAllowedHosts(c.hosts...))
 	var http1 http.Protocols
