@@ -46,7 +46,7 @@ func TestAckReturnsTheReceiptsNotAcked(t *testing.T) {
 		w := tock.New()
 		defer w.Stop()
 		c, err := client.New("http://tockd.test", client.WithHTTPClient(&http.Client{
-			Transport: handlerTransport{server.New(server.DelayqEngine(q), server.WithWheel(w))}}))
+			Transport: handlerTransport{server.New(q, server.WithWheel(w))}}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +164,7 @@ func ExampleClient_Ack() {
 		panic(err)
 	}
 	defer q.Close()
-	ts := httptest.NewServer(server.New(server.DelayqEngine(q)))
+	ts := httptest.NewServer(server.New(q))
 	defer ts.Close()
 	c, _ := client.New(ts.URL)
 	ctx := context.Background()

@@ -2,6 +2,7 @@ package delayq
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
@@ -14,7 +15,7 @@ import (
 // Cancel keeps nothing in memory, however many messages are cancelled.
 func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 	if err := ctx.Err(); err != nil {
-		return false, err
+		return false, fmt.Errorf("delayq: %w", err)
 	}
 	if err := q.waitRoom(); err != nil {
 		return false, err

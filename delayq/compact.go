@@ -312,6 +312,6 @@ func (q *Queue) pace(c *compactor, n int64) error {
 	case <-t.C:
 		return nil
 	case <-q.closed:
-		return ErrClosed
+		return errClosed
 	}
 }

@@ -32,7 +32,7 @@ func TestOpensVersion3Directories(t *testing.T) {
 				opts := []Option{WithSlot(100 * time.Millisecond), WithHorizon(10 * time.Second), WithSegmentSize(4 << 10), WithLogger(quiet)}
 				q := open(t, dir, opts...)
 				check(t, q)
-				if st := q.Stats(); st.CorruptRecords != 0 || st.Pending+int64(st.Due) != int64(len(want)) {
+				if st := q.Snapshot(); st.CorruptRecords != 0 || st.Pending+int64(st.Due) != int64(len(want)) {
 					t.Fatalf("after Open: %+v; want %d messages", st, len(want))
 				}
 				// A chosen ID of the fixture is still known as pending.

@@ -27,8 +27,10 @@
 // Delivery is at least once. [Queue.Receive] leases messages for a visibility timeout; a message
 // not acked in time is due again after a backoff, and after a maximum number of failed deliveries
 // it moves to a dead-letter topic. Acks are durable: an acked message is never delivered again.
-// [Queue.Ack] reports its outcome per receipt ([AckError]), and a retried ack succeeds. Receipts
-// carry 64 random bits, so they cannot be guessed. [Queue.Cancel] removes a pending message by ID.
+// [Queue.Ack] reports its outcome per receipt ([AckError]), and a retried ack succeeds, across
+// restarts too. Receipts carry a MAC under a secret kept in the directory, so they cannot be
+// forged, and an ack of a message that is done is told from a forged one without remembering
+// acks. [Queue.Cancel] removes a pending message by ID.
 // An ID the producer chooses is unique among pending messages: a retried Put is recognised and
 // stored once, a different message with the ID is refused with [ErrDuplicate].
 //
@@ -58,7 +60,7 @@
 //
 // Damaged data (a flipped bit, a record that fails its checksum, a segment gone) costs only the
 // messages it held: Open does not refuse the queue, nothing is cut or rewritten, the damage is
-// logged with its file and offset and counted in [Stats].CorruptRecords, and the queue goes on.
+// logged with its file and offset and counted in [Snapshot].CorruptRecords, and the queue goes on.
 // [Check] (the command tock check) verifies a directory offline.
 //
 // # Caveats
@@ -67,8 +69,9 @@
 // order. A message may be delivered more than once: after a crash, an expired lease, or a lost ack.
 // A message put with a chosen ID costs about 60 bytes of memory while it waits on disk; generated
 // IDs cost nothing. Due messages that no consumer receives stay in memory, with their payloads,
-// until received. A delivery interrupted by a crash does not count as an attempt. A retried Ack is
-// recognised only for the last 65,536 acks since Open. Damage to a Cancel or Ack record loses the
+// until received. A delivery interrupted by a crash does not count as an attempt. Leases end when
+// the queue closes: after a restart, the receipt of a message still waiting is stale. Damage to a
+// Cancel or Ack record loses the
 // cancel or the ack (the message is delivered after all, or again). The directory belongs to one
 // Queue at a time (an flock enforces it on Unix). Nothing is replicated: losing the disk loses the
 // queue.

@@ -78,6 +78,6 @@ func ExampleQueue_Put_chosenID() {
 	again, _ := q.Put(ctx, m) // a retry: the same message
 	_, err = q.Put(ctx, delayq.Message{ID: "invoice-7", Topic: "billing", Payload: []byte("other")})
 	var dup *delayq.DuplicateError
-	fmt.Println(id, again, q.Stats().Pending, errors.As(err, &dup) && dup.DeliverAt.Equal(at))
+	fmt.Println(id, again, q.Snapshot().Pending, errors.As(err, &dup) && dup.DeliverAt.Equal(at))
 	// Output: invoice-7 invoice-7 1 true
 }

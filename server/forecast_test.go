@@ -24,7 +24,7 @@ func TestForecastAfterRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ts := httptest.NewServer(New(DelayqEngine(q)))
+		ts := httptest.NewServer(New(q))
 		return ts, func() {
 			ts.Close()
 			if err := q.Close(); err != nil {

@@ -41,7 +41,7 @@ func serveLoopback(b *testing.B) (*delayq.Queue, *client.Client) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	hs := &http.Server{Handler: server.New(server.DelayqEngine(q))}
+	hs := &http.Server{Handler: server.New(q)}
 	go hs.Serve(ln)
 	b.Cleanup(func() {
 		hs.Close()

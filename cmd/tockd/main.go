@@ -200,8 +200,7 @@ func run(args []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	// One wheel for the server's long polls. The queue keeps its own until
-	// delayq has WithWheel; then it should be given this one too.
+	// One wheel for the queue's timers and the server's long polls.
 	wheel := tock.New()
 	defer wheel.Stop()
 
@@ -210,6 +209,7 @@ func run(args []string, stderr io.Writer) int {
 		delayq.WithMaxPayload(int(c.limits.MaxPayload)),
 		delayq.WithMaxAttempts(c.maxAttempts),
 		delayq.WithLogger(log),
+		delayq.WithWheel(wheel),
 	}
 	if c.noSync {
 		opts = append(opts, delayq.WithNoSync())
@@ -228,7 +228,7 @@ func run(args []string, stderr io.Writer) int {
 		return 1
 	}
 	ln := newConnLimiter(tcp, c.maxConns, tlsConfig, log)
-	srv := server.New(server.DelayqEngine(q),
+	srv := server.New(q,
 		server.WithToken(c.token), server.WithLimits(c.limits), server.WithLogger(log), server.WithWheel(wheel),
 		server.WithAllowedOrigins(c.origins...), server.WithAllowedHosts(c.hosts...))
 	var http1 http.Protocols
