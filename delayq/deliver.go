@@ -29,7 +29,8 @@ func (q *Queue) fire(b *bucket) {
 }
 
 // Receive leases up to max due messages of topic, oldest due first, blocking until at least one
-// is due, ctx ends (it returns ctx.Err()) or the queue closes (ErrClosed). Each message stays
+// is due, ctx ends (it returns ctx.Err()) or the queue closes (ErrClosed). On a paused topic (see
+// [Queue.Pause]) it waits as on an empty one, until the topic is resumed. Each message stays
 // leased for the visibility timeout: Ack it within that time, or it is due again after a backoff
 // and its delivery counts as failed. Messages are delivered at least once: a crash, an expired
 // lease or a lost ack means a message can be delivered again. max and visibility must be positive.
@@ -43,21 +44,21 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 			q.mu.Unlock()
 			return nil, err
 		}
-		tq := q.mem.topic(topic)
-		if tq.n > 0 {
-			ds := make([]Delivery, 0, min(max, tq.n))
+		t := q.mem.topics.get(topic)
+		if t.ready > 0 && !t.paused {
+			ds := make([]Delivery, 0, min(max, t.ready))
 			deadline := after(time.Now().UnixNano(), visibility)
-			for tq.head != nil && len(ds) < max {
-				ds = append(ds, q.leaseLocked(tq.head, deadline))
+			for t.head != nil && len(ds) < max {
+				ds = append(ds, q.leaseLocked(t.head, deadline))
 			}
 			q.mu.Unlock()
 			return ds, nil
 		}
-		if tq.signal == nil {
-			tq.signal = make(chan struct{})
+		if t.signal == nil {
+			t.signal = make(chan struct{})
 		}
-		sig := tq.signal
-		tq.waiters++
+		sig := t.signal
+		t.waiters++
 		q.mu.Unlock()
 		var err error
 		select {
@@ -68,8 +69,8 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 			err = errClosed
 		}
 		q.mu.Lock()
-		tq.waiters--
-		q.mem.dropIdleTopic(topic, tq)
+		t.waiters--
+		q.mem.topics.release(t)
 		q.mu.Unlock()
 		if err != nil {
 			return nil, err
@@ -86,8 +87,9 @@ func (q *Queue) leaseLocked(e *entry, deadline int64) Delivery {
 	}
 	q.mem.lease(e, n, deadline)
 	q.stats.delivered++
+	e.t.deliveries++
 	return Delivery{
-		Message: Message{ID: e.id, Topic: e.topic, Payload: bytes.Clone(e.payload), DeliverAt: time.Unix(0, e.deliverAt)},
+		Message: Message{ID: e.id, Topic: e.t.name, Payload: bytes.Clone(e.payload), DeliverAt: time.Unix(0, e.deliverAt)},
 		Receipt: q.makeReceipt(e.origin, e.lease),
 		Attempt: int(e.attempt) + 1,
 	}
@@ -148,11 +150,12 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 			failed = append(failed, ReceiptError{Receipt: r, Err: err})
 			continue
 		}
+		q.stats.acked++
+		e.t.acks++ // before the ack forgets e, and maybe its topic
 		if end, err = q.commitLocked(&wal.Record{Kind: wal.KindAck, Target: e.origin}, nil); err != nil {
 			q.mu.Unlock()
 			return err
 		}
-		q.stats.acked++
 	}
 	q.mu.Unlock()
 	if end != 0 {
@@ -208,11 +211,14 @@ func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) e
 func (q *Queue) retryLocked(e *entry, delay time.Duration, useBackoff bool) (wal.Pos, error) {
 	attempt := e.attempt + 1
 	now := time.Now().UnixNano()
-	rec := wal.Record{Kind: wal.KindUpdate, Target: e.origin}
+	rec := wal.Record{Kind: wal.KindUpdate, Target: e.origin, Failure: wal.FailureNacked, FailedAt: now}
+	if useBackoff {
+		rec.Failure = wal.FailureExpired
+	}
 	dead := q.cfg.maxAttempts > 0 && int(attempt) >= q.cfg.maxAttempts
 	switch {
-	case dead && !q.isDeadLetterTopic(e.topic):
-		rec.Topic = q.cfg.deadLetterTopic(e.topic)
+	case dead && !q.isDeadLetterTopic(e.t.name):
+		rec.Topic = q.cfg.deadLetterTopic(e.t.name)
 		rec.DeliverAt, attempt = now, 0
 		q.stats.deadLettered++
 	case dead:

@@ -136,6 +136,7 @@ func (q *Queue) putBatchLocked(msgs []Message, repeats []bool, now int64) ([]str
 		}
 		ids[i], end = id, e
 		q.stats.puts++
+		q.mem.topics.get(m.Topic).puts++
 	}
 	return ids, end, nil
 }
@@ -176,14 +177,8 @@ func (q *Queue) checkIDsLocked(msgs []Message, now int64, read map[string]readRe
 		}
 		first[m.ID] = i
 		if e := q.mem.byID[m.ID]; e != nil {
-			topic, delivered := e.topic, e.attempt > 0 || e.st != waiting
-			if e.topicChanged {
-				topic, delivered = m.Topic, true
-				if q.cfg.deadLetterTopic(m.Topic) != e.topic {
-					topic = e.topic
-				}
-			}
-			if !sameMessage(topic, e.payload, e.deliverAt, delivered, m, now) {
+			delivered := e.attempt > 0 || e.st != waiting || e.dead()
+			if !sameMessage(e.home.name, e.payload, e.deliverAt, delivered, m, now) {
 				return nil, nil, batchErr(msgs, i, &DuplicateError{ID: m.ID, DeliverAt: time.Unix(0, e.deliverAt)})
 			}
 			repeats[i] = true
