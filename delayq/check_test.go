@@ -44,8 +44,8 @@ func (q *Queue) checkDisk(pins map[uint32]int64) error {
 	n := w.horizon()
 	var pending int64
 	ids := make(map[string]idLoc)
-	disk := make(map[*topic]int64)
-	lists := make(map[*topic]int)
+	disk := make(map[*topicState]int64)
+	lists := make(map[*topicState]int)
 	r := q.log.NewReader()
 	for i, l := range w.lists {
 		if l.head == 0 {
@@ -148,8 +148,8 @@ func (q *Queue) checkMem(pins map[uint32]int64) error {
 	x := &q.mem
 	var nready, nleased, nwaiting int
 	type counts struct{ scheduled, ready, leased, deadWaiting, dead, refs int }
-	want := make(map[*topic]*counts)
-	of := func(t *topic) *counts {
+	want := make(map[*topicState]*counts)
+	of := func(t *topicState) *counts {
 		c := want[t]
 		if c == nil {
 			c = &counts{}

@@ -86,7 +86,7 @@ type slotList struct {
 
 // A listTopic is what a list holds of one topic.
 type listTopic struct {
-	t *topic
+	t *topicState
 	// n counts the topic's messages in the list; due, those of them due in the list's own slot.
 	n, due int64
 	// last is at or after the slot the topic's latest message in the list is due in: messages
@@ -95,7 +95,7 @@ type listTopic struct {
 }
 
 // topic returns the counts of t in l, adding them (empty) when l has none.
-func (l *slotList) topic(t *topic) *listTopic {
+func (l *slotList) topic(t *topicState) *listTopic {
 	for i := range l.topics {
 		if l.topics[i].t == t {
 			return &l.topics[i]
@@ -108,7 +108,7 @@ func (l *slotList) topic(t *topic) *listTopic {
 }
 
 // find returns the counts of t in l, or nil.
-func (l *slotList) find(t *topic) *listTopic {
+func (l *slotList) find(t *topicState) *listTopic {
 	for i := range l.topics {
 		if l.topics[i].t == t {
 			return &l.topics[i]
@@ -244,7 +244,7 @@ func (w *diskWheel) push(pos wal.Pos, rec *wal.Record) {
 }
 
 // takeOff takes n messages of t off l's counts of it, due ones among them when due.
-func (w *diskWheel) takeOff(l *slotList, t *topic, n int64, due bool) {
+func (w *diskWheel) takeOff(l *slotList, t *topicState, n int64, due bool) {
 	for i := range l.topics {
 		lt := &l.topics[i]
 		if lt.t != t {

@@ -105,7 +105,7 @@ type entry struct {
 	id string
 	// t is the topic the entry is on, home the one it was put on: they differ for a dead letter,
 	// whose t is a dead-letter topic (not the one in the record at pos).
-	t, home   *topic
+	t, home   *topicState
 	payload   []byte
 	deliverAt int64  // Unix nanoseconds
 	attempt   uint32 // failed deliveries so far
@@ -229,7 +229,7 @@ func (x *deliveryIndex) remove(e *entry) {
 }
 
 // move puts e, detached, on topic t: a dead-letter topic, or its home again (requeued).
-func (x *deliveryIndex) move(e *entry, t *topic) {
+func (x *deliveryIndex) move(e *entry, t *topicState) {
 	if e.dead() {
 		delete(e.home.dead, e)
 	}
@@ -403,7 +403,7 @@ func (x *deliveryIndex) makeReady(e *entry) {
 }
 
 // wake wakes the Receive calls waiting on t.
-func (t *topic) wake() {
+func (t *topicState) wake() {
 	if t.signal != nil {
 		close(t.signal)
 		t.signal = nil

@@ -44,7 +44,9 @@ type Queue struct {
 	// leaseRand draws lease numbers: a ChaCha8 generator seeded from crypto/rand at Open.
 	leaseRand *rand.ChaCha8
 	// secret is the key of the receipts' MACs (see receipt.go), read or made at Open.
-	secret  [32]byte
+	secret [32]byte
+	// opened numbers this Open at random, for the cursors of due messages (see page.go).
+	opened  uint32
 	err     error   // sticky: a background failure that makes the queue unusable
 	ckptPos wal.Pos // replay position of the last checkpoint written
 	stats   counters
@@ -106,6 +108,7 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 	var seed [32]byte
 	crand.Read(seed[:])
 	q.leaseRand = rand.NewChaCha8(seed)
+	q.opened = uint32(q.leaseRand.Uint64())
 	q.mem = newDeliveryIndex(q.wheel, q.fire, q.wheelFailed)
 	err = q.loadSecret()
 	if err == nil {

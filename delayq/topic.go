@@ -1,6 +1,6 @@
 package delayq
 
-// A topic is what the queue keeps of one topic: the ready list Receive leases from, the Receive
+// A topicState is what the queue keeps of one topic: the ready list Receive leases from, the Receive
 // calls waiting on it, its pause, and its counts, kept up to date as messages move so that
 // Topics costs nothing per message. Its fields are guarded by Queue.mu.
 //
@@ -16,7 +16,7 @@ package delayq
 //     of lists that count it;
 //   - refs counts what points at the topic: entries (through e.t and e.home) and lists. A topic
 //     with no refs, no waiting Receive and no pause is forgotten (its counters with it).
-type topic struct {
+type topicState struct {
 	name string
 
 	// The ready list, oldest first, and the Receive calls waiting for it to fill. signal is
@@ -42,13 +42,13 @@ type topic struct {
 
 // A topicSet holds the topics the queue knows: those with messages, paused ones, and those with
 // Receive calls waiting.
-type topicSet map[string]*topic
+type topicSet map[string]*topicState
 
 // get returns the topic named name, making it if it is not known.
-func (s topicSet) get(name string) *topic {
+func (s topicSet) get(name string) *topicState {
 	t := s[name]
 	if t == nil {
-		t = &topic{name: name}
+		t = &topicState{name: name}
 		s[name] = t
 	}
 	return t
@@ -56,21 +56,21 @@ func (s topicSet) get(name string) *topic {
 
 // release forgets t when nothing needs it any more, so that topics named once (a Receive on an
 // ever new name, say) keep no memory.
-func (s topicSet) release(t *topic) {
+func (s topicSet) release(t *topicState) {
 	if t.refs == 0 && t.waiters == 0 && !t.paused && s[t.name] == t {
 		delete(s, t.name)
 	}
 }
 
 // hold and drop count a reference to t.
-func (t *topic) hold() { t.refs++ }
+func (t *topicState) hold() { t.refs++ }
 
-func (s topicSet) drop(t *topic) {
+func (s topicSet) drop(t *topicState) {
 	t.refs--
 	s.release(t)
 }
 
 // listed reports whether Topics lists t: it holds a message in some state, or is paused.
-func (t *topic) listed() bool {
+func (t *topicState) listed() bool {
 	return t.paused || t.ready > 0 || t.scheduled > 0 || t.leased > 0 || t.deadWaiting > 0 || t.disk > 0
 }
