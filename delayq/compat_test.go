@@ -37,6 +37,24 @@ func TestOpensOlderDirectories(t *testing.T) {
 				if st := q.Snapshot(); st.CorruptRecords != 0 || st.Pending+int64(st.Due) != int64(len(want)) {
 					t.Fatalf("after Open: %+v; want %d messages", st, len(want))
 				}
+				// The counts by topic, learnt by reading the lists, are those of the messages.
+				byTopic := map[string]int64{}
+				for _, m := range want {
+					byTopic[m.Topic]++
+				}
+				ts, err := q.Topics(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ti := range ts {
+					if n := ti.Scheduled + ti.Due + ti.Leased; n != byTopic[ti.Topic] {
+						t.Errorf("topic %s: %+v; want %d messages", ti.Topic, ti, byTopic[ti.Topic])
+					}
+					delete(byTopic, ti.Topic)
+				}
+				if len(byTopic) != 0 {
+					t.Errorf("topics not listed: %v", byTopic)
+				}
 				// A chosen ID of the fixture is still known as pending.
 				if _, err := q.Put(context.Background(), Message{ID: "user-far", Topic: "t", Payload: []byte("other")}); err == nil {
 					t.Fatal("Put with the ID of a pending message of the fixture succeeded")
