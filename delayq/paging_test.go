@@ -109,6 +109,8 @@ func memNow() memSample {
 	return s
 }
 
-func (s memSample) max(o memSample) memSample { return memSample{max(s.heap, o.heap), max(s.rss, o.rss)} }
+func (s memSample) max(o memSample) memSample {
+	return memSample{max(s.heap, o.heap), max(s.rss, o.rss)}
+}
 
 func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
