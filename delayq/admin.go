@@ -141,6 +141,11 @@ func (q *Queue) DeliverNow(ctx context.Context, id string) (bool, error) {
 		done = err == nil
 		return err
 	})
+	if done {
+		q.mu.Lock()
+		q.stats.deliveredNow++
+		q.mu.Unlock()
+	}
 	if ferr != nil {
 		return false, ferr
 	}
@@ -266,6 +271,7 @@ func (q *Queue) Requeue(ctx context.Context, topic string, ids ...string) (int, 
 		return es
 	}
 	return q.act(ctx, topic, pick, func(e *entry) *wal.Record {
+		q.stats.requeued++
 		return &wal.Record{Kind: wal.KindUpdate, Target: e.origin, DeliverAt: time.Now().UnixNano(), Topic: e.home.name,
 			Failure: wal.FailureNone}
 	})
@@ -377,7 +383,7 @@ func (q *Queue) Purge(ctx context.Context, topic string, state queue.State) (int
 		return es
 	}
 	n, err := q.act(ctx, topic, pick, func(e *entry) *wal.Record {
-		q.stats.cancelled++
+		q.stats.purged++
 		return &wal.Record{Kind: wal.KindAck, Target: e.origin}
 	})
 	if err != nil || state != queue.Scheduled {
@@ -439,7 +445,7 @@ func (q *Queue) purgeDisk(ctx context.Context, topic string) (int, error) {
 		}
 		n += count
 		q.mu.Lock()
-		q.stats.cancelled += uint64(count)
+		q.stats.purged += uint64(count)
 		q.mu.Unlock()
 	}
 	if end == 0 {

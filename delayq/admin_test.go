@@ -236,6 +236,9 @@ func TestPurgeIsDurable(t *testing.T) {
 		if err := q.Ack(ctx, d.Receipt); err != nil {
 			t.Fatalf("Ack of a receipt of a purged message: %v; want nil, the message being done", err)
 		}
+		if st := q.Snapshot(); st.Purged != 33 || st.Cancelled != 0 {
+			t.Fatalf("Snapshot counts %d purged, %d cancelled; want 33 and 0", st.Purged, st.Cancelled)
+		}
 		check(t, q)
 		crashed := base + "/crashed"
 		crashCopy(t, nil, q, dir, crashed)

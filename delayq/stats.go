@@ -30,6 +30,9 @@ type Snapshot struct {
 	Expired      uint64 // leases that ran out
 	DeadLettered uint64 // messages moved to a dead-letter topic
 	Cancelled    uint64 // successful Cancel calls
+	Purged       uint64 // messages removed by Purge
+	Requeued     uint64 // dead letters moved back by Requeue
+	DeliveredNow uint64 // scheduled messages made due by DeliverNow
 
 	// Lateness summarises how long after their DeliverAt messages that came due for the first
 	// time became available to Receive: its quantiles over the last 4096, its count and sum over
@@ -80,6 +83,7 @@ func syncStats(ws wal.SyncStats) SyncStats {
 // counters are the Stats counters, guarded by Queue.mu.
 type counters struct {
 	puts, delivered, acked, nacked, expired, deadLettered, cancelled uint64
+	purged, requeued, deliveredNow                                   uint64
 }
 
 // latenessRing keeps the last samples of lateness, and the count and sum of all.
@@ -145,6 +149,9 @@ func (q *Queue) Snapshot() Snapshot {
 		Expired:        q.stats.expired,
 		DeadLettered:   q.stats.deadLettered,
 		Cancelled:      q.stats.cancelled,
+		Purged:         q.stats.purged,
+		Requeued:       q.stats.requeued,
+		DeliveredNow:   q.stats.deliveredNow,
 		Lateness:       q.mem.lateness.summary(),
 		Segments:       len(segs),
 		CorruptRecords: corrupt,
@@ -188,6 +195,9 @@ func (q *Queue) Metrics(ctx context.Context) ([]queue.Metric, error) {
 		counter("engine_cancels_total", "Waiting messages the engine cancelled.", st.Cancelled),
 		counter("lease_expiries_total", "Leases that ran out, each a failed delivery.", st.Expired),
 		counter("dead_letters_total", "Messages moved to a dead-letter topic after their last failed delivery.", st.DeadLettered),
+		counter("engine_purged_total", "Messages an operator's purge removed.", st.Purged),
+		counter("engine_requeued_total", "Dead letters an operator's requeue moved back to their topic.", st.Requeued),
+		counter("engine_delivered_now_total", "Scheduled messages an operator made due at once.", st.DeliveredNow),
 	}, nil
 }
 

@@ -122,7 +122,7 @@ func testStatsReadyAndMetrics(t *testing.T) {
 	}
 	for _, want := range []string{"fsync_duration_seconds", "corrupt_records_total", "log_segments", "log_bytes",
 		"engine_puts_total", "engine_deliveries_total", "engine_acks_total", "engine_nacks_total", "engine_cancels_total",
-		"lease_expiries_total", "dead_letters_total"} {
+		"lease_expiries_total", "dead_letters_total", "engine_purged_total", "engine_requeued_total", "engine_delivered_now_total"} {
 		if _, ok := names[want]; !ok {
 			t.Errorf("Metrics lacks %s", want)
 		}
