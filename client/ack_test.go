@@ -46,7 +46,7 @@ func TestAckReturnsTheReceiptsNotAcked(t *testing.T) {
 		w := tock.New()
 		defer w.Stop()
 		c, err := client.New("http://tockd.test", client.WithHTTPClient(&http.Client{
-			Transport: handlerTransport{server.New(server.DelayqEngine(q), server.WithWheel(w))}}))
+			Transport: handlerTransport{server.New(q, server.WithWheel(w))}}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,7 +164,7 @@ func ExampleClient_Ack() {
 		panic(err)
 	}
 	defer q.Close()
-	ts := httptest.NewServer(server.New(server.DelayqEngine(q)))
+	ts := httptest.NewServer(server.New(q))
 	defer ts.Close()
 	c, _ := client.New(ts.URL)
 	ctx := context.Background()
@@ -184,4 +184,60 @@ func ExampleClient_Ack() {
 	}
 	// Output:
 	// not acked: a-receipt-this-server-never-issued (unknown receipt: true)
+}
+
+// losingTransport serves requests through a handler and loses the answer
+// of the first request to path: the server acted, the client hears a
+// transport error.
+type losingTransport struct {
+	h     http.Handler
+	path  string
+	calls int
+}
+
+func (t *losingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	rec := httptest.NewRecorder()
+	t.h.ServeHTTP(rec, req)
+	if req.URL.Path != t.path {
+		return rec.Result(), nil
+	}
+	if t.calls++; t.calls == 1 {
+		return nil, errors.New("connection reset by peer")
+	}
+	return rec.Result(), nil
+}
+
+// TestAckIsRetriedAfterALostAnswer checks that Ack is retried as the other
+// idempotent calls are: the first attempt acks the receipt and its answer
+// is lost, and the retry succeeds, the engine telling a receipt whose
+// message is done from a forged one.
+func TestAckIsRetriedAfterALostAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q, err := delayq.Open(t.TempDir(), delayq.WithNoSync())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer q.Close()
+		w := tock.New()
+		defer w.Stop()
+		tr := &losingTransport{h: server.New(q, server.WithWheel(w)), path: api.PathAck}
+		c, err := client.New("http://tockd.test", client.WithHTTPClient(&http.Client{Transport: tr}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		if _, err := c.Put(ctx, "t", client.Message{}); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := c.Receive(ctx, "t", client.ReceiveOptions{Max: 1, Visibility: time.Minute})
+		if err != nil || len(ds) != 1 {
+			t.Fatalf("receive: %v, %v", ds, err)
+		}
+		if err := c.Ack(ctx, ds[0].Receipt); err != nil || tr.calls != 2 {
+			t.Fatalf("Ack whose first answer was lost: %v after %d calls; want nil after 2", err, tr.calls)
+		}
+		if st := q.Snapshot(); st.Acked != 1 || st.Leased != 0 {
+			t.Fatalf("after the ack: %d acked, %d leased; want 1 and 0", st.Acked, st.Leased)
+		}
+	})
 }

@@ -47,9 +47,9 @@ func WithToken(token string) Option { return func(c *config) { c.token = token }
 // bound calls instead. A nil hc means [http.DefaultClient], the default.
 func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.http = hc } }
 
-// WithRetries sets how many times an idempotent call ([Client.Cancel],
-// [Client.Stats], [Client.Healthy], [Client.Ready]) is retried, and the
-// wait before the first retry. A call is retried after an error that
+// WithRetries sets how many times an idempotent call ([Client.Ack],
+// [Client.Cancel], [Client.Stats], [Client.Healthy], [Client.Ready]) is
+// retried, and the wait before the first retry. A call is retried after an error that
 // leaves it unanswered (the connection was refused, reset or timed out)
 // and after the answers 429, 502, 503 and 504 ([Error.Temporary]); never
 // after any other answer. The wait doubles after each retry, and each
@@ -263,14 +263,11 @@ func (c *Client) Receive(ctx context.Context, topic string, opts ReceiveOptions)
 // code [api.CodeUnknownReceipt]); the receipts it does not list were acked,
 // so a caller can retry exactly those that failed or drop them. Any other
 // error leaves the outcome of each receipt unknown. An ack of a receipt
-// whose message is already done succeeds on an engine that can tell it
-// from a forged one (the queue contract makes acks idempotent).
-//
-// Ack is not retried: the embedded engine does not yet tell a receipt
-// already acked from a forged one, so a retry after a lost answer would
-// report the receipts the first attempt acked as failed.
+// whose message is already done succeeds (the queue contract makes acks
+// idempotent), so Ack is retried as Cancel is (see [WithRetries]): a retry
+// after a lost answer succeeds for the receipts the first attempt acked.
 func (c *Client) Ack(ctx context.Context, receipts ...string) error {
-	err := c.do(ctx, http.MethodPost, api.PathAck, api.AckRequest{Receipts: receipts}, nil, false)
+	err := c.do(ctx, http.MethodPost, api.PathAck, api.AckRequest{Receipts: receipts}, nil, true)
 	var e *Error
 	if errors.As(err, &e) && e.ack != nil {
 		if ae := ackError(receipts, e); ae != nil {

@@ -114,7 +114,7 @@ func Example() {
 		panic(err)
 	}
 	defer q.Close()
-	ts := httptest.NewServer(server.New(server.DelayqEngine(q)))
+	ts := httptest.NewServer(server.New(q))
 	defer ts.Close()
 
 	c, err := client.New(ts.URL)

@@ -30,10 +30,10 @@
 //
 // # Caveats
 //
-// Only idempotent calls are retried (Cancel, Stats, Forecast, Healthy,
+// Only idempotent calls are retried (Ack, Cancel, Stats, Forecast, Healthy,
 // Ready), after errors that leave them unanswered and after 429, 502, 503
 // and 504 answers, honouring Retry-After (see [WithRetries]). Put,
-// PutBatch, Receive, Ack and Nack are sent once: if their response is lost
+// PutBatch, Receive and Nack are sent once: if their response is lost
 // the caller cannot know whether they took effect. A Put retried by the
 // caller with an ID and the same DeliverAt stores no second copy; without
 // an ID, a message put twice is delivered twice. A Cancel retried after a

@@ -26,7 +26,7 @@ func TestCancelTellsMissingMessagesFromWrongURLs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	ts := httptest.NewServer(server.New(server.DelayqEngine(q)))
+	ts := httptest.NewServer(server.New(q))
 	defer ts.Close()
 	other := httptest.NewServer(http.NotFoundHandler()) // not tockd at all
 	defer other.Close()

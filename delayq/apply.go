@@ -41,6 +41,11 @@ func (q *Queue) apply(pos wal.Pos, rec *wal.Record, list []listRecord) error {
 		q.applyPut(pos, rec)
 	case wal.KindCancel:
 		if rec.Threaded {
+			if rec.Topic == "" {
+				// Written before Cancels named their topic (or of a Put lost to damage): the
+				// topic is that of the Put it cancels in the list.
+				rec = withTopic(rec, list)
+			}
 			q.disk.raiseLoaded(rec.ListSlot - q.disk.horizon())
 			q.disk.push(pos, rec)
 			q.pins.add(pos)
@@ -53,13 +58,7 @@ func (q *Queue) apply(pos wal.Pos, rec *wal.Record, list []listRecord) error {
 		}
 	case wal.KindUpdate:
 		if e := q.mem.byOrigin[rec.Target]; e != nil {
-			q.mem.detach(e)
-			e.deliverAt, e.attempt = rec.DeliverAt, rec.Attempt
-			if rec.Topic != "" {
-				e.topic, e.topicChanged = rec.Topic, true
-			}
-			q.mem.changed(e, false)
-			q.mem.arm(e)
+			q.applyUpdate(e, rec)
 		}
 	case wal.KindAdvance:
 		if rec.Slot <= q.disk.loaded {
@@ -69,8 +68,71 @@ func (q *Queue) apply(pos wal.Pos, rec *wal.Record, list []listRecord) error {
 		q.takeList(rec.Slot, list, true)
 	case wal.KindRelocate:
 		q.takeList(rec.Slot, list, false)
+	case wal.KindPause:
+		t := q.mem.topics.get(rec.Topic)
+		t.paused = rec.Paused
+		if !t.paused && t.ready > 0 {
+			t.wake()
+		}
+		q.mem.topics.release(t)
+	case wal.KindPurge:
+		q.disk.raiseLoaded(rec.ListSlot - q.disk.horizon())
+		q.forgetPurged(rec, list)
+		q.disk.push(pos, rec)
+		q.pins.add(pos)
 	}
 	return nil
+}
+
+// withTopic returns a copy of the Cancel record rec naming the topic of the Put it cancels in
+// list, the records before it (newest first), if there is one.
+func withTopic(rec *wal.Record, list []listRecord) *wal.Record {
+	var v listView
+	for _, lr := range list {
+		if v.live(&lr.rec) && lr.rec.ID == rec.ID {
+			c := *rec
+			c.Topic = lr.rec.Topic
+			return &c
+		}
+	}
+	return rec
+}
+
+// applyUpdate applies an Update record to e: a failed delivery, or an operator's action.
+func (q *Queue) applyUpdate(e *entry, rec *wal.Record) {
+	q.mem.detach(e)
+	e.deliverAt, e.attempt = rec.DeliverAt, rec.Attempt
+	if rec.Topic != "" {
+		t := q.mem.topics.get(rec.Topic)
+		if t == e.home {
+			e.lease = 0 // a requeued dead letter: its receipts are stale
+		}
+		q.mem.move(e, t)
+	}
+	switch rec.Failure {
+	case wal.FailureUnchanged:
+	case wal.FailureNone:
+		e.failure, e.failedAt = 0, 0
+	default:
+		e.failure, e.failedAt = rec.Failure, rec.FailedAt
+	}
+	q.mem.changed(e, false)
+	q.mem.arm(e)
+}
+
+// forgetPurged forgets the chosen IDs of the messages a Purge record takes out of its list, whose
+// records, list, are those before it (newest first, the whole list).
+func (q *Queue) forgetPurged(rec *wal.Record, list []listRecord) {
+	w := &q.disk
+	var v listView
+	for _, lr := range list {
+		if !v.pending(lr.pos, &lr.rec) || lr.rec.Topic != rec.Topic {
+			continue
+		}
+		if loc, ok := w.ids[lr.rec.ID]; ok && (loc.pos == lr.pos || loc.pos == 0 && loc.slot == w.slotOf(lr.rec.DeliverAt)) {
+			w.deleteID(lr.rec.ID)
+		}
+	}
 }
 
 // applyPut applies a Put record: the message goes into its slot's list when the record is
@@ -86,9 +148,11 @@ func (q *Queue) applyPut(pos wal.Pos, rec *wal.Record) {
 		return
 	}
 	q.disk.raiseLoaded(q.disk.slotOf(rec.DeliverAt))
-	if e := newEntry(pos, rec); q.mem.insert(e) {
+	if e := q.mem.newEntry(pos, rec); q.mem.insert(e) {
 		q.pins.add(pos)
 		q.mem.arm(e)
+	} else {
+		q.mem.topics.release(e.t)
 	}
 }
 
@@ -101,8 +165,8 @@ func (q *Queue) drop(e *entry) {
 // takeList takes the list of slot, whose records are recs (newest first, the whole list), out of
 // the disk wheel. With advance, slot is loaded: its messages due in it go into memory; the others
 // (put more than a horizon ahead) are owed copies in a later list. Without, the list is relocated:
-// all its messages are owed copies. Cancelled Puts and all but the newest copy of a message are
-// left out.
+// all its messages are owed copies. Cancelled and purged Puts and all but the newest copy of a
+// message are left out.
 func (q *Queue) takeList(slot int64, recs []listRecord, advance bool) {
 	w := &q.disk
 	w.detach(slot)
@@ -120,44 +184,23 @@ func (q *Queue) takeList(slot int64, recs []listRecord, advance bool) {
 		if q.mem.insert(e) {
 			q.pins.add(e.pos)
 			q.mem.arm(e)
+		} else {
+			q.mem.topics.release(e.t)
 		}
 	}
 }
 
-// pendingIn releases the records of a list, recs (newest first, the whole list), and counts their
-// messages off the wheel's pending count. It returns the messages still pending in the list,
-// newest first: a Put cancelled by a later Cancel of its ID, and all but the newest copy of a
-// message, are left out.
-//
-// A Cancel took its message off pending when it was applied, so the first Put each Cancel meets is
-// not counted off again; a Cancel drops every older Put with its ID (a chosen ID could name several
-// messages of one list), and those after the first are counted off here.
+// pendingIn releases the records of a list, recs (newest first, the whole list), and returns the
+// messages still pending in it, newest first (see listView). The messages owed as copies are not
+// in memory: their entries hold no reference to their topic.
 func (q *Queue) pendingIn(recs []listRecord) []*entry {
-	cancelled := make(map[string]int) // Cancel records not yet matched with a Put, by ID
-	// Copies of one message can be in one list twice (a roll repeated after a crash); copies are
-	// rare, so only they are remembered.
-	copies := make(map[wal.Pos]bool)
+	var v listView
 	var out []*entry
 	for _, lr := range recs {
-		rec := &lr.rec
 		q.pins.remove(lr.pos)
-		if rec.Kind == wal.KindCancel {
-			cancelled[rec.ID]++
-			continue
+		if v.pending(lr.pos, &lr.rec) {
+			out = append(out, q.mem.newEntry(lr.pos, &lr.rec))
 		}
-		if n, ok := cancelled[rec.ID]; ok && n > 0 {
-			cancelled[rec.ID] = n - 1
-		} else {
-			q.disk.pending--
-		}
-		origin := originOf(rec.Origin, lr.pos)
-		if _, ok := cancelled[rec.ID]; ok || copies[origin] {
-			continue
-		}
-		if rec.Origin != 0 {
-			copies[origin] = true
-		}
-		out = append(out, newEntry(lr.pos, rec))
 	}
 	return out
 }
@@ -166,7 +209,7 @@ func (q *Queue) pendingIn(recs []listRecord) []*entry {
 func (q *Queue) payMovingLocked() error {
 	for _, origin := range sortedKeys(q.moving) {
 		e := q.moving[origin]
-		if _, _, err := q.putLocked(e.id, e.topic, e.payload, e.deliverAt, e.attempt, e.origin, false); err != nil {
+		if _, _, err := q.putLocked(e.id, e.t.name, e.payload, e.deliverAt, e.attempt, e.origin, false); err != nil {
 			return err
 		}
 	}

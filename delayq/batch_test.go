@@ -60,7 +60,7 @@ func TestPutBatchIsAtomic(t *testing.T) {
 			if cut == int(end.Offset()) {
 				want = 4
 			}
-			if st := q.Stats(); st.Pending != want {
+			if st := q.Snapshot(); st.Pending != want {
 				t.Fatalf("cut at %d of %d: %d messages pending, want %d", cut, end.Offset(), st.Pending, want)
 			}
 			if ok, err := q.Cancel(ctx, before); !ok || err != nil {

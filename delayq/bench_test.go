@@ -196,7 +196,7 @@ func BenchmarkReopen(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.StopTimer()
-				if st := q.Stats(); st.Pending != n {
+				if st := q.Snapshot(); st.Pending != n {
 					b.Fatalf("%d pending after reopen, want %d", st.Pending, n)
 				}
 				q.Close()
@@ -235,7 +235,7 @@ func BenchmarkMemory(b *testing.B) {
 				}
 				runtime.GC()
 				runtime.ReadMemStats(&after)
-				if st := q.Stats(); st.Pending != int64(n) {
+				if st := q.Snapshot(); st.Pending != int64(n) {
 					b.Fatalf("pending %d", st.Pending)
 				}
 				live := int64(after.HeapAlloc) - int64(before.HeapAlloc)

@@ -42,11 +42,16 @@ func (q *Queue) checkState() error {
 func (q *Queue) checkDisk(pins map[uint32]int64) error {
 	w := &q.disk
 	n := w.horizon()
-	var puts int64
+	var pending int64
 	ids := make(map[string]idLoc)
+	disk := make(map[*topicState]int64)
+	lists := make(map[*topicState]int)
 	r := q.log.NewReader()
 	for i, l := range w.lists {
 		if l.head == 0 {
+			if l.n != 0 || len(l.topics) != 0 {
+				return fmt.Errorf("empty list at index %d counts %d messages, %d topics", i, l.n, len(l.topics))
+			}
 			continue
 		}
 		if l.slot <= w.loaded || l.slot > w.loaded+n || ((l.slot%n)+n)%n != int64(i) {
@@ -62,27 +67,70 @@ func (q *Queue) checkDisk(pins map[uint32]int64) error {
 		if due := w.countDue(l.slot, recs); due != l.due {
 			return fmt.Errorf("list of slot %d counts %d messages due in it, holds %d", l.slot, l.due, due)
 		}
-		cancelled := make(map[string]bool)
+		// The counts, in all and by topic: each live Put.
+		var v listView
+		var live int64
+		type counts struct{ n, due, last int64 }
+		byTopic := make(map[string]*counts)
 		for _, lr := range recs {
-			switch lr.rec.Kind {
-			case wal.KindCancel:
-				puts-- // each threaded Cancel cancels one Put of its list
-				cancelled[lr.rec.ID] = true
-			case wal.KindPut:
-				puts++
-				slot := w.slotOf(lr.rec.DeliverAt)
-				if slot < l.slot || (slot-l.slot)%n != 0 {
-					return fmt.Errorf("message of slot %d in list %d", slot, l.slot)
-				}
-				if _, seen := ids[lr.rec.ID]; !seen && !cancelled[lr.rec.ID] && !isGenerated(lr.rec.ID, originOf(lr.rec.Origin, lr.pos)) {
-					ids[lr.rec.ID] = idLoc{slot: slot, pos: lr.pos}
+			rec := &lr.rec
+			pins[lr.pos.Segment()]++
+			isLive := v.live(rec)
+			if rec.Kind != wal.KindPut {
+				continue
+			}
+			slot := w.slotOf(rec.DeliverAt)
+			if slot < l.slot || (slot-l.slot)%n != 0 {
+				return fmt.Errorf("message of slot %d in list %d", slot, l.slot)
+			}
+			if isLive {
+				live++
+				if _, seen := ids[rec.ID]; !seen && !isGenerated(rec.ID, originOf(rec.Origin, lr.pos)) {
+					ids[rec.ID] = idLoc{slot: slot, pos: lr.pos}
 				}
 			}
-			pins[lr.pos.Segment()]++
+			if isLive {
+				c := byTopic[rec.Topic]
+				if c == nil {
+					c = &counts{}
+					byTopic[rec.Topic] = c
+				}
+				c.n++
+				c.last = max(c.last, slot)
+				if slot == l.slot {
+					c.due++
+				}
+			}
+		}
+		if live != l.n {
+			return fmt.Errorf("list of slot %d counts %d messages, holds %d", l.slot, l.n, live)
+		}
+		pending += l.n
+		for _, lt := range l.topics {
+			c := byTopic[lt.t.name]
+			if c == nil {
+				c = &counts{}
+			}
+			if lt.n != c.n || lt.due != c.due || lt.last < c.last || q.mem.topics[lt.t.name] != lt.t {
+				return fmt.Errorf("list of slot %d counts %+v of topic %q, holds %+v", l.slot, lt, lt.t.name, *c)
+			}
+			delete(byTopic, lt.t.name)
+			disk[lt.t] += lt.n
+			lists[lt.t]++
+		}
+		for name, c := range byTopic {
+			if c.n != 0 {
+				return fmt.Errorf("list of slot %d holds %d messages of topic %q, counts none", l.slot, c.n, name)
+			}
 		}
 	}
-	if puts != w.pending {
-		return fmt.Errorf("pending %d, lists hold %d puts not cancelled", w.pending, puts)
+	if pending != w.pending {
+		return fmt.Errorf("pending %d, lists count %d", w.pending, pending)
+	}
+	for _, t := range q.mem.topics {
+		if t.disk != disk[t] || t.lists != lists[t] {
+			return fmt.Errorf("topic %q counts %d messages in %d lists of the wheel, lists hold %d in %d", t.name, t.disk, t.lists, disk[t], lists[t])
+		}
 	}
 	for id, loc := range w.ids {
 		if want, ok := ids[id]; !ok || loc.slot != want.slot || loc.pos != 0 && loc.pos != want.pos {
@@ -95,10 +143,20 @@ func (q *Queue) checkDisk(pins map[uint32]int64) error {
 	return nil
 }
 
-// checkMem checks the delivery index and adds the pins of its entries to pins.
+// checkMem checks the delivery index and its topics, and adds the pins of its entries to pins.
 func (q *Queue) checkMem(pins map[uint32]int64) error {
 	x := &q.mem
 	var nready, nleased, nwaiting int
+	type counts struct{ scheduled, ready, leased, deadWaiting, dead, refs int }
+	want := make(map[*topicState]*counts)
+	of := func(t *topicState) *counts {
+		c := want[t]
+		if c == nil {
+			c = &counts{}
+			want[t] = c
+		}
+		return c
+	}
 	for o, e := range x.byOrigin {
 		if e.origin != o {
 			return fmt.Errorf("entry of origin %v filed under %v", e.origin, o)
@@ -109,32 +167,63 @@ func (q *Queue) checkMem(pins map[uint32]int64) error {
 		if (e.bucket != nil) != (e.st == waiting || e.st == leased) {
 			return fmt.Errorf("entry %s in state %d has bucket %v", e.id, e.st, e.bucket)
 		}
+		if x.topics[e.t.name] != e.t || x.topics[e.home.name] != e.home {
+			return fmt.Errorf("entry %s on topic %q put on %q, not the topics of the set", e.id, e.t.name, e.home.name)
+		}
 		pins[e.pos.Segment()]++
+		of(e.t).refs++
+		of(e.home).refs++
 		switch e.st {
 		case waiting:
 			nwaiting++
+			of(e.t).scheduled++
 		case ready:
 			nready++
+			of(e.t).ready++
 		case leased:
 			nleased++
+			of(e.t).leased++
 		}
-	}
-	var listed int
-	for name, tq := range x.topics {
-		c := 0
-		for e := tq.head; e != nil; e = e.next {
-			if e.st != ready || e.topic != name || x.byOrigin[e.origin] != e {
-				return fmt.Errorf("topic %q lists entry %v in state %d of topic %q", name, e.pos, e.st, e.topic)
+		if e.dead() {
+			of(e.home).dead++
+			if _, ok := e.home.dead[e]; !ok {
+				return fmt.Errorf("dead letter %s not in the dead letters of %q", e.id, e.home.name)
 			}
-			c++
+			if e.st != leased {
+				of(e.home).deadWaiting++
+			}
 		}
-		if c != tq.n {
-			return fmt.Errorf("topic %q counts %d, lists %d", name, tq.n, c)
-		}
-		listed += c
 	}
-	if nready != x.ready || listed != x.ready || nleased != x.leased {
-		return fmt.Errorf("ready %d/%d/%d, leased %d/%d", nready, listed, x.ready, nleased, x.leased)
+	for name, t := range x.topics {
+		if t.name != name {
+			return fmt.Errorf("topic %q filed under %q", t.name, name)
+		}
+		c := of(t)
+		n := 0
+		for e := t.head; e != nil; e = e.next {
+			if e.st != ready || e.t != t || x.byOrigin[e.origin] != e {
+				return fmt.Errorf("topic %q lists entry %v in state %d of topic %q", name, e.pos, e.st, e.t.name)
+			}
+			n++
+		}
+		timed := 0
+		for e := t.timed; e != nil; e = e.tnext {
+			if e.bucket == nil || e.t != t {
+				return fmt.Errorf("topic %q times entry %s in no bucket, or of topic %q", name, e.id, e.t.name)
+			}
+			timed++
+		}
+		if n != t.ready || c.ready != t.ready || c.scheduled != t.scheduled || c.leased != t.leased || timed != t.scheduled+t.leased ||
+			c.deadWaiting != t.deadWaiting || c.dead != len(t.dead) || c.refs+t.lists != t.refs {
+			return fmt.Errorf("topic %q counts ready %d, scheduled %d, leased %d, dead %d of %d, refs %d; holds %d (%d listed), %d (%d timed), %d, %d of %d, %d refs and %d lists",
+				name, t.ready, t.scheduled, t.leased, t.deadWaiting, len(t.dead), t.refs, c.ready, n, c.scheduled, timed, c.leased, c.deadWaiting, c.dead, c.refs, t.lists)
+		}
+		if t.refs == 0 && t.waiters == 0 && !t.paused {
+			return fmt.Errorf("topic %q is kept with nothing holding it", name)
+		}
+	}
+	if nready != x.ready || nleased != x.leased {
+		return fmt.Errorf("ready %d/%d, leased %d/%d", nready, x.ready, nleased, x.leased)
 	}
 	inBuckets := 0
 	for key, b := range x.buckets {

@@ -166,18 +166,16 @@ func (c *checker) walk(ck *checkpoint) {
 			continue
 		}
 		c.rep.Lists++
-		cancelled := make(map[string]bool)
-		count := func(rec *wal.Record) {
-			if rec.Kind == wal.KindCancel {
-				cancelled[rec.ID] = true
-			} else if !cancelled[rec.ID] {
+		var v listView
+		count := func(pos wal.Pos, rec *wal.Record) {
+			if v.pending(pos, rec) {
 				c.rep.Pending++
 			}
 		}
 		p := l.head
 		for p != 0 && p >= l.first {
 			rec, err := r.ReadAt(p)
-			if err == nil && (rec.Kind != wal.KindPut && rec.Kind != wal.KindCancel || !rec.Threaded || rec.ListSlot != l.slot || rec.Prev >= p) {
+			if err == nil && (!listKind(rec.Kind) || !rec.Threaded || rec.ListSlot != l.slot || rec.Prev >= p) {
 				err = &wal.CorruptError{File: filepath.Join(c.dir, wal.SegmentName(p.Segment())), Offset: int64(p.Offset()), Reason: fmt.Sprintf("a %v record in the list of slot %d", rec.Kind, l.slot)}
 			}
 			if ce := c.asDamage(err, p); ce != nil {
@@ -190,7 +188,7 @@ func (c *checker) walk(ck *checkpoint) {
 				c.rep.Checkpoint += "; reading: " + err.Error()
 				break
 			}
-			count(&rec)
+			count(p, &rec)
 			p = rec.Prev
 		}
 	}
@@ -222,22 +220,22 @@ func (c *checker) asDamage(err error, p wal.Pos) *wal.CorruptError {
 
 // scanList counts the records of the list of slot older than to (from its first record on) by
 // scanning the segments, as the queue does past a break in a list, and returns how many it found.
-func (c *checker) scanList(slot int64, first, to wal.Pos, count func(*wal.Record)) int {
+func (c *checker) scanList(slot int64, first, to wal.Pos, count func(wal.Pos, *wal.Record)) int {
 	segs, _ := wal.ListSegments(c.dir)
-	var recs []wal.Record
+	var recs []listRecord
 	for _, seg := range segs {
 		if seg < first.Segment() || seg > to.Segment() {
 			continue
 		}
 		wal.ScanFile(c.dir, seg, func(p wal.Pos, rec wal.Record) error {
-			if p >= first && p < to && rec.Threaded && rec.ListSlot == slot && (rec.Kind == wal.KindPut || rec.Kind == wal.KindCancel) {
-				recs = append(recs, rec)
+			if p >= first && p < to && rec.Threaded && rec.ListSlot == slot && listKind(rec.Kind) {
+				recs = append(recs, listRecord{p, rec})
 			}
 			return nil
 		}, func(*wal.CorruptError) error { return nil })
 	}
 	for i := len(recs) - 1; i >= 0; i-- {
-		count(&recs[i])
+		count(recs[i].pos, &recs[i].rec)
 	}
 	return len(recs)
 }

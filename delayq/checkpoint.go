@@ -15,21 +15,22 @@ import (
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
-// The checkpoint holds the state the log alone would take long to rebuild: the disk wheel's lists,
-// the segment pins, the messages in memory (by position: their payloads stay in the log), and the
-// chosen IDs of messages in the disk wheel. It describes exactly the records before its replay
-// position; recovery loads it and replays the log from there.
+// The checkpoint holds the state the log alone would take long to rebuild: the disk wheel's lists
+// with their counts per topic, the segment pins, the messages in memory (by position: their
+// payloads stay in the log), the chosen IDs of messages in the disk wheel, and the paused topics.
+// It describes exactly the records before its replay position; recovery loads it and replays the
+// log from there.
 //
 // Its cost follows what changed: the file is a log of edits. Each checkpoint appends one edit
 // holding what changed since the one before (the lists touched, the entries and chosen IDs added
-// or removed, all the pins, which are few) and syncs it; the queue's lock is held only to take the
-// changes, which the queue journals as they happen (diskWheel.dirty and idOps, deliveryIndex.ops).
-// When the edits outgrow the state they describe, the file is rewritten as one full edit, merged
-// from the file itself, without the lock: to a temporary file that is synced, renamed over the old
-// one, and made durable by syncing the directory. An edit is written only after everything before
-// its replay position is durable. All integers are little endian:
+// or removed, all the pins and paused topics, which are few) and syncs it; the queue's lock is held
+// only to take the changes, which the queue journals as they happen (diskWheel.dirty and idOps,
+// deliveryIndex.ops). When the edits outgrow the state they describe, the file is rewritten as one
+// full edit, merged from the file itself, without the lock: to a temporary file that is synced,
+// renamed over the old one, and made durable by syncing the directory. An edit is written only
+// after everything before its replay position is durable. All integers are little endian:
 //
-//	file:  magic "tockckp1", version uint32 (4), then edits
+//	file:  magic "tockckp1", version uint32 (5), then edits
 //	edit:  length uint32 (of the body), CRC-32C uint32 (of the body), body
 //	body:  0  1  flags: bit 0 full (the state is this edit alone; the first edit of a file is full)
 //	       1  8  replay position: the log position recovery replays from
@@ -37,12 +38,17 @@ import (
 //	       17 4  slots in the disk wheel (horizon / slot, fixed when the queue is created)
 //	       21 8  loaded: the newest slot moved to memory
 //	       29 8  messages in the disk wheel, not counting cancelled ones
-//	       37 4×6 the counts of the sections that follow:
-//	          lists:     index uint32, slot int64, head, first uint64, due int64 (a list that is
-//	                     empty has head 0)
+//	       37 4×8 the counts of the sections that follow:
+//	          names:     nameLen uint16 and name: the topics the lists and paused sections name,
+//	                     by their index in this section (names are the edit's own)
+//	          paused:    name uint32 (all of them: they replace the edit before's)
+//	          lists:     index uint32, slot int64, head, first uint64, due, n int64, topics uint32,
+//	                     then per topic: name uint32, n, due, last int64 (a list that is empty has
+//	                     head 0; see slotList and listTopic)
 //	          pins:      segment uint32, count int64 (all of them: they replace the edit before's)
-//	          entries:   origin, pos uint64, deliverAt int64, attempt uint32, topicLen uint16 and
-//	                     topic (0: the topic in the record at pos)
+//	          entries:   origin, pos uint64, deliverAt int64, attempt uint32, failure uint8,
+//	                     failedAt int64, topicLen uint16 and topic (0: the topic in the record at
+//	                     pos)
 //	          removed entries: origin uint64 (applied before the entries held)
 //	          IDs:       slot int64, pos uint64, idLen uint16 and id
 //	          removed IDs: idLen uint16 and id
@@ -52,15 +58,16 @@ import (
 // an edit only once it is durable. Any other damage makes the checkpoint unusable, and the state is
 // rebuilt from the log.
 //
-// Versions 1 to 3 were one full snapshot per file (see decodeV3). Open reads them, reads every
-// list once to learn what they lack (the first record of each list, the record of each chosen ID,
-// and for versions 1 and 2 the counts), and writes the state as version 4.
+// Version 4 had no names, paused topics, list topics or n, nor the failure of entries (see
+// applyEdit); versions 1 to 3 were one full snapshot per file (see decodeV3). Open reads them,
+// reads every list once to learn what they lack (the counts of each list by topic; for versions up
+// to 3 the first record of each list and the record of each chosen ID, and for versions 1 and 2
+// the due counts), and writes the state as version 5.
 const (
 	checkpointName    = "checkpoint"
 	checkpointMagic   = "tockckp1"
-	checkpointVersion = 4
+	checkpointVersion = 5
 	editHeader        = 8
-	editFixed         = 37 + 4*6
 )
 
 // A checkpoint is the state a checkpoint file describes, decoded and merged.
@@ -71,13 +78,22 @@ type checkpoint struct {
 	slots   int
 	loaded  int64
 	pending int64
-	lists   []slotList // by wheel index
-	hasDue  bool       // lists carry their due counts (not in version 1)
-	// end is where the last valid edit ends, and full the size of the first (version 4).
+	lists   []slotList // by wheel index, without their topics
+	// topics holds the counts by topic of the lists that have any, by wheel index (version 5).
+	topics map[int][]ckListTopic
+	paused []string
+	hasDue bool // lists carry their due counts (not in version 1)
+	// end is where the last valid edit ends, and full the size of the first (version 4 on).
 	end, full int64
 	pins      pins
 	entries   map[wal.Pos]ckEntry // by origin
 	ids       map[string]idLoc
+}
+
+// A ckListTopic is a listTopic as the checkpoint keeps it.
+type ckListTopic struct {
+	name         string
+	n, due, last int64
 }
 
 // A ckEntry is a message in memory, as the checkpoint keeps it.
@@ -85,6 +101,8 @@ type ckEntry struct {
 	pos, origin wal.Pos
 	deliverAt   int64
 	attempt     uint32
+	failure     uint8
+	failedAt    int64
 	topic       string // set only when it differs from the record's (a dead letter)
 }
 
@@ -97,14 +115,26 @@ type edit struct {
 	loaded  int64
 	pending int64
 	lists   []indexedList
+	paused  []string
 	pins    pins
 	entries []entryOp
 	ids     []idOp
 }
 
 type indexedList struct {
-	i int
-	l slotList
+	i      int
+	l      slotList // its topics nil: they are in topics
+	topics []ckListTopic
+}
+
+// indexed returns the list at wheel index i as an edit holds it: a copy, its topics by name.
+func indexed(i int, l slotList) indexedList {
+	il := indexedList{i: i, l: l}
+	il.l.topics = nil
+	for _, lt := range l.topics {
+		il.topics = append(il.topics, ckListTopic{name: lt.t.name, n: lt.n, due: lt.due, last: lt.last})
+	}
+	return il
 }
 
 // fullEditLocked returns the whole state as an edit with replay position end. It copies all of
@@ -114,7 +144,7 @@ func (q *Queue) fullEditLocked(end wal.Pos) *edit {
 	ed.full = true
 	for i, l := range q.disk.lists {
 		if l.head != 0 {
-			ed.lists = append(ed.lists, indexedList{i, l})
+			ed.lists = append(ed.lists, indexed(i, l))
 		}
 	}
 	q.mem.takeOps()
@@ -132,8 +162,8 @@ func (q *Queue) fullEditLocked(end wal.Pos) *edit {
 }
 
 // changesLocked returns the changes since the last checkpoint as an edit with replay position end,
-// and starts journaling the next. It copies the lists changed and the pins; the entries and IDs
-// changed are taken whole from the journal.
+// and starts journaling the next. It copies the lists changed, the pins and the paused topics; the
+// entries and IDs changed are taken whole from the journal.
 func (q *Queue) changesLocked(end wal.Pos) *edit {
 	ed := q.editHeaderLocked(end)
 	w := &q.disk
@@ -141,7 +171,7 @@ func (q *Queue) changesLocked(end wal.Pos) *edit {
 		for word != 0 {
 			b := wi*64 + trailingZeros(word)
 			word &= word - 1
-			ed.lists = append(ed.lists, indexedList{b, w.lists[b]})
+			ed.lists = append(ed.lists, indexed(b, w.lists[b]))
 		}
 	}
 	clear(w.dirty)
@@ -152,7 +182,13 @@ func (q *Queue) changesLocked(end wal.Pos) *edit {
 
 func (q *Queue) editHeaderLocked(end wal.Pos) *edit {
 	w := &q.disk
-	return &edit{replay: end, slotNs: w.slotNs, slots: len(w.lists), loaded: w.loaded, pending: w.pending, pins: maps.Clone(q.pins)}
+	ed := &edit{replay: end, slotNs: w.slotNs, slots: len(w.lists), loaded: w.loaded, pending: w.pending, pins: maps.Clone(q.pins)}
+	for name, t := range q.mem.topics {
+		if t.paused {
+			ed.paused = append(ed.paused, name)
+		}
+	}
+	return ed
 }
 
 func trailingZeros(x uint64) int {
@@ -183,6 +219,27 @@ func (ed *edit) encode(b []byte) []byte {
 			nDelI++
 		}
 	}
+	var names []string
+	index := make(map[string]uint32)
+	name := func(s string) uint32 {
+		i, ok := index[s]
+		if !ok {
+			i = uint32(len(names))
+			index[s] = i
+			names = append(names, s)
+		}
+		return i
+	}
+	paused := slices.Sorted(slices.Values(ed.paused))
+	for _, p := range paused {
+		name(p)
+	}
+	for _, il := range ed.lists {
+		for _, lt := range il.topics {
+			name(lt.name)
+		}
+	}
+
 	le := binary.LittleEndian
 	start := len(b)
 	b = append(b, make([]byte, editHeader)...)
@@ -196,8 +253,14 @@ func (ed *edit) encode(b []byte) []byte {
 	b = le.AppendUint32(b, uint32(ed.slots))
 	b = le.AppendUint64(b, uint64(ed.loaded))
 	b = le.AppendUint64(b, uint64(ed.pending))
-	for _, n := range []int{len(ed.lists), len(ed.pins), len(entries) - nDelE, nDelE, len(ids) - nDelI, nDelI} {
+	for _, n := range []int{len(names), len(paused), len(ed.lists), len(ed.pins), len(entries) - nDelE, nDelE, len(ids) - nDelI, nDelI} {
 		b = le.AppendUint32(b, uint32(n))
+	}
+	for _, s := range names {
+		b = appendStr(b, s)
+	}
+	for _, p := range paused {
+		b = le.AppendUint32(b, index[p])
 	}
 	for _, il := range ed.lists {
 		b = le.AppendUint32(b, uint32(il.i))
@@ -205,6 +268,14 @@ func (ed *edit) encode(b []byte) []byte {
 		b = le.AppendUint64(b, uint64(il.l.head))
 		b = le.AppendUint64(b, uint64(il.l.first))
 		b = le.AppendUint64(b, uint64(il.l.due))
+		b = le.AppendUint64(b, uint64(il.l.n))
+		b = le.AppendUint32(b, uint32(len(il.topics)))
+		for _, lt := range il.topics {
+			b = le.AppendUint32(b, index[lt.name])
+			b = le.AppendUint64(b, uint64(lt.n))
+			b = le.AppendUint64(b, uint64(lt.due))
+			b = le.AppendUint64(b, uint64(lt.last))
+		}
 	}
 	for _, seg := range slices.Sorted(maps.Keys(ed.pins)) {
 		b = le.AppendUint32(b, seg)
@@ -217,8 +288,9 @@ func (ed *edit) encode(b []byte) []byte {
 			b = le.AppendUint64(b, uint64(e.pos))
 			b = le.AppendUint64(b, uint64(e.deliverAt))
 			b = le.AppendUint32(b, e.attempt)
-			b = le.AppendUint16(b, uint16(len(e.topic)))
-			b = append(b, e.topic...)
+			b = append(b, e.failure)
+			b = le.AppendUint64(b, uint64(e.failedAt))
+			b = appendStr(b, e.topic)
 		}
 	}
 	for _, op := range entries {
@@ -230,14 +302,12 @@ func (ed *edit) encode(b []byte) []byte {
 		if !op.del {
 			b = le.AppendUint64(b, uint64(op.loc.slot))
 			b = le.AppendUint64(b, uint64(op.loc.pos))
-			b = le.AppendUint16(b, uint16(len(op.id)))
-			b = append(b, op.id...)
+			b = appendStr(b, op.id)
 		}
 	}
 	for _, op := range ids {
 		if op.del {
-			b = le.AppendUint16(b, uint16(len(op.id)))
-			b = append(b, op.id...)
+			b = appendStr(b, op.id)
 		}
 	}
 	body := b[start+editHeader:]
@@ -246,16 +316,22 @@ func (ed *edit) encode(b []byte) []byte {
 	return b
 }
 
+func appendStr(b []byte, s string) []byte {
+	b = binary.LittleEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}
+
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) { return maps.Keys(m) }
 
 // fullEdit returns ck as one full edit.
 func (ck *checkpoint) fullEdit() *edit {
-	ed := &edit{full: true, replay: ck.replay, slotNs: ck.slotNs, slots: ck.slots, loaded: ck.loaded, pending: ck.pending, pins: ck.pins}
+	ed := &edit{full: true, replay: ck.replay, slotNs: ck.slotNs, slots: ck.slots, loaded: ck.loaded, pending: ck.pending, pins: ck.pins,
+		paused: ck.paused}
 	for i, l := range ck.lists {
 		if l.head != 0 {
-			ed.lists = append(ed.lists, indexedList{i, l})
+			ed.lists = append(ed.lists, indexedList{i: i, l: l, topics: ck.topics[i]})
 		}
 	}
 	for _, e := range ck.entries {
@@ -273,11 +349,12 @@ func decodeCheckpoint(path string, b []byte) (*checkpoint, error) {
 	if len(b) < 12 || string(b[:8]) != checkpointMagic {
 		return nil, &wal.CorruptError{File: path, Reason: "not a checkpoint (bad magic)"}
 	}
-	switch v := binary.LittleEndian.Uint32(b[8:]); {
-	case v >= 1 && v <= 3:
+	version := binary.LittleEndian.Uint32(b[8:])
+	switch {
+	case version >= 1 && version <= 3:
 		return decodeV3(path, b)
-	case v != checkpointVersion:
-		return nil, &wal.CorruptError{File: path, Offset: 8, Reason: fmt.Sprintf("unsupported checkpoint version %d", v)}
+	case version != 4 && version != checkpointVersion:
+		return nil, &wal.CorruptError{File: path, Offset: 8, Reason: fmt.Sprintf("unsupported checkpoint version %d", version)}
 	}
 	var ck *checkpoint
 	off := 12
@@ -294,7 +371,7 @@ func decodeCheckpoint(path string, b []byte) (*checkpoint, error) {
 			return nil, &wal.CorruptError{File: path, Offset: int64(off), Reason: "checkpoint edit fails its checksum"}
 		}
 		var err error
-		if ck, err = applyEdit(ck, body); err != nil {
+		if ck, err = applyEdit(ck, body, version); err != nil {
 			return nil, &wal.CorruptError{File: path, Offset: int64(off), Reason: err.Error()}
 		}
 		off += editHeader + n
@@ -309,24 +386,31 @@ func decodeCheckpoint(path string, b []byte) (*checkpoint, error) {
 	return ck, nil
 }
 
-// applyEdit applies the edit body to ck (nil before the first edit, which must be full).
-func applyEdit(ck *checkpoint, body []byte) (*checkpoint, error) {
+// applyEdit applies the edit body of a file of the given version (4 or 5) to ck (nil before the
+// first edit, which must be full). Version 4 edits have no names, paused topics, list topics or
+// n, and no failure in their entries.
+func applyEdit(ck *checkpoint, body []byte, version uint32) (*checkpoint, error) {
+	v5 := version >= 5
 	d := ckDecoder{b: body}
 	full := d.u8()&1 != 0
 	replay, slotNs, slots := wal.Pos(d.u64()), int64(d.u64()), int(d.u32())
 	loaded, pending := int64(d.u64()), int64(d.u64())
+	var nn, npa int
+	if v5 {
+		nn, npa = int(d.u32()), int(d.u32())
+	}
 	nl, np, ne, nde, ni, ndi := int(d.u32()), int(d.u32()), int(d.u32()), int(d.u32()), int(d.u32()), int(d.u32())
 	if d.bad || slotNs < int64(time.Millisecond) || slots < 1 || slots > 1<<24 {
 		return nil, fmt.Errorf("slot length %d ns or %d slots out of range", slotNs, slots)
 	}
 	// Each section entry takes at least 2 bytes: counts beyond the data are damage, caught before
 	// they size an allocation.
-	if rest := len(body) - d.off; nl > slots || np > rest || ne > rest || nde > rest || ni > rest || ndi > rest {
-		return nil, fmt.Errorf("section counts %d/%d/%d/%d/%d/%d exceed the data", nl, np, ne, nde, ni, ndi)
+	if rest := len(body) - d.off; nl > slots || nn > rest || npa > rest || np > rest || ne > rest || nde > rest || ni > rest || ndi > rest {
+		return nil, fmt.Errorf("section counts %d/%d/%d/%d/%d/%d/%d/%d exceed the data", nn, npa, nl, np, ne, nde, ni, ndi)
 	}
 	switch {
 	case full:
-		ck = &checkpoint{version: checkpointVersion, lists: make([]slotList, slots), hasDue: true,
+		ck = &checkpoint{version: version, lists: make([]slotList, slots), hasDue: true, topics: make(map[int][]ckListTopic),
 			entries: make(map[wal.Pos]ckEntry, ne), ids: make(map[string]idLoc, ni)}
 	case ck == nil:
 		return nil, errors.New("first checkpoint edit is not full")
@@ -334,11 +418,44 @@ func applyEdit(ck *checkpoint, body []byte) (*checkpoint, error) {
 		return nil, errors.New("checkpoint edit changes the wheel's shape")
 	}
 	ck.replay, ck.slotNs, ck.slots, ck.loaded, ck.pending = replay, slotNs, slots, loaded, pending
+	names := make([]string, nn)
+	for i := range names {
+		names[i] = d.str()
+	}
+	name := func() string {
+		i := int(d.u32())
+		if i >= len(names) {
+			d.bad = true
+			return ""
+		}
+		return names[i]
+	}
+	if v5 {
+		ck.paused = make([]string, npa)
+		for i := range ck.paused {
+			ck.paused[i] = name()
+		}
+	}
 	for range nl {
 		i := int(d.u32())
 		l := slotList{slot: int64(d.u64()), head: wal.Pos(d.u64()), first: wal.Pos(d.u64()), due: int64(d.u64())}
 		if i >= slots {
 			return nil, fmt.Errorf("list index %d of %d", i, slots)
+		}
+		delete(ck.topics, i)
+		if v5 {
+			l.n = int64(d.u64())
+			nt := int(d.u32())
+			if nt > len(body)-d.off {
+				return nil, fmt.Errorf("list of %d topics exceeds the data", nt)
+			}
+			if nt > 0 {
+				lts := make([]ckListTopic, nt)
+				for j := range lts {
+					lts[j] = ckListTopic{name: name(), n: int64(d.u64()), due: int64(d.u64()), last: int64(d.u64())}
+				}
+				ck.topics[i] = lts
+			}
 		}
 		ck.lists[i] = l
 	}
@@ -351,7 +468,12 @@ func applyEdit(ck *checkpoint, body []byte) (*checkpoint, error) {
 	// since (a copy of it).
 	sets := make([]ckEntry, ne)
 	for i := range sets {
-		sets[i] = ckEntry{origin: wal.Pos(d.u64()), pos: wal.Pos(d.u64()), deliverAt: int64(d.u64()), attempt: d.u32(), topic: d.str()}
+		e := ckEntry{origin: wal.Pos(d.u64()), pos: wal.Pos(d.u64()), deliverAt: int64(d.u64()), attempt: d.u32()}
+		if v5 {
+			e.failure, e.failedAt = d.u8(), int64(d.u64())
+		}
+		e.topic = d.str()
+		sets[i] = e
 	}
 	for range nde {
 		delete(ck.entries, wal.Pos(d.u64()))

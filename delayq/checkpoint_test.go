@@ -78,7 +78,7 @@ func TestCheckpointCostFollowsChanges(t *testing.T) {
 	}
 	q = open(t, dir, WithNoSync(), WithLogger(quiet))
 	check(t, q)
-	if st := q.Stats(); st.Pending != 30_002 {
+	if st := q.Snapshot(); st.Pending != 30_002 {
 		t.Fatalf("%d pending after reopening, want 30,002", st.Pending)
 	}
 }

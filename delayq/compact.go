@@ -208,11 +208,11 @@ func (q *Queue) scanSegment(seg uint32, fn func(wal.Pos, *wal.Record)) error {
 	return err
 }
 
-// countSegment counts the records of seg that can be pinned: Puts and threaded Cancels.
+// countSegment counts the records of seg that can be pinned: Puts, and threaded Cancels and Purges.
 func (q *Queue) countSegment(seg uint32) (segCount, error) {
 	var c segCount
 	err := q.scanSegment(seg, func(_ wal.Pos, rec *wal.Record) {
-		if rec.Kind == wal.KindPut || rec.Kind == wal.KindCancel && rec.Threaded {
+		if rec.Kind == wal.KindPut || rec.Threaded && listKind(rec.Kind) {
 			c.n++
 			c.bytes += int64(rec.Size())
 		}
@@ -312,6 +312,6 @@ func (q *Queue) pace(c *compactor, n int64) error {
 	case <-t.C:
 		return nil
 	case <-q.closed:
-		return ErrClosed
+		return errClosed
 	}
 }

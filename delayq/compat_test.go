@@ -14,16 +14,18 @@ import (
 	"time"
 )
 
-// TestOpensVersion3Directories opens the queue directories of testdata/v3, written by delayq
-// before checkpoints became logs of edits and records got group flags (by TestWriteV3Fixture, in
-// commit 0e4c31d): one copied while the queue was open, with log to replay after its checkpoint,
+// TestOpensOlderDirectories opens the queue directories of testdata/v3 and testdata/v4, written
+// by delayq before checkpoints became logs of edits and records got group flags (v3, by
+// TestWriteV3Fixture in commit 0e4c31d), and before the operator's actions changed the checkpoint
+// and the records and receipts carried a MAC (v4, by TestWriteV4Fixture in the commit that added
+// them): for each, one copied while the queue was open, with log to replay after its checkpoint,
 // and one after Close. Exactly the messages their PENDING file lists must be delivered, with their
 // payloads and none early, and the queue must reopen from the checkpoint it writes in the new
 // format. The fixtures were written in a synctest bubble, so their times are the bubble's.
-func TestOpensVersion3Directories(t *testing.T) {
-	for _, name := range []string{"crashed", "closed"} {
+func TestOpensOlderDirectories(t *testing.T) {
+	for _, name := range []string{"v3/crashed", "v3/closed", "v4/crashed", "v4/closed"} {
 		t.Run(name, func(t *testing.T) {
-			src := filepath.Join("testdata", "v3", name)
+			src := filepath.Join("testdata", name)
 			want := readPending(t, filepath.Join(src, "PENDING"))
 			dir := filepath.Join(t.TempDir(), "q")
 			copyDir(t, src, dir)
@@ -32,8 +34,26 @@ func TestOpensVersion3Directories(t *testing.T) {
 				opts := []Option{WithSlot(100 * time.Millisecond), WithHorizon(10 * time.Second), WithSegmentSize(4 << 10), WithLogger(quiet)}
 				q := open(t, dir, opts...)
 				check(t, q)
-				if st := q.Stats(); st.CorruptRecords != 0 || st.Pending+int64(st.Due) != int64(len(want)) {
+				if st := q.Snapshot(); st.CorruptRecords != 0 || st.Pending+int64(st.Due) != int64(len(want)) {
 					t.Fatalf("after Open: %+v; want %d messages", st, len(want))
+				}
+				// The counts by topic, learnt by reading the lists, are those of the messages.
+				byTopic := map[string]int64{}
+				for _, m := range want {
+					byTopic[m.Topic]++
+				}
+				ts, err := q.Topics(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, ti := range ts {
+					if n := ti.Scheduled + ti.Due + ti.Leased; n != byTopic[ti.Topic] {
+						t.Errorf("topic %s: %+v; want %d messages", ti.Topic, ti, byTopic[ti.Topic])
+					}
+					delete(byTopic, ti.Topic)
+				}
+				if len(byTopic) != 0 {
+					t.Errorf("topics not listed: %v", byTopic)
 				}
 				// A chosen ID of the fixture is still known as pending.
 				if _, err := q.Put(context.Background(), Message{ID: "user-far", Topic: "t", Payload: []byte("other")}); err == nil {

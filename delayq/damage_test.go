@@ -125,7 +125,7 @@ func TestDamagedRecordCostsOnlyItself(t *testing.T) {
 				if got[victim] {
 					t.Errorf("the damaged message was delivered")
 				}
-				if n := q.Stats().CorruptRecords; n != 1 {
+				if n := q.Snapshot().CorruptRecords; n != 1 {
 					t.Errorf("CorruptRecords = %d, want 1", n)
 				}
 				// The queue goes on.
@@ -165,7 +165,7 @@ func TestDamageTheCheckpointCoversIsNeverCut(t *testing.T) {
 		damaged, _ := os.ReadFile(path)
 		for round := range 2 {
 			q := open(t, dir, WithLogger(quiet))
-			if n := q.Stats().CorruptRecords; n != 1 {
+			if n := q.Snapshot().CorruptRecords; n != 1 {
 				t.Fatalf("round %d: CorruptRecords = %d, want 1", round, n)
 			}
 			if got, _ := os.ReadFile(path); len(got) < len(damaged) || string(got[:len(damaged)]) != string(damaged) {
@@ -207,7 +207,7 @@ func TestCompleteRecordWithBadChecksumIsCorruption(t *testing.T) {
 		if fi, _ := os.Stat(path); fi.Size() < before.Size() {
 			t.Fatalf("Open cut the segment from %d to %d bytes", before.Size(), fi.Size())
 		}
-		if n := q.Stats().CorruptRecords; n != 1 {
+		if n := q.Snapshot().CorruptRecords; n != 1 {
 			t.Fatalf("CorruptRecords = %d, want 1", n)
 		}
 		got := drainTopics(t, q, "t")

@@ -29,13 +29,14 @@ func (q *Queue) fire(b *bucket) {
 }
 
 // Receive leases up to max due messages of topic, oldest due first, blocking until at least one
-// is due, ctx ends (it returns ctx.Err()) or the queue closes (ErrClosed). Each message stays
+// is due, ctx ends (it returns ctx.Err()) or the queue closes (ErrClosed). On a paused topic (see
+// [Queue.Pause]) it waits as on an empty one, until the topic is resumed. Each message stays
 // leased for the visibility timeout: Ack it within that time, or it is due again after a backoff
 // and its delivery counts as failed. Messages are delivered at least once: a crash, an expired
 // lease or a lost ack means a message can be delivered again. max and visibility must be positive.
 func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility time.Duration) ([]Delivery, error) {
 	if max < 1 || visibility <= 0 {
-		return nil, fmt.Errorf("%w: Receive max %d, visibility %v", ErrInvalid, max, visibility)
+		return nil, fmt.Errorf("delayq: Receive max %d, visibility %v: %w", max, visibility, ErrInvalid)
 	}
 	for {
 		q.mu.Lock()
@@ -43,33 +44,33 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 			q.mu.Unlock()
 			return nil, err
 		}
-		tq := q.mem.topic(topic)
-		if tq.n > 0 {
-			ds := make([]Delivery, 0, min(max, tq.n))
+		t := q.mem.topics.get(topic)
+		if t.ready > 0 && !t.paused {
+			ds := make([]Delivery, 0, min(max, t.ready))
 			deadline := after(time.Now().UnixNano(), visibility)
-			for tq.head != nil && len(ds) < max {
-				ds = append(ds, q.leaseLocked(tq.head, deadline))
+			for t.head != nil && len(ds) < max {
+				ds = append(ds, q.leaseLocked(t.head, deadline))
 			}
 			q.mu.Unlock()
 			return ds, nil
 		}
-		if tq.signal == nil {
-			tq.signal = make(chan struct{})
+		if t.signal == nil {
+			t.signal = make(chan struct{})
 		}
-		sig := tq.signal
-		tq.waiters++
+		sig := t.signal
+		t.waiters++
 		q.mu.Unlock()
 		var err error
 		select {
 		case <-sig:
 		case <-ctx.Done():
-			err = ctx.Err()
+			err = fmt.Errorf("delayq: %w", ctx.Err())
 		case <-q.closed:
-			err = ErrClosed
+			err = errClosed
 		}
 		q.mu.Lock()
-		tq.waiters--
-		q.mem.dropIdleTopic(topic, tq)
+		t.waiters--
+		q.mem.topics.release(t)
 		q.mu.Unlock()
 		if err != nil {
 			return nil, err
@@ -86,41 +87,48 @@ func (q *Queue) leaseLocked(e *entry, deadline int64) Delivery {
 	}
 	q.mem.lease(e, n, deadline)
 	q.stats.delivered++
+	e.t.deliveries++
 	return Delivery{
-		Message: Message{ID: e.id, Topic: e.topic, Payload: bytes.Clone(e.payload), DeliverAt: time.Unix(0, e.deliverAt)},
-		Receipt: makeReceipt(e.origin, e.lease),
+		Message: Message{ID: e.id, Topic: e.t.name, Payload: bytes.Clone(e.payload), DeliverAt: time.Unix(0, e.deliverAt)},
+		Receipt: q.makeReceipt(e.origin, e.lease),
 		Attempt: int(e.attempt) + 1,
 	}
 }
 
 // leasedLocked returns the entry a receipt names if it is leased under that receipt. A message
 // whose lease ran out but which was not leased again still counts, so a slow consumer's ack is not
-// wasted. The error is the same whether or not a message exists at the position the receipt names.
-func (q *Queue) leasedLocked(receipt string) (*entry, error) {
-	origin, lease, ok := parseReceipt(receipt)
+// wasted. done reports a receipt the queue issued whose message is no longer waiting: acked,
+// cancelled or purged (every message that has been leased stays in memory until it is done). The
+// error is the same whether or not a message exists at the position the receipt names.
+func (q *Queue) leasedLocked(receipt string) (e *entry, done bool, err error) {
+	origin, lease, ok := q.parseReceipt(receipt)
 	if !ok {
-		return nil, fmt.Errorf("%w: malformed receipt", ErrUnknownReceipt)
+		return nil, false, errUnknownReceipt
 	}
-	e := q.mem.byOrigin[origin]
-	if e == nil || e.lease != lease || lease == 0 {
-		return nil, ErrUnknownReceipt
+	e = q.mem.byOrigin[origin]
+	if e == nil {
+		return nil, true, errUnknownReceipt
 	}
-	return e, nil
+	if e.lease != lease || lease == 0 {
+		return nil, false, errUnknownReceipt
+	}
+	return e, false, nil
 }
 
 // Ack ends the leases the receipts name: their messages are done and never delivered again. When
 // it returns, the acks are durable (unless WithNoSync). An ack of a message whose visibility
-// timeout ran out is accepted as long as no other Receive has leased it since.
+// timeout ran out is accepted as long as no other Receive has leased it since. Leases do not
+// outlive the queue: after a restart, a receipt of a message still waiting is stale.
 //
 // The outcome is per receipt. Ack acks every receipt it can; when some cannot be acked (they
-// match [ErrUnknownReceipt]: malformed, forged, stale, or of a cancelled message), it returns an
-// [*AckError] listing them and counting the others. A receipt acked before, by this Queue since
-// Open and among its last 65,536 acks, is acked already: Ack reports no error for it, so that a
-// retried Ack succeeds. (Receipts carry 64 random bits, so a forged receipt cannot pass for one
-// acked before.)
+// match [ErrUnknownReceipt]: malformed, forged, or stale), it returns an [*AckError] listing
+// them. A receipt whose message is done already (acked, cancelled or purged) is acked already:
+// Ack reports no error for it, so a retried Ack succeeds, before or after a restart. Receipts
+// carry a MAC under the directory's secret (see [Open]), so a forged receipt cannot pass for one
+// whose message is done.
 func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 	if err := ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("delayq: %w", err)
 	}
 	if err := q.waitRoom(); err != nil {
 		return err
@@ -132,25 +140,22 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 	}
 	var failed []ReceiptError
 	var end wal.Pos
-	acked := 0
 	for _, r := range receipts {
-		e, err := q.leasedLocked(r)
+		e, done, err := q.leasedLocked(r)
 		if err != nil {
-			if origin, lease, ok := parseReceipt(r); ok && q.acks.has(origin, lease) {
-				end = max(end, q.log.End()) // acked before; durable once the log is here
+			if done {
+				end = max(end, q.log.End()) // done; durable once the log is here
 				continue
 			}
 			failed = append(failed, ReceiptError{Receipt: r, Err: err})
 			continue
 		}
-		origin, lease := e.origin, e.lease
-		if end, err = q.commitLocked(&wal.Record{Kind: wal.KindAck, Target: origin}, nil); err != nil {
+		q.stats.acked++
+		e.t.acks++ // before the ack forgets e, and maybe its topic
+		if end, err = q.commitLocked(&wal.Record{Kind: wal.KindAck, Target: e.origin}, nil); err != nil {
 			q.mu.Unlock()
 			return err
 		}
-		q.acks.add(origin, lease)
-		q.stats.acked++
-		acked++
 	}
 	q.mu.Unlock()
 	if end != 0 {
@@ -159,52 +164,21 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 		}
 	}
 	if len(failed) > 0 {
-		return &AckError{Acked: acked, Failed: failed}
+		return &AckError{Failed: failed}
 	}
 	return nil
 }
 
-// recentAcks remembers the last acks, so that a retried Ack can be told from a forged one.
-type recentAcks struct {
-	set  map[ackKey]struct{}
-	ring []ackKey
-	next int
-}
-
-type ackKey struct {
-	origin wal.Pos
-	lease  uint64
-}
-
-// recentAcksKept is how many acks recentAcks remembers.
-const recentAcksKept = 1 << 16
-
-func (a *recentAcks) has(origin wal.Pos, lease uint64) bool {
-	_, ok := a.set[ackKey{origin, lease}]
-	return ok
-}
-
-func (a *recentAcks) add(origin wal.Pos, lease uint64) {
-	if a.set == nil {
-		a.set = make(map[ackKey]struct{})
-	}
-	k := ackKey{origin, lease}
-	if len(a.ring) < recentAcksKept {
-		a.ring = append(a.ring, k)
-	} else {
-		delete(a.set, a.ring[a.next])
-		a.ring[a.next] = k
-		a.next = (a.next + 1) % recentAcksKept
-	}
-	a.set[k] = struct{}{}
-}
-
 // Nack ends a lease early: the delivery counts as failed and the message is due again after delay
-// (at once if delay <= 0), or moves to the dead-letter topic if it has failed the maximum number
-// of times. It returns an error matching ErrUnknownReceipt if the receipt names no current lease.
+// (at once if delay is 0), or moves to the dead-letter topic if it has failed the maximum number
+// of times. It returns an error matching ErrUnknownReceipt if the receipt names no current lease,
+// and one matching ErrInvalid for a negative delay.
 func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) error {
+	if delay < 0 {
+		return fmt.Errorf("delayq: Nack delay %v: %w", delay, ErrInvalid)
+	}
 	if err := ctx.Err(); err != nil {
-		return err
+		return fmt.Errorf("delayq: %w", err)
 	}
 	if err := q.waitRoom(); err != nil {
 		return err
@@ -214,16 +188,16 @@ func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) e
 		q.mu.Unlock()
 		return err
 	}
-	e, err := q.leasedLocked(receipt)
+	e, _, err := q.leasedLocked(receipt)
 	if err == nil && e.st != leased {
-		err = fmt.Errorf("%w: lease already over", ErrUnknownReceipt)
+		err = errUnknownReceipt
 	}
 	if err != nil {
 		q.mu.Unlock()
 		return err
 	}
 	q.stats.nacked++
-	end, err := q.retryLocked(e, max(delay, 0), false)
+	end, err := q.retryLocked(e, delay, false)
 	q.mu.Unlock()
 	if err != nil {
 		return err
@@ -237,11 +211,14 @@ func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) e
 func (q *Queue) retryLocked(e *entry, delay time.Duration, useBackoff bool) (wal.Pos, error) {
 	attempt := e.attempt + 1
 	now := time.Now().UnixNano()
-	rec := wal.Record{Kind: wal.KindUpdate, Target: e.origin}
+	rec := wal.Record{Kind: wal.KindUpdate, Target: e.origin, Failure: wal.FailureNacked, FailedAt: now}
+	if useBackoff {
+		rec.Failure = wal.FailureExpired
+	}
 	dead := q.cfg.maxAttempts > 0 && int(attempt) >= q.cfg.maxAttempts
 	switch {
-	case dead && !q.isDeadLetterTopic(e.topic):
-		rec.Topic = q.cfg.deadLetterTopic(e.topic)
+	case dead && !q.isDeadLetterTopic(e.t.name):
+		rec.Topic = q.cfg.deadLetterTopic(e.t.name)
 		rec.DeliverAt, attempt = now, 0
 		q.stats.deadLettered++
 	case dead:
@@ -259,7 +236,7 @@ func (q *Queue) retryLocked(e *entry, delay time.Duration, useBackoff bool) (wal
 // accepts: a sum past the int64 range would wrap around to a time long past, making a message due
 // at once instead of in centuries.
 func after(now int64, d time.Duration) int64 {
-	if limit := maxDeliverAt.UnixNano(); int64(d) > limit-now {
+	if limit := maxDeliverAtNs; int64(d) > limit-now {
 		return limit
 	}
 	return now + int64(d)

@@ -66,7 +66,7 @@ func TestLeaseExpiryBackoffAndDeadLetter(t *testing.T) {
 		if d.ID != id2 || d.Attempt != 1 || string(d.Payload) != "q" {
 			t.Fatalf("dead letter %+v", d)
 		}
-		if st := q.Stats(); st.DeadLettered != 1 || st.Nacked != 3 || st.Expired != 1 || st.Leased != 1 {
+		if st := q.Snapshot(); st.DeadLettered != 1 || st.Nacked != 3 || st.Expired != 1 || st.Leased != 1 {
 			t.Fatalf("stats %+v", st)
 		}
 		// The dead letter survives a restart on its dead-letter topic.
@@ -93,7 +93,7 @@ func TestAckStaleReceipt(t *testing.T) {
 		if !errors.Is(err, ErrUnknownReceipt) {
 			t.Fatalf("ack with stale and malformed receipts: %v", err)
 		}
-		if st := q.Stats(); st.Acked != 1 || st.Leased != 0 {
+		if st := q.Snapshot(); st.Acked != 1 || st.Leased != 0 {
 			t.Fatalf("the good receipt was not acked: %+v", st)
 		}
 	})
@@ -171,7 +171,7 @@ func TestCancel(t *testing.T) {
 		if d.ID != keep {
 			t.Fatalf("delivered %s, a cancelled message", d.ID)
 		}
-		if st := q.Stats(); st.Cancelled != 6 || st.Pending != 0 {
+		if st := q.Snapshot(); st.Cancelled != 6 || st.Pending != 0 {
 			t.Fatalf("stats %+v", st)
 		}
 		check(t, q)
@@ -182,15 +182,18 @@ func TestInvalidArguments(t *testing.T) {
 	ctx := context.Background()
 	q := open(t, t.TempDir(), WithMaxPayload(10))
 	defer q.Close()
-	for _, m := range []Message{{}, {Topic: "t", Payload: make([]byte, 11)}, {Topic: string(make([]byte, 70000))}} {
+	for _, m := range []Message{{}, {Topic: string(make([]byte, 70000))}} {
 		if _, err := q.Put(ctx, m); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Put(topic %d bytes, payload %d): %v", len(m.Topic), len(m.Payload), err)
 		}
 	}
+	if _, err := q.Put(ctx, Message{Topic: "t", Payload: make([]byte, 11)}); !errors.Is(err, ErrTooLarge) {
+		t.Errorf("Put of a payload over the limit: %v; want ErrTooLarge", err)
+	}
 	if _, err := q.PutBatch(ctx, []Message{{Topic: "t"}, {}}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("PutBatch with a bad message: %v", err)
 	}
-	if st := q.Stats(); st.Puts != 0 {
+	if st := q.Snapshot(); st.Puts != 0 {
 		t.Errorf("a rejected batch stored %d messages", st.Puts)
 	}
 	if _, err := q.Receive(ctx, "t", 0, time.Second); !errors.Is(err, ErrInvalid) {
@@ -270,7 +273,7 @@ func TestRetention(t *testing.T) {
 		if err := q.checkpoint(); err != nil {
 			t.Fatal(err)
 		}
-		st := q.Stats()
+		st := q.Snapshot()
 		written := int64(50 * 200 * 150)
 		if st.DiskBytes > written/10 || st.Segments > 3 {
 			t.Fatalf("after writing ~%d bytes and acking all but one message: %d segments, %d bytes", written, st.Segments, st.DiskBytes)
@@ -506,14 +509,18 @@ func TestReceiveOnManyTopicsKeepsNoMemory(t *testing.T) {
 		if _, err := q.Put(ctx, Message{Topic: "live", Payload: []byte("x"), DeliverAt: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
-		if ds := <-got; len(ds) != 1 {
+		ds := <-got
+		if len(ds) != 1 {
 			t.Fatalf("the waiting Receive got %d messages", len(ds))
+		}
+		if err := q.Ack(ctx, ds[0].Receipt); err != nil {
+			t.Fatal(err)
 		}
 		q.mu.Lock()
 		n := len(q.mem.topics)
 		q.mu.Unlock()
 		if n != 0 {
-			t.Fatalf("%d topics remembered after every Receive returned and no message is ready", n)
+			t.Fatalf("%d topics remembered after every Receive returned and every message is done", n)
 		}
 		check(t, q)
 	})

@@ -12,11 +12,16 @@ import "github.com/tockwheel/tock/delayq/internal/wal"
 // Invariants, which checkState verifies in tests:
 //   - lists[i] is empty (head 0), or holds the list of the one slot s in (loaded, loaded+n] with
 //     s ≡ i (mod n), n = len(lists);
-//   - a list's records are Put and Cancel records threaded into it (ListSlot == s), each with a
-//     Prev before itself, ending at 0;
+//   - a list's records are Put, Cancel and Purge records threaded into it (ListSlot == s), each
+//     with a Prev before itself, ending at 0;
 //   - a Put in the list of slot s is due in s, or a whole number of horizons after s;
-//   - due counts the Puts of the list due in s itself, less the Cancels of them; pending counts the
-//     Puts of every list less every Cancel (a Cancel cancels one Put of its list);
+//   - n counts the list's Puts less its Cancels and the Puts its Purges took (a Cancel cancels one
+//     Put of its list, a Purge every pending Put of its topic); pending is the sum of every list's
+//     n; due counts those of them due in s itself;
+//   - topics holds, for each topic with messages in the list, how many (n) and how many due in s
+//     (due), as n and due do for all topics, and a bound on the latest slot they are due in;
+//     a Cancel written before Cancels named their topic is taken off only when its list leaves
+//     the wheel, so a topic's n can count it until then;
 //   - ids maps the chosen ID of every message in a list to the slot it is due in and the position
 //     of its Put record (0 when not known, in an entry restored from an older checkpoint).
 type diskWheel struct {
@@ -27,6 +32,8 @@ type diskWheel struct {
 	lists  []slotList
 	// pending counts the messages in the lists.
 	pending int64
+	// topics is the queue's set of topics, which lists count their messages by.
+	topics topicSet
 	// ids maps the chosen ID of each message in the lists to where it is, for Cancel and for
 	// telling a retried Put from a duplicate.
 	ids map[string]idLoc
@@ -71,10 +78,57 @@ type slotList struct {
 	// DueCounts. Messages the list only holds until they roll are not counted until they are
 	// rolled into their own slot's list.
 	due int64
+	// n counts the list's messages, those it holds until they roll included.
+	n int64
+	// topics counts them by topic.
+	topics []listTopic
 }
 
-func newDiskWheel(slotNs int64, slots int) diskWheel {
-	return diskWheel{slotNs: slotNs, lists: make([]slotList, slots), ids: make(map[string]idLoc), dirty: make([]uint64, (slots+63)/64)}
+// A listTopic is what a list holds of one topic.
+type listTopic struct {
+	t *topicState
+	// n counts the topic's messages in the list; due, those of them due in the list's own slot.
+	n, due int64
+	// last is at or after the slot the topic's latest message in the list is due in: messages
+	// after the list's own slot are found in it only up to there.
+	last int64
+}
+
+// topic returns the counts of t in l, adding them (empty) when l has none.
+func (l *slotList) topic(t *topicState) *listTopic {
+	for i := range l.topics {
+		if l.topics[i].t == t {
+			return &l.topics[i]
+		}
+	}
+	t.hold()
+	t.lists++
+	l.topics = append(l.topics, listTopic{t: t, last: l.slot})
+	return &l.topics[len(l.topics)-1]
+}
+
+// find returns the counts of t in l, or nil.
+func (l *slotList) find(t *topicState) *listTopic {
+	for i := range l.topics {
+		if l.topics[i].t == t {
+			return &l.topics[i]
+		}
+	}
+	return nil
+}
+
+// dropTopic takes the counts of the topic at index i out of l, adding them back to nothing: the
+// caller has taken them off the topic.
+func (w *diskWheel) dropTopic(l *slotList, i int) {
+	t := l.topics[i].t
+	l.topics = append(l.topics[:i], l.topics[i+1:]...)
+	t.lists--
+	w.topics.drop(t)
+}
+
+func newDiskWheel(slotNs int64, slots int, topics topicSet) diskWheel {
+	return diskWheel{slotNs: slotNs, lists: make([]slotList, slots), ids: make(map[string]idLoc), dirty: make([]uint64, (slots+63)/64),
+		topics: topics}
 }
 
 // An idLoc is where the message with a chosen ID waits in the disk wheel.
@@ -138,46 +192,101 @@ func (w *diskWheel) at(list int64) *slotList {
 	return l
 }
 
-// push threads rec, a Put or Cancel record at pos, into its list.
+// push threads rec, a Put, Cancel or Purge record at pos, into its list. A Purge takes off the
+// counts of its topic; the caller forgets the chosen IDs of the messages it purged.
 func (w *diskWheel) push(pos wal.Pos, rec *wal.Record) {
 	l := w.at(rec.ListSlot)
 	if l.head == 0 {
 		l.first = pos
 	}
 	l.head = pos
-	if rec.Kind == wal.KindCancel {
-		w.cancelDue(rec.ID, rec.ListSlot)
+	switch rec.Kind {
+	case wal.KindCancel:
+		due := w.dueIn(rec.ID, rec.ListSlot)
 		w.pending--
+		l.n--
+		if due {
+			l.due--
+		}
+		if rec.Topic != "" {
+			w.takeOff(l, w.topics.get(rec.Topic), 1, due)
+		}
 		w.deleteID(rec.ID)
-		return
-	}
-	w.pending++
-	slot := w.slotOf(rec.DeliverAt)
-	if slot == rec.ListSlot {
-		l.due++
-	}
-	if !isGenerated(rec.ID, originOf(rec.Origin, pos)) {
-		w.setID(rec.ID, idLoc{slot: slot, pos: pos})
+	case wal.KindPurge:
+		t := w.topics.get(rec.Topic)
+		for i := range l.topics {
+			if lt := &l.topics[i]; lt.t == t {
+				w.pending -= lt.n
+				l.n -= lt.n
+				l.due -= lt.due
+				t.disk -= lt.n
+				w.dropTopic(l, i)
+				break
+			}
+		}
+		w.topics.release(t)
+	case wal.KindPut:
+		w.pending++
+		l.n++
+		slot := w.slotOf(rec.DeliverAt)
+		lt := l.topic(w.topics.get(rec.Topic))
+		lt.n++
+		lt.t.disk++
+		lt.last = max(lt.last, slot)
+		if slot == rec.ListSlot {
+			l.due++
+			lt.due++
+		}
+		if !isGenerated(rec.ID, originOf(rec.Origin, pos)) {
+			w.setID(rec.ID, idLoc{slot: slot, pos: pos})
+		}
 	}
 }
 
-// cancelDue takes a Cancel of id threaded into list off the list's due count, if the message it
-// cancels is due in the list's own slot. It must be called before id leaves ids. It decides from
-// the wheel alone, so replaying the Cancel record decides the same.
-func (w *diskWheel) cancelDue(id string, list int64) {
-	if slot, _, ok := w.findSlot(id); ok && slot == list {
-		w.at(list).due--
+// takeOff takes n messages of t off l's counts of it, due ones among them when due.
+func (w *diskWheel) takeOff(l *slotList, t *topicState, n int64, due bool) {
+	for i := range l.topics {
+		lt := &l.topics[i]
+		if lt.t != t {
+			continue
+		}
+		lt.n -= n
+		t.disk -= n
+		if due {
+			lt.due -= min(n, lt.due)
+		}
+		if lt.n <= 0 && lt.due <= 0 {
+			t.disk -= lt.n // a count the list could not match (a Put lost to damage)
+			w.dropTopic(l, i)
+		}
+		return
 	}
+	w.topics.release(t)
+}
+
+// dueIn reports whether the message with a Cancel of id threaded into list is due in the list's
+// own slot. It must be called before id leaves ids. It decides from the wheel alone, so replaying
+// the Cancel record decides the same.
+func (w *diskWheel) dueIn(id string, list int64) bool {
+	slot, _, ok := w.findSlot(id)
+	return ok && slot == list
 }
 
 // detach empties the list of slot list, which is taken out of the wheel whole (loaded or
-// relocated).
+// relocated), and takes its messages off the counts.
 func (w *diskWheel) detach(list int64) {
 	i := w.index(list)
-	if l := &w.lists[i]; l.slot == list {
-		*l = slotList{}
-		w.touch(i)
+	l := &w.lists[i]
+	if l.slot != list {
+		return
 	}
+	w.pending -= l.n
+	for len(l.topics) > 0 {
+		l.topics[0].t.disk -= l.topics[0].n
+		w.dropTopic(l, 0)
+	}
+	*l = slotList{}
+	w.touch(i)
 }
 
 // findSlot returns the slot of a message not loaded yet, and the position of its first record

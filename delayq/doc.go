@@ -1,7 +1,9 @@
 // Package delayq is a durable delayed-message queue embedded in a Go program: producers Put
 // messages to be delivered at a time of their choosing, any distance ahead; consumers Receive them
 // when they are due, and Ack them when done. Messages survive a crash of the process (and, unless
-// [WithNoSync], of the machine) from the moment [Queue.Put] returns.
+// [WithNoSync], of the machine) from the moment [Queue.Put] returns. A [Queue] is a
+// [queue.Engine], a [queue.Reporter] and a [queue.Admin]: the contract of package queue, which it
+// passes the conformance suite of (package queuetest), and the server, client and CLI serve it.
 //
 // # Basics
 //
@@ -27,14 +29,35 @@
 // Delivery is at least once. [Queue.Receive] leases messages for a visibility timeout; a message
 // not acked in time is due again after a backoff, and after a maximum number of failed deliveries
 // it moves to a dead-letter topic. Acks are durable: an acked message is never delivered again.
-// [Queue.Ack] reports its outcome per receipt ([AckError]), and a retried ack succeeds. Receipts
-// carry 64 random bits, so they cannot be guessed. [Queue.Cancel] removes a pending message by ID.
-// An ID the producer chooses is unique among pending messages: a retried Put is recognised and
-// stored once, a different message with the ID is refused with [ErrDuplicate].
+// [Queue.Ack] reports its outcome per receipt ([AckError]), and a retried ack succeeds, across
+// restarts too: a receipt carries a MAC under a secret the directory keeps (the file "secret",
+// made with the queue), so a receipt whose message is done is told from a forged one without
+// remembering acks. [Queue.Cancel] removes a waiting message by ID. An ID the producer chooses is
+// unique among waiting messages: a retried Put is recognised and stored once, a different message
+// with the ID is refused with [ErrDuplicate].
 //
 // [Queue.DueCounts] tells how many messages fall due in each second (or any step) ahead, from
 // counts the disk wheel keeps per slot, without reading messages: enough for a status page's
 // forecast.
+//
+// # Operating the queue
+//
+// [Queue.Topics] lists the topics with their messages in each state (scheduled, due, leased, dead
+// letters by the topic they died on), the due time of their oldest due message, whether they are
+// paused, and their puts, deliveries and acks. The counts are kept as messages move, in memory and
+// in each slot list of the disk wheel by topic (checkpointed with the wheel), so Topics costs time
+// in the number of topics only, however many messages wait. [Queue.Messages] pages through a
+// topic's messages in a state without consuming them; scheduled ones are read from the disk wheel
+// a slot's list at a time, in due order, so memory stays at a page's worth however long the
+// backlog (see its doc for the cost in time). [Queue.Message] shows one message whole.
+//
+// The actions are records like any other change, durable when they return: [Queue.DeliverNow]
+// makes a scheduled message due at once; [Queue.Requeue] sends dead letters back to their topic
+// with their attempts reset; [Queue.Purge] removes a topic's scheduled, due or dead messages (the
+// scheduled ones of the disk wheel with one record per slot list, whatever their number);
+// [Queue.Pause] holds a topic's deliveries, across restarts, until [Queue.Resume]. A message's
+// last failed delivery (nacked, or its lease expired) and its time are kept for every message in
+// memory and in the checkpoint, so a dead letter always tells why it died.
 //
 // Every change to the queue's durable state is a record, applied by one function both when it is
 // appended and when recovery replays it. A checkpoint is written every few seconds, after the log
@@ -58,7 +81,7 @@
 //
 // Damaged data (a flipped bit, a record that fails its checksum, a segment gone) costs only the
 // messages it held: Open does not refuse the queue, nothing is cut or rewritten, the damage is
-// logged with its file and offset and counted in [Stats].CorruptRecords, and the queue goes on.
+// logged with its file and offset and counted in [Snapshot].CorruptRecords, and the queue goes on.
 // [Check] (the command tock check) verifies a directory offline.
 //
 // # Caveats
@@ -67,9 +90,12 @@
 // order. A message may be delivered more than once: after a crash, an expired lease, or a lost ack.
 // A message put with a chosen ID costs about 60 bytes of memory while it waits on disk; generated
 // IDs cost nothing. Due messages that no consumer receives stay in memory, with their payloads,
-// until received. A delivery interrupted by a crash does not count as an attempt. A retried Ack is
-// recognised only for the last 65,536 acks since Open. Damage to a Cancel or Ack record loses the
-// cancel or the ack (the message is delivered after all, or again). The directory belongs to one
-// Queue at a time (an flock enforces it on Unix). Nothing is replicated: losing the disk loses the
-// queue.
+// until received. A delivery interrupted by a crash does not count as an attempt. Leases end when
+// the queue closes: after a restart, the receipt of a message still waiting is stale. Damage to a
+// Cancel or Ack record loses the cancel or the ack (the message is delivered after all, or again).
+// The counters of [Queue.Topics] (puts, deliveries, acks) count since Open. Directories written
+// by versions of delayq before the operator's actions are opened (each slot list is read once to
+// count its messages by topic), but logs written since cannot be read by those versions. The
+// directory belongs to one Queue at a time (an flock enforces it on Unix). Nothing is replicated:
+// losing the disk loses the queue.
 package delayq

@@ -3,33 +3,47 @@ package delayq
 import (
 	"errors"
 	"fmt"
-	"strings"
-	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/queue"
 )
 
-// Errors returned by Queue methods. Compare with errors.Is: most are wrapped with details.
+// Errors returned by Queue methods. Those that mean what package queue's sentinels mean are
+// queue's, as package os re-exports those of io/fs, so that code written against [queue.Engine]
+// and code using a Queue compare with the same values. Compare with errors.Is: the queue wraps
+// them with details, its package name first.
 var (
 	// ErrClosed is returned by every method called after Close, and by Receive calls that were
 	// waiting when Close began.
-	ErrClosed = errors.New("delayq: queue closed")
+	ErrClosed = queue.ErrClosed
 
 	// ErrInvalid is returned for a message, argument or option the queue cannot take: an empty
-	// topic, an ID or topic longer than 65535 bytes, a payload over the limit, a DeliverAt past
-	// the latest the queue keeps, a max or visibility timeout below one, an option out of its
-	// range. The message names what was wrong.
-	ErrInvalid = errors.New("delayq: invalid argument")
+	// topic, an ID or topic longer than 65535 bytes, a DeliverAt past the latest the queue keeps
+	// ([queue.MaxDeliverAt]), a max or visibility timeout below one, a negative Nack delay, an
+	// option out of its range, a malformed paging cursor. The message names what was wrong.
+	ErrInvalid = queue.ErrInvalid
+
+	// ErrTooLarge is returned by Put and PutBatch for a payload over the limit ([WithMaxPayload])
+	// or a batch over [MaxBatchBytes].
+	ErrTooLarge = queue.ErrTooLarge
+
+	// ErrNotFound is returned by [Queue.Message] for an ID that names no waiting message.
+	ErrNotFound = queue.ErrNotFound
 
 	// ErrUnknownReceipt is matched by the errors of Ack and Nack for a receipt that does not name
-	// a message currently leased under it: malformed, forged, cancelled, or leased again since (its
+	// a message currently leased under it: malformed, forged, or leased again since (its
 	// visibility timeout ran out and another Receive took the message). Ack does not report a
-	// receipt it acked before (see [Queue.Ack]); Nack does.
-	ErrUnknownReceipt = errors.New("delayq: unknown or stale receipt")
+	// receipt whose message is done (see [Queue.Ack]); Nack does.
+	ErrUnknownReceipt = queue.ErrUnknownReceipt
 
 	// ErrDuplicate is matched by the error of Put and PutBatch for a message whose chosen ID is
-	// the ID of a different message still pending; the error is a [*DuplicateError].
-	ErrDuplicate = errors.New("delayq: id of a pending message")
+	// the ID of a different message still waiting; the error is a [*DuplicateError].
+	ErrDuplicate = queue.ErrDuplicate
+
+	// ErrUnavailable is matched by the errors of a queue stopped by a failure it cannot recover
+	// from while open (a write or sync of the log failed, say): every call fails until the queue
+	// is closed and opened again. [Queue.Ready] reports it.
+	ErrUnavailable = queue.ErrUnavailable
 
 	// ErrCorrupt is matched by errors about damaged data in the log or the checkpoint. Such errors
 	// name the file and the byte offset of the damage. A torn tail (the end of the last write cut
@@ -41,55 +55,28 @@ var (
 	ErrLocked = errors.New("delayq: directory in use by another queue")
 )
 
+// The errors the queue returns as they are, with its package name.
+var (
+	errClosed         = fmt.Errorf("delayq: %w", ErrClosed)
+	errUnknownReceipt = fmt.Errorf("delayq: %w", ErrUnknownReceipt)
+)
+
 // A DuplicateError is the error of a Put whose chosen ID names a different message that is still
-// pending (see [Message].ID). It matches [ErrDuplicate].
-type DuplicateError struct {
-	ID string
-	// DeliverAt is when the pending message with the ID is due.
-	DeliverAt time.Time
-}
-
-func (e *DuplicateError) Error() string {
-	return fmt.Sprintf("delayq: id %q names a different message, pending and due at %v", e.ID, e.DeliverAt.UTC().Format(time.RFC3339Nano))
-}
-
-// Is reports whether target is ErrDuplicate.
-func (e *DuplicateError) Is(target error) bool { return target == ErrDuplicate }
+// waiting (see [Message].ID). It matches [ErrDuplicate].
+type DuplicateError = queue.DuplicateError
 
 // An AckError is the error of an Ack some of whose receipts were not acked. The others were: the
 // call's outcome is per receipt. It matches the errors of its Failed receipts, so
 // errors.Is(err, [ErrUnknownReceipt]) holds when one was unknown or stale.
-type AckError struct {
-	// Acked counts the receipts the call acked, in addition to those it found acked already.
-	Acked int
-	// Failed lists the receipts not acked, in the order given, with why.
-	Failed []ReceiptError
-}
+type AckError = queue.AckError
 
 // A ReceiptError is one receipt an Ack could not ack, and why.
-type ReceiptError struct {
-	Receipt string
-	Err     error
-}
+type ReceiptError = queue.ReceiptError
 
-func (e *AckError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "delayq: %d receipts not acked", len(e.Failed))
-	for i, f := range e.Failed {
-		if i == 3 {
-			fmt.Fprintf(&b, "; and %d more", len(e.Failed)-i)
-			break
-		}
-		fmt.Fprintf(&b, "; %q: %v", f.Receipt, f.Err)
-	}
-	return b.String()
-}
+// failure is a failure that stopped the queue: it reads as its cause, unwraps to it, and matches
+// ErrUnavailable.
+type failure struct{ err error }
 
-// Unwrap returns the errors of the failed receipts.
-func (e *AckError) Unwrap() []error {
-	errs := make([]error, len(e.Failed))
-	for i, f := range e.Failed {
-		errs[i] = f.Err
-	}
-	return errs
-}
+func (f *failure) Error() string        { return f.err.Error() }
+func (f *failure) Unwrap() error        { return f.err }
+func (f *failure) Is(target error) bool { return target == ErrUnavailable }

@@ -1,6 +1,9 @@
 package delayq
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // DueCounts returns how many pending messages fall due in each of n consecutive steps from from
 // on: counts[i] is the number due in [from + i·step, from + (i+1)·step). It returns nil when n or
@@ -22,10 +25,10 @@ import "time"
 // of slots the range covers (at most the horizon's) plus the number of in-memory timer
 // milliseconds (at most one per millisecond of the near window, plus one per distinct due time of
 // messages waiting for a retry). It reads nothing from disk, so it is cheap enough for a status
-// page polled every second.
-func (q *Queue) DueCounts(from time.Time, step time.Duration, n int) []int {
+// page polled every second. Its error is always nil: the counts are in memory.
+func (q *Queue) DueCounts(ctx context.Context, from time.Time, step time.Duration, n int) ([]int, error) {
 	if n <= 0 || step <= 0 {
-		return nil
+		return nil, nil
 	}
 	counts := make([]int, n)
 	start := from.UnixNano()
@@ -61,5 +64,5 @@ func (q *Queue) DueCounts(from time.Time, step time.Duration, n int) []int {
 		}
 		counts[i] += int(w.peek(slot).due)
 	}
-	return counts
+	return counts, nil
 }

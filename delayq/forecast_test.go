@@ -134,7 +134,7 @@ func dueCountsOps(t *testing.T, rng *rand.Rand, base string) {
 			synctest.Wait()
 			// From the next slot edge: a slot still on disk counts in the step of its start.
 			from := time.Now().Truncate(slot).Add(slot)
-			got := q.DueCounts(from, slot, steps)
+			got := dueCounts(q, from, slot, steps)
 			if want := forecastModel(due, from, slot, steps); !slices.Equal(got, want) {
 				t.Fatalf("step %d (after %s): DueCounts from %v\n got %v\nwant %v", step, what, from.Format("15:04:05.000"), got, want)
 			}
@@ -176,7 +176,7 @@ func TestDueCountsAcrossRestart(t *testing.T) {
 			t.Helper()
 			synctest.Wait()
 			from := time.Now().Truncate(time.Second).Add(time.Second)
-			got := q.DueCounts(from, time.Second, 3600)
+			got := dueCounts(q, from, time.Second, 3600)
 			if want := forecastModel(due, from, time.Second, 3600); !slices.Equal(got, want) {
 				t.Fatalf("%s: DueCounts differ from the model:\n got %v\nwant %v", when, got, want)
 			}
@@ -255,8 +255,8 @@ func TestOlderCheckpoints(t *testing.T) {
 					}
 				}
 				from := start.Truncate(time.Second).Add(time.Second)
-				want := q.DueCounts(from, time.Second, 20)
-				pending := q.Stats().Pending
+				want := dueCounts(q, from, time.Second, 20)
+				pending := q.Snapshot().Pending
 				if pending != 50-cancelled {
 					t.Fatalf("Pending %d after 50 puts and %d cancels", pending, cancelled)
 				}
@@ -272,10 +272,10 @@ func TestOlderCheckpoints(t *testing.T) {
 					t.Fatal(err)
 				}
 				q = open(t, dir)
-				if got := q.DueCounts(from, time.Second, 20); !slices.Equal(got, want) {
+				if got := dueCounts(q, from, time.Second, 20); !slices.Equal(got, want) {
 					t.Fatalf("after a version %d checkpoint: got %v, want %v", version, got, want)
 				}
-				if got := q.Stats().Pending; got != pending {
+				if got := q.Snapshot().Pending; got != pending {
 					t.Fatalf("after a version %d checkpoint: Pending %d, want %d", version, got, pending)
 				}
 				check(t, q)
@@ -375,12 +375,18 @@ func BenchmarkDueCounts(b *testing.B) {
 	}
 	b.Run("DueCounts", func(b *testing.B) {
 		for b.Loop() {
-			q.DueCounts(time.Now(), time.Second, 3600)
+			dueCounts(q, time.Now(), time.Second, 3600)
 		}
 	})
 	b.Run("Stats", func(b *testing.B) {
 		for b.Loop() {
-			q.Stats()
+			q.Snapshot()
 		}
 	})
+}
+
+// dueCounts returns q's DueCounts, which never fail.
+func dueCounts(q *Queue, from time.Time, step time.Duration, n int) []int {
+	counts, _ := q.DueCounts(context.Background(), from, step, n)
+	return counts
 }

@@ -128,7 +128,7 @@ func FuzzRecover(f *testing.F) {
 			t.Fatalf("Open of damaged %s: %v", filepath.Base(path), err)
 		}
 		defer q.Close()
-		if err := q.checkState(); err != nil && q.Stats().CorruptRecords == 0 {
+		if err := q.checkState(); err != nil && q.Snapshot().CorruptRecords == 0 {
 			t.Fatalf("after damage to %s, none found: %v", filepath.Base(path), err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)

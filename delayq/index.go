@@ -16,7 +16,7 @@ import (
 //   - a waiting entry is in the bucket of the millisecond it is due in, a leased one in the bucket
 //     its lease ends in, a ready one in its topic's ready list and no bucket;
 //   - ready and leased count the entries in those states; a bucket's waiting counts its waiting
-//     entries; a topic's n counts its ready list.
+//     entries; the counts of topics are as topic.go says.
 type deliveryIndex struct {
 	wheel *tock.Wheel
 	fire  func(*bucket) // a bucket's timer callback
@@ -26,10 +26,11 @@ type deliveryIndex struct {
 	byOrigin map[wal.Pos]*entry // by their first record
 	byID     map[string]*entry  // those with chosen IDs (the latest, for duplicates)
 	buckets  map[int64]*bucket  // timer buckets by millisecond
-	topics   map[string]*topicQueue
+	topics   topicSet
 	ready    int
 	leased   int
 	lateness latenessRing // of messages coming due for the first time
+	seq      uint64       // numbers entries as they become ready, for paging through ready lists
 
 	// ops are the changes to the entries since the last checkpoint (see checkpoint.go): one op per
 	// entry, kept up to date in place, and none for an entry added and removed in between, so that
@@ -57,9 +58,9 @@ type entryOp struct {
 
 // changed records that e was added (added set) or its checkpointed fields changed.
 func (x *deliveryIndex) changed(e *entry, added bool) {
-	ce := ckEntry{pos: e.pos, origin: e.origin, deliverAt: e.deliverAt, attempt: e.attempt}
-	if e.topicChanged {
-		ce.topic = e.topic
+	ce := ckEntry{pos: e.pos, origin: e.origin, deliverAt: e.deliverAt, attempt: e.attempt, failure: e.failure, failedAt: e.failedAt}
+	if e.dead() {
+		ce.topic = e.t.name
 	}
 	if e.jepoch == x.epoch && e.jop >= 0 {
 		x.ops[e.jop].ce = ce
@@ -91,7 +92,7 @@ func newDeliveryIndex(wheel *tock.Wheel, fire func(*bucket), wheelFailed func(er
 		byOrigin:    make(map[wal.Pos]*entry),
 		byID:        make(map[string]*entry),
 		buckets:     make(map[int64]*bucket),
-		topics:      make(map[string]*topicQueue),
+		topics:      make(topicSet),
 		epoch:       1, // a new entry's jepoch, 0, is no journal's
 	}
 }
@@ -101,18 +102,24 @@ type entry struct {
 	pos    wal.Pos // its current Put record
 	origin wal.Pos // its first Put record (equal to pos unless copied); names it in memory
 
-	id, topic string
+	id string
+	// t is the topic the entry is on, home the one it was put on: they differ for a dead letter,
+	// whose t is a dead-letter topic (not the one in the record at pos).
+	t, home   *topicState
 	payload   []byte
 	deliverAt int64  // Unix nanoseconds
 	attempt   uint32 // failed deliveries so far
-
-	// topicChanged: topic is a dead-letter topic, not the one in the record at pos.
-	topicChanged bool
+	// failure says why the last delivery failed (wal.FailureNacked or wal.FailureExpired), and
+	// failedAt when; failure is 0 for an entry that has not failed, or whose cause is not known
+	// (written by an older version).
+	failure  uint8
+	failedAt int64
 	// userID: id was chosen by the producer, so the entry is in byID.
 	userID bool
 
 	st    entryState
 	lease uint64 // number of the current or last lease; receipts carry it
+	seq   uint64 // when it became ready (deliveryIndex.seq), while ready
 
 	// The entry's op in the checkpoint journal (see deliveryIndex.ops): valid while jepoch is the
 	// journal's epoch; jnew: the op adds the entry.
@@ -121,14 +128,20 @@ type entry struct {
 	jnew   bool
 
 	// bucket is the timer bucket the entry waits in (waiting: until due; leased: until the lease
-	// ends), or nil. prev and next link it into its bucket, or into its topic's ready list.
-	bucket     *bucket
-	prev, next *entry
+	// ends), or nil. prev and next link it into its bucket, or into its topic's ready list; tprev
+	// and tnext into its topic's timed list while it is in a bucket.
+	bucket       *bucket
+	prev, next   *entry
+	tprev, tnext *entry
 }
 
+// dead reports whether e is a dead letter: on the dead-letter topic of the topic it was put on.
+func (e *entry) dead() bool { return e.t != e.home }
+
 // newEntry returns the entry of the Put record rec at pos.
-func newEntry(pos wal.Pos, rec *wal.Record) *entry {
-	return &entry{pos: pos, origin: originOf(rec.Origin, pos), id: rec.ID, topic: rec.Topic, payload: rec.Payload,
+func (x *deliveryIndex) newEntry(pos wal.Pos, rec *wal.Record) *entry {
+	t := x.topics.get(rec.Topic)
+	return &entry{pos: pos, origin: originOf(rec.Origin, pos), id: rec.ID, t: t, home: t, payload: rec.Payload,
 		deliverAt: rec.DeliverAt, attempt: rec.Attempt}
 }
 
@@ -167,17 +180,8 @@ type bucket struct {
 
 const bucketNs = int64(time.Millisecond)
 
-// A topicQueue holds a topic's ready entries, oldest first, and wakes Receive calls.
-type topicQueue struct {
-	head, tail *entry
-	n          int
-	// signal is closed (and replaced) when entries become ready; nil when nobody waits.
-	signal  chan struct{}
-	waiters int // Receive calls waiting on signal
-}
-
-// insert adds e and reports whether it did: false means a message with the same origin is in
-// memory already (a duplicate copy), and e was dropped. The caller arms e.
+// insert adds e, detached, and reports whether it did: false means a message with the same origin
+// is in memory already (a duplicate copy), and e was dropped. The caller arms e.
 func (x *deliveryIndex) insert(e *entry) bool {
 	if x.byOrigin[e.origin] != nil {
 		return false
@@ -186,6 +190,11 @@ func (x *deliveryIndex) insert(e *entry) bool {
 	if !isGenerated(e.id, e.origin) {
 		e.userID = true
 		x.byID[e.id] = e
+	}
+	e.t.hold()
+	e.home.hold()
+	if e.dead() {
+		x.addDead(e)
 	}
 	x.changed(e, true)
 	return true
@@ -212,17 +221,56 @@ func (x *deliveryIndex) remove(e *entry) {
 	if e.userID && x.byID[e.id] == e {
 		delete(x.byID, e.id)
 	}
+	if e.dead() {
+		delete(e.home.dead, e)
+	}
+	x.topics.drop(e.t)
+	x.topics.drop(e.home)
 }
 
-// detach takes e out of its bucket, its topic's ready list or the leased count, whichever holds
-// it.
+// move puts e, detached, on topic t: a dead-letter topic, or its home again (requeued).
+func (x *deliveryIndex) move(e *entry, t *topicState) {
+	if e.dead() {
+		delete(e.home.dead, e)
+	}
+	t.hold()
+	x.topics.drop(e.t)
+	e.t = t
+	if e.dead() {
+		x.addDead(e)
+	}
+}
+
+func (x *deliveryIndex) addDead(e *entry) {
+	if e.home.dead == nil {
+		e.home.dead = make(map[*entry]struct{})
+	}
+	e.home.dead[e] = struct{}{}
+}
+
+// count adds e to the counts of its state (d = 1) or takes it off them (d = -1), as it enters or
+// leaves a bucket or a ready list.
+func (x *deliveryIndex) count(e *entry, d int) {
+	switch e.st {
+	case waiting:
+		e.t.scheduled += d
+	case ready:
+		e.t.ready += d
+		x.ready += d
+	case leased:
+		e.t.leased += d
+		x.leased += d
+	}
+	if e.dead() && e.st != leased {
+		e.home.deadWaiting += d
+	}
+}
+
+// detach takes e out of its bucket or its topic's ready list, whichever holds it.
 func (x *deliveryIndex) detach(e *entry) {
 	x.unschedule(e)
-	switch e.st {
-	case ready:
+	if e.st == ready {
 		x.unlinkReady(e)
-	case leased:
-		x.leased--
 	}
 	e.st = waiting
 }
@@ -238,7 +286,7 @@ func (x *deliveryIndex) arm(e *entry) {
 	x.schedule(e, e.deliverAt)
 }
 
-// schedule puts e in the bucket of the millisecond that ends at or after at.
+// schedule puts e, waiting or leased, in the bucket of the millisecond that ends at or after at.
 func (x *deliveryIndex) schedule(e *entry, at int64) {
 	key := at / bucketNs
 	if at%bucketNs > 0 {
@@ -266,6 +314,26 @@ func (x *deliveryIndex) schedule(e *entry, at int64) {
 	if e.st == waiting {
 		b.waiting++
 	}
+	e.tprev, e.tnext = nil, e.t.timed
+	if e.t.timed != nil {
+		e.t.timed.tprev = e
+	}
+	e.t.timed = e
+	x.count(e, 1)
+}
+
+// untime takes e, which was in a bucket, out of its topic's timed list and counts.
+func (x *deliveryIndex) untime(e *entry) {
+	if e.tprev != nil {
+		e.tprev.tnext = e.tnext
+	} else {
+		e.t.timed = e.tnext
+	}
+	if e.tnext != nil {
+		e.tnext.tprev = e.tprev
+	}
+	e.tprev, e.tnext = nil, nil
+	x.count(e, -1)
 }
 
 // unschedule takes e out of its bucket, if any, stopping the bucket's timer when it empties.
@@ -286,6 +354,7 @@ func (x *deliveryIndex) unschedule(e *entry) {
 	if e.st == waiting {
 		b.waiting--
 	}
+	x.untime(e)
 	if b.n--; b.n == 0 {
 		b.timer.Stop()
 		delete(x.buckets, b.key)
@@ -303,67 +372,58 @@ func (x *deliveryIndex) take(b *bucket, fn func(*entry)) bool {
 	for e := b.head; e != nil; {
 		next := e.next
 		e.bucket, e.prev, e.next = nil, nil, nil
+		x.untime(e)
 		fn(e)
 		e = next
 	}
 	return true
 }
 
-// makeReady moves e to its topic's ready list and wakes a Receive waiting on the topic.
+// makeReady moves e to its topic's ready list and wakes a Receive waiting on the topic, unless the
+// topic is paused.
 func (x *deliveryIndex) makeReady(e *entry) {
 	e.st = ready
-	tq := x.topic(e.topic)
-	e.prev, e.next = tq.tail, nil
-	if tq.tail != nil {
-		tq.tail.next = e
+	x.seq++
+	e.seq = x.seq
+	t := e.t
+	e.prev, e.next = t.tail, nil
+	if t.tail != nil {
+		t.tail.next = e
 	} else {
-		tq.head = e
+		t.head = e
 	}
-	tq.tail = e
-	tq.n++
-	x.ready++
+	t.tail = e
+	x.count(e, 1)
 	if e.attempt == 0 {
 		x.lateness.add(time.Duration(time.Now().UnixNano() - e.deliverAt))
 	}
-	if tq.signal != nil {
-		close(tq.signal)
-		tq.signal = nil
+	if !t.paused {
+		t.wake()
+	}
+}
+
+// wake wakes the Receive calls waiting on t.
+func (t *topicState) wake() {
+	if t.signal != nil {
+		close(t.signal)
+		t.signal = nil
 	}
 }
 
 func (x *deliveryIndex) unlinkReady(e *entry) {
-	tq := x.topics[e.topic]
+	t := e.t
 	if e.prev != nil {
 		e.prev.next = e.next
 	} else {
-		tq.head = e.next
+		t.head = e.next
 	}
 	if e.next != nil {
 		e.next.prev = e.prev
 	} else {
-		tq.tail = e.prev
+		t.tail = e.prev
 	}
 	e.prev, e.next = nil, nil
-	tq.n--
-	x.ready--
-	x.dropIdleTopic(e.topic, tq)
-}
-
-// dropIdleTopic forgets topic when it has no ready message and no waiting Receive, so that
-// Receive calls on ever new topic names (an HTTP client can make any number) keep no memory.
-func (x *deliveryIndex) dropIdleTopic(topic string, tq *topicQueue) {
-	if tq.n == 0 && tq.waiters == 0 && x.topics[topic] == tq {
-		delete(x.topics, topic)
-	}
-}
-
-func (x *deliveryIndex) topic(topic string) *topicQueue {
-	tq := x.topics[topic]
-	if tq == nil {
-		tq = &topicQueue{}
-		x.topics[topic] = tq
-	}
-	return tq
+	x.count(e, -1)
 }
 
 // lease hands e, the head of its topic's ready list, to a consumer until deadline (Unix ns) under
@@ -373,5 +433,4 @@ func (x *deliveryIndex) lease(e *entry, n uint64, deadline int64) {
 	e.st = leased
 	e.lease = n
 	x.schedule(e, deadline)
-	x.leased++
 }

@@ -75,8 +75,8 @@ func largePayloadPaths(t *testing.T, base string, size int) {
 		return id
 	}
 	if size == MaxPayloadLimit {
-		if _, err := q.Put(ctx, Message{Topic: "t", Payload: make([]byte, size+1)}); !errors.Is(err, ErrInvalid) {
-			t.Fatalf("Put of %d bytes: %v, want ErrInvalid", size+1, err)
+		if _, err := q.Put(ctx, Message{Topic: "t", Payload: make([]byte, size+1)}); !errors.Is(err, ErrTooLarge) {
+			t.Fatalf("Put of %d bytes: %v, want ErrTooLarge", size+1, err)
 		}
 	}
 	put(0, 10*time.Millisecond) // into memory at once: the checkpoint holds it

@@ -33,7 +33,7 @@ func (q *Queue) readChain(r *wal.Reader, list int64, head, first, stop, lo wal.P
 	p := head
 	for ; p != 0 && p != stop && p >= lo; p = out[len(out)-1].rec.Prev {
 		rec, err := r.ReadAt(p)
-		if err == nil && (rec.Kind != wal.KindPut && rec.Kind != wal.KindCancel || !rec.Threaded || rec.ListSlot != list || rec.Prev >= p) {
+		if err == nil && (!listKind(rec.Kind) || !rec.Threaded || rec.ListSlot != list || rec.Prev >= p) {
 			err = q.corruptAt(p, fmt.Sprintf("%v record is not a record of the list of slot %d", rec.Kind, list))
 		}
 		if errors.Is(err, ErrCorrupt) {
@@ -56,7 +56,7 @@ func (q *Queue) scanList(list int64, from, to wal.Pos, report func(error)) ([]li
 	from = max(from, wal.MakePos(1, 0))
 	var out []listRecord
 	err := q.log.Scan(from, to, func(pos wal.Pos, rec wal.Record) error {
-		if rec.Threaded && rec.ListSlot == list && (rec.Kind == wal.KindPut || rec.Kind == wal.KindCancel) {
+		if rec.Threaded && rec.ListSlot == list && listKind(rec.Kind) {
 			out = append(out, listRecord{pos, rec})
 		}
 		return nil
@@ -147,22 +147,72 @@ func joinParts(part, older []listRecord, reached bool) []listRecord {
 	return append(part, older...)
 }
 
-// countDue counts the messages of list's records, newest first, that are due in list's own slot
-// and not cancelled, as the wheel keeps slotList.due: a Cancel record takes off the newest older
-// Put with its ID if that one is due in list's slot. Recovery uses it to rebuild the counts of a
-// checkpoint that lacks them; tests check the counts against it.
+// listKind reports whether records of kind k are threaded into lists.
+func listKind(k wal.Kind) bool {
+	return k == wal.KindPut || k == wal.KindCancel || k == wal.KindPurge
+}
+
+// A listView tells, walking a list's records newest first, which of its Puts are pending: a Put is
+// cancelled by a newer Cancel of its ID or Purge of its topic in the list, and all but the newest
+// copy of a message (a roll repeated after a crash) are left out. It is the one place that says
+// what a list holds.
+type listView struct {
+	cancelled map[string]bool
+	purged    map[string]bool
+	// copies holds the origins of the copies seen; copies are rare, so only they are remembered.
+	copies map[wal.Pos]bool
+}
+
+// live reports whether rec, the next record of the list newest first, is a Put that no newer
+// Cancel or Purge took, and notes what a Cancel or Purge takes. Copies of one message are each
+// live: the wheel's counts count each (see diskWheel).
+func (v *listView) live(rec *wal.Record) bool {
+	switch rec.Kind {
+	case wal.KindCancel:
+		if v.cancelled == nil {
+			v.cancelled = make(map[string]bool)
+		}
+		v.cancelled[rec.ID] = true
+		return false
+	case wal.KindPurge:
+		if v.purged == nil {
+			v.purged = make(map[string]bool)
+		}
+		v.purged[rec.Topic] = true
+		return false
+	case wal.KindPut:
+		return !v.cancelled[rec.ID] && !v.purged[rec.Topic]
+	}
+	return false
+}
+
+// pending reports whether rec, at pos, the next record of the list newest first, is a pending
+// Put: live, and the newest copy of its message.
+func (v *listView) pending(pos wal.Pos, rec *wal.Record) bool {
+	if !v.live(rec) {
+		return false
+	}
+	origin := originOf(rec.Origin, pos)
+	if v.copies[origin] {
+		return false
+	}
+	if rec.Origin != 0 {
+		if v.copies == nil {
+			v.copies = make(map[wal.Pos]bool)
+		}
+		v.copies[origin] = true
+	}
+	return true
+}
+
+// countDue counts the live Puts of list's records, newest first, that are due in list's own slot,
+// as the wheel keeps slotList.due. Recovery uses it to rebuild the counts of a checkpoint that
+// lacks them; tests check the counts against it.
 func (w *diskWheel) countDue(list int64, recs []listRecord) int64 {
 	var n int64
-	cancels := make(map[string]bool) // IDs of Cancel records not yet matched with their Put
+	var v listView
 	for _, lr := range recs {
-		rec := &lr.rec
-		if rec.Kind == wal.KindCancel {
-			cancels[rec.ID] = true
-			continue
-		}
-		cancelled := cancels[rec.ID]
-		delete(cancels, rec.ID)
-		if !cancelled && w.slotOf(rec.DeliverAt) == list {
+		if v.live(&lr.rec) && w.slotOf(lr.rec.DeliverAt) == list {
 			n++
 		}
 	}

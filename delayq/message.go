@@ -3,48 +3,33 @@ package delayq
 import (
 	"encoding/base32"
 	"encoding/binary"
-	"fmt"
-	"strconv"
-	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/queue"
 )
 
-// A Message is what producers put: a payload for a topic, to be delivered at DeliverAt.
-type Message struct {
-	// ID names the message for Cancel. Leave it empty to have Put generate one; generated IDs cost
-	// no memory while the message waits on disk. An ID you choose costs about 60 bytes of memory
-	// per pending message, because Cancel must be able to find it.
-	//
-	// A chosen ID is unique among pending messages (put and not yet acked, cancelled or dead), as
-	// idempotency keys are: a Put with the ID of a pending message stores nothing; it succeeds and
-	// returns the ID when the message is the same (a retried Put: same Topic and Payload, and the
-	// same DeliverAt or both due already), and fails with a [*DuplicateError] ([ErrDuplicate]) naming
-	// the pending message's due time otherwise. Once the message is acked, cancelled or dead, the
-	// ID may be used again. Chosen IDs are not checked against the generated IDs of pending
-	// messages: choose IDs that do not look like them (26 characters of 0-9 and a-v).
-	ID string
-	// Topic is the name consumers Receive by. It must not be empty.
-	Topic string
-	// Payload is delivered as is. It may be empty.
-	Payload []byte
-	// DeliverAt is when the message becomes due. A time before the Put (the zero time included)
-	// means the moment of the Put: a message is due at the later of DeliverAt and the time of its
-	// Put, and that is the DeliverAt its deliveries report, so that their lateness measures the
-	// queue. The latest DeliverAt accepted is the start of 2262 (UTC); a later one is refused with
-	// [ErrInvalid]. Its monotonic clock reading, if any, is ignored: it is stored as wall-clock time.
-	DeliverAt time.Time
-}
+// A Message is what producers put: a payload for a topic, to be delivered at DeliverAt. It is
+// [queue.Message]; what the queue adds to its contract:
+//
+//   - ID: leave it empty to have Put generate one; generated IDs cost no memory while the message
+//     waits on disk. An ID you choose costs about 60 bytes of memory per waiting message, because
+//     Cancel must be able to find it. A chosen ID is unique among waiting messages (put and not yet
+//     acked or cancelled; a dead letter keeps its ID), as idempotency keys are: a Put with the ID
+//     of a waiting message stores nothing; it succeeds and returns the ID when the message is the
+//     same (a retried Put: same Topic and Payload, and the same DeliverAt or both due already), and
+//     fails with a [*DuplicateError] ([ErrDuplicate]) naming the waiting message's due time
+//     otherwise. Chosen IDs are not checked against the generated IDs of waiting messages: choose
+//     IDs that do not look like them (26 characters of 0-9 and a-v).
+//   - Topic must not be empty, and must leave room for its dead-letter topic within 65535 bytes.
+//   - DeliverAt: a message is due at the later of DeliverAt and the time of its Put, and that is
+//     the DeliverAt its deliveries report, so that their lateness measures the queue. It is stored
+//     as Unix nanoseconds, wall-clock time.
+type Message = queue.Message
 
-// A Delivery is a message leased to one consumer by Receive.
-type Delivery struct {
-	Message
-	// Receipt names this lease for Ack and Nack. It is opaque and valid until the lease ends.
-	Receipt string
-	// Attempt counts deliveries of the message, starting at 1. A delivery cut short by a crash of
-	// the queue is not counted, so Attempt can repeat after a restart.
-	Attempt int
-}
+// A Delivery is a message leased to one consumer by Receive. Attempt counts deliveries of the
+// message, starting at 1; a delivery cut short by a crash of the queue is not counted, so Attempt
+// can repeat after a restart.
+type Delivery = queue.Delivery
 
 // Generated IDs are 26 characters of base32 (hex alphabet, lower case) of 16 bytes: the DeliverAt
 // in Unix nanoseconds and the log position of the message's first record, both big endian, so IDs
@@ -79,24 +64,4 @@ func parseID(id string) (deliverAt int64, pos wal.Pos, ok bool) {
 func isGenerated(id string, origin wal.Pos) bool {
 	_, p, ok := parseID(id)
 	return ok && p == origin
-}
-
-// A receipt is the position of the message's first record and its lease number, as 32 hex digits.
-// Lease numbers are 64 random bits (a ChaCha8 stream seeded from crypto/rand at Open), so knowing a
-// message's ID, and receipts of other leases, tells nothing of the receipt of its lease: a forged
-// receipt is refused as unknown, with the same error whether or not the message exists.
-func makeReceipt(pos wal.Pos, lease uint64) string {
-	return fmt.Sprintf("%016x%016x", uint64(pos), lease)
-}
-
-func parseReceipt(s string) (wal.Pos, uint64, bool) {
-	if len(s) != 32 {
-		return 0, 0, false
-	}
-	p, err1 := strconv.ParseUint(s[:16], 16, 64)
-	l, err2 := strconv.ParseUint(s[16:], 16, 64)
-	if err1 != nil || err2 != nil {
-		return 0, 0, false
-	}
-	return wal.Pos(p), l, true
 }

@@ -148,8 +148,8 @@ func TestNoLockHeldWhileTheWriterLags(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	done := make(chan Stats)
-	go func() { done <- q.Stats() }()
+	done := make(chan Snapshot)
+	go func() { done <- q.Snapshot() }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):

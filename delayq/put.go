@@ -7,12 +7,15 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/queue"
 )
 
 // Put stores m and returns its ID (m.ID, or a generated one when it is empty). When Put returns
 // without error the message is durable: its record is written and synced (unless WithNoSync). It is
 // then delivered at or after m.DeliverAt, at least once, unless cancelled. ctx is checked only
-// before the message is written: once written, Put waits for the sync.
+// before the message is written: once written, Put waits for the sync. An empty or overlong topic
+// or ID, or a DeliverAt after [queue.MaxDeliverAt], is refused with [ErrInvalid]; a payload over
+// the limit ([WithMaxPayload]) with [ErrTooLarge].
 func (q *Queue) Put(ctx context.Context, m Message) (string, error) {
 	ids, err := q.PutBatch(ctx, []Message{m})
 	if err != nil {
@@ -23,11 +26,12 @@ func (q *Queue) Put(ctx context.Context, m Message) (string, error) {
 
 // PutBatch stores msgs as Put does, in one critical section and one sync, and returns their IDs
 // in order. It is all or nothing: it validates every message before writing any (an invalid one
-// gives an error matching [ErrInvalid] and nothing is stored), a duplicate ID fails the whole batch
-// (an error matching [ErrDuplicate], see [Message].ID), and the batch's records are written to the log
-// as one atomic group, so that after a crash either all of them are there or none. The records of
-// a batch must fit in [MaxBatchBytes]. Messages of the batch that repeat a pending message (a retried
-// Put) are not stored again; their IDs are returned all the same.
+// gives an error matching [ErrInvalid] or [ErrTooLarge] and nothing is stored; so does a chosen ID
+// that repeats within the batch), a duplicate ID fails the whole batch (an error matching
+// [ErrDuplicate], see [Message]), and the batch's records are written to the log as one atomic
+// group, so that after a crash either all of them are there or none. The records of a batch must
+// fit in [MaxBatchBytes] ([ErrTooLarge] otherwise). Messages of the batch that repeat a waiting
+// message (a retried Put) are not stored again; their IDs are returned all the same.
 func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) {
 	total := 0
 	for i := range msgs {
@@ -36,7 +40,7 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 		if err == nil {
 			total += putSize(m)
 			if total > MaxBatchBytes {
-				err = fmt.Errorf("%w: batch of %d messages over %d bytes", ErrInvalid, len(msgs), MaxBatchBytes)
+				err = fmt.Errorf("batch of %d messages over %d bytes: %w", len(msgs), MaxBatchBytes, ErrTooLarge)
 			}
 		}
 		if err != nil {
@@ -44,7 +48,7 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 		}
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("delayq: %w", err)
 	}
 	if err := q.waitRoom(); err != nil {
 		return nil, err
@@ -91,10 +95,13 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 // batchErr says which message of a batch err is about.
 func batchErr(msgs []Message, i int, err error) error {
 	if len(msgs) > 1 {
-		return fmt.Errorf("message %d: %w", i, err)
+		return fmt.Errorf("delayq: message %d: %w", i, err)
 	}
-	return err
+	return fmt.Errorf("delayq: %w", err)
 }
+
+// maxDeliverAtNs is queue.MaxDeliverAt in Unix nanoseconds.
+var maxDeliverAtNs = queue.MaxDeliverAt().UnixNano()
 
 // putBatchLocked appends the messages of msgs that are not repeats, as one atomic group, and
 // returns the IDs of all and the end of what must be durable before PutBatch returns.
@@ -129,6 +136,7 @@ func (q *Queue) putBatchLocked(msgs []Message, repeats []bool, now int64) ([]str
 		}
 		ids[i], end = id, e
 		q.stats.puts++
+		q.mem.topics.get(m.Topic).puts++
 	}
 	return ids, end, nil
 }
@@ -162,26 +170,15 @@ func (q *Queue) checkIDsLocked(msgs []Message, now int64, read map[string]readRe
 			repeats = make([]bool, len(msgs))
 		}
 		if j, ok := first[m.ID]; ok {
-			o := &msgs[j]
-			if !sameMessage(o.Topic, o.Payload, dueAt(o, now), false, m, now) {
-				return nil, nil, batchErr(msgs, i, &DuplicateError{ID: m.ID, DeliverAt: time.Unix(0, dueAt(o, now))})
-			}
-			repeats[i] = true
-			continue
+			return nil, nil, batchErr(msgs, i, fmt.Errorf("id %q repeats that of message %d: %w", m.ID, j, ErrInvalid))
 		}
 		if first == nil {
 			first = make(map[string]int)
 		}
 		first[m.ID] = i
 		if e := q.mem.byID[m.ID]; e != nil {
-			topic, delivered := e.topic, e.attempt > 0 || e.st != waiting
-			if e.topicChanged {
-				topic, delivered = m.Topic, true
-				if q.cfg.deadLetterTopic(m.Topic) != e.topic {
-					topic = e.topic
-				}
-			}
-			if !sameMessage(topic, e.payload, e.deliverAt, delivered, m, now) {
+			delivered := e.attempt > 0 || e.st != waiting || e.dead()
+			if !sameMessage(e.home.name, e.payload, e.deliverAt, delivered, m, now) {
 				return nil, nil, batchErr(msgs, i, &DuplicateError{ID: m.ID, DeliverAt: time.Unix(0, e.deliverAt)})
 			}
 			repeats[i] = true
@@ -256,27 +253,21 @@ func putSize(m *Message) int {
 func (q *Queue) validate(m *Message) error {
 	switch {
 	case m.Topic == "":
-		return fmt.Errorf("%w: empty topic", ErrInvalid)
+		return fmt.Errorf("empty topic: %w", ErrInvalid)
 	case len(m.Topic) > wal.MaxName:
-		return fmt.Errorf("%w: topic of %d bytes", ErrInvalid, len(m.Topic))
+		return fmt.Errorf("topic of %d bytes: %w", len(m.Topic), ErrInvalid)
 	case len(q.cfg.deadLetterTopic(m.Topic)) > wal.MaxName:
 		// A dead letter's topic is written in its Update record: one the log refuses would stop
 		// the queue when the message fails its last delivery.
-		return fmt.Errorf("%w: topic of %d bytes leaves no room for its dead-letter topic", ErrInvalid, len(m.Topic))
+		return fmt.Errorf("topic of %d bytes leaves no room for its dead-letter topic: %w", len(m.Topic), ErrInvalid)
 	case len(m.ID) > wal.MaxName:
-		return fmt.Errorf("%w: id of %d bytes", ErrInvalid, len(m.ID))
+		return fmt.Errorf("id of %d bytes: %w", len(m.ID), ErrInvalid)
 	case len(m.Payload) > q.cfg.maxPayload:
-		return fmt.Errorf("%w: payload of %d bytes over %d", ErrInvalid, len(m.Payload), q.cfg.maxPayload)
-	case m.DeliverAt.After(maxDeliverAt):
-		return fmt.Errorf("%w: DeliverAt %s is after the latest the queue keeps, %s", ErrInvalid,
-			m.DeliverAt.UTC().Format(time.RFC3339), maxDeliverAt.Format(time.RFC3339))
+		return fmt.Errorf("payload of %d bytes over %d: %w", len(m.Payload), q.cfg.maxPayload, ErrTooLarge)
 	}
-	return nil
+	_, err := queue.DueAt(m.DeliverAt, time.Time{})
+	return err
 }
-
-// maxDeliverAt is the latest DeliverAt Put accepts: times are kept as int64 Unix nanoseconds,
-// which end in April 2262.
-var maxDeliverAt = time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // putLocked appends and applies a Put record of a message due at deliverAt: threaded into the
 // list of its slot when that slot is not loaded yet, else straight into memory. origin is the

@@ -11,10 +11,11 @@ import (
 
 	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/queue"
 )
 
 // A Queue is a durable delayed-message queue kept in one directory. A Queue is safe for
-// concurrent use by any number of goroutines.
+// concurrent use by any number of goroutines. It is a [queue.Engine] and a [queue.Reporter].
 type Queue struct {
 	dir  string
 	cfg  config
@@ -42,10 +43,13 @@ type Queue struct {
 	moving map[wal.Pos]*entry
 	// leaseRand draws lease numbers: a ChaCha8 generator seeded from crypto/rand at Open.
 	leaseRand *rand.ChaCha8
-	acks      recentAcks
-	err       error   // sticky: a background failure that makes the queue unusable
-	ckptPos   wal.Pos // replay position of the last checkpoint written
-	stats     counters
+	// secret is the key of the receipts' MACs (see receipt.go), read or made at Open.
+	secret [32]byte
+	// opened numbers this Open at random, for the cursors of due messages (see page.go).
+	opened  uint32
+	err     error   // sticky: a background failure that makes the queue unusable
+	ckptPos wal.Pos // replay position of the last checkpoint written
+	stats   counters
 
 	// ckptMu serialises checkpoints (the background ones and Close's) and guards ckpt. Lock order:
 	// ckptMu before mu.
@@ -60,6 +64,11 @@ type Queue struct {
 	// afterListRead, when set by a test (under mu), runs after lockList has read a list without mu.
 	afterListRead func()
 }
+
+var (
+	_ queue.Engine   = (*Queue)(nil)
+	_ queue.Reporter = (*Queue)(nil)
+)
 
 // Open opens the queue in dir, creating the directory if it does not exist, and recovers from
 // whatever state a crash left it in: it truncates a torn tail of the log, reads the checkpoint,
@@ -99,8 +108,13 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 	var seed [32]byte
 	crand.Read(seed[:])
 	q.leaseRand = rand.NewChaCha8(seed)
+	q.opened = uint32(q.leaseRand.Uint64())
 	q.mem = newDeliveryIndex(q.wheel, q.fire, q.wheelFailed)
-	if err := q.recover(); err != nil {
+	err = q.loadSecret()
+	if err == nil {
+		err = q.recover()
+	}
+	if err != nil {
 		q.ckpt.close()
 		q.stopTimers()
 		if q.log != nil {
@@ -131,7 +145,7 @@ func (q *Queue) Close() error {
 	select {
 	case <-q.closed:
 		q.mu.Unlock()
-		return ErrClosed
+		return errClosed
 	default:
 	}
 	close(q.closed)
@@ -169,7 +183,7 @@ func (q *Queue) stopTimers() {
 func (q *Queue) usableLocked() error {
 	select {
 	case <-q.closed:
-		return ErrClosed
+		return errClosed
 	default:
 	}
 	return q.err
@@ -187,7 +201,7 @@ func (q *Queue) wheelFailed(err error) {
 // failLocked records a background failure; every later operation returns it.
 func (q *Queue) failLocked(err error) {
 	if q.err == nil {
-		q.err = err
+		q.err = &failure{err}
 		q.cfg.logger.Error("delayq: queue stopped by a failure", "dir", q.dir, "err", err)
 	}
 }
@@ -197,7 +211,7 @@ func (q *Queue) failLocked(err error) {
 func (q *Queue) waitRoom() error {
 	if err := q.log.WaitRoom(); err != nil {
 		if errors.Is(err, wal.ErrClosed) {
-			return ErrClosed
+			return errClosed
 		}
 		return err
 	}
@@ -211,7 +225,7 @@ func (q *Queue) waitDurable(end wal.Pos) error {
 	}
 	if err := q.log.WaitDurable(end); err != nil {
 		if errors.Is(err, wal.ErrClosed) {
-			return ErrClosed
+			return errClosed
 		}
 		return err
 	}

@@ -84,7 +84,7 @@ func (q *Queue) readCheckpoint() (ck *checkpoint, rebuild bool, err error) {
 // begins: ck's position, or first, the start of the oldest segment.
 func (q *Queue) restore(ck *checkpoint, rebuild bool, first wal.Pos) (wal.Pos, error) {
 	if ck == nil {
-		q.disk = newDiskWheel(int64(q.cfg.slot), int(q.cfg.horizon/q.cfg.slot))
+		q.disk = newDiskWheel(int64(q.cfg.slot), int(q.cfg.horizon/q.cfg.slot), q.mem.topics)
 		q.disk.loaded = q.disk.slotOf(time.Now().UnixNano()) - 1
 		if rebuild {
 			q.cfg.logger.Warn("delayq: no checkpoint; rebuilding from the log", "dir", q.dir, "first_segment", first.Segment())
@@ -92,13 +92,24 @@ func (q *Queue) restore(ck *checkpoint, rebuild bool, first wal.Pos) (wal.Pos, e
 		}
 		return first, nil
 	}
-	w := newDiskWheel(ck.slotNs, ck.slots)
+	w := newDiskWheel(ck.slotNs, ck.slots, q.mem.topics)
 	w.loaded, w.pending = ck.loaded, ck.pending
 	w.lists, w.ids = ck.lists, ck.ids
+	for i, lts := range ck.topics {
+		l := &w.lists[i]
+		for _, c := range lts {
+			lt := l.topic(w.topics.get(c.name))
+			lt.n, lt.due, lt.last = c.n, c.due, c.last
+			lt.t.disk += c.n
+		}
+	}
+	for _, name := range ck.paused {
+		w.topics.get(name).paused = true
+	}
 	q.disk = w
 	q.pins = ck.pins
 	if ck.version < checkpointVersion {
-		if err := q.migrate(!ck.hasDue, ck.version < 3); err != nil {
+		if err := q.migrate(!ck.hasDue, ck.version <= 3); err != nil {
 			return 0, err
 		}
 	}
@@ -130,13 +141,16 @@ func (q *Queue) loadEntries(m map[wal.Pos]ckEntry) error {
 		if err != nil {
 			return fmt.Errorf("delayq: reading a message the checkpoint holds: %w", err)
 		}
-		e := &entry{pos: ce.pos, origin: ce.origin, id: rec.ID, topic: rec.Topic, payload: rec.Payload, deliverAt: ce.deliverAt, attempt: ce.attempt}
+		e := q.mem.newEntry(ce.pos, &rec)
+		e.origin, e.deliverAt, e.attempt, e.failure, e.failedAt = ce.origin, ce.deliverAt, ce.attempt, ce.failure, ce.failedAt
 		if ce.topic != "" {
-			e.topic, e.topicChanged = ce.topic, true
+			e.t = q.mem.topics.get(ce.topic)
 		}
 		if !q.mem.insert(e) {
 			q.damaged(q.corruptAt(ce.pos, "the checkpoint holds the message twice"))
 			q.pins.remove(ce.pos)
+			q.mem.topics.release(e.t)
+			q.mem.topics.release(e.home)
 			continue
 		}
 		q.mem.arm(e)
@@ -161,9 +175,9 @@ func (q *Queue) replay(from wal.Pos, tolerant bool) error {
 	r := q.log.NewReader()
 	err := q.log.Scan(from, 0, func(pos wal.Pos, rec wal.Record) error {
 		var list []listRecord
-		if rec.Kind == wal.KindAdvance || rec.Kind == wal.KindRelocate {
+		if slot, ok := takesList(&rec); ok {
 			var err error
-			if list, err = q.readList(r, rec.Slot); err != nil && !(tolerant && errors.Is(err, wal.ErrMissing)) {
+			if list, err = q.readList(r, slot); err != nil && !(tolerant && errors.Is(err, wal.ErrMissing)) {
 				return fmt.Errorf("delayq: replaying %v at %v: %w", rec.Kind, pos, err)
 			}
 		}
@@ -188,16 +202,29 @@ func (q *Queue) replay(from wal.Pos, tolerant bool) error {
 	return nil
 }
 
+// takesList returns the slot of the list a record comes with (see apply), if it does.
+func takesList(rec *wal.Record) (int64, bool) {
+	switch rec.Kind {
+	case wal.KindAdvance, wal.KindRelocate:
+		return rec.Slot, true
+	case wal.KindPurge:
+		return rec.ListSlot, true
+	case wal.KindCancel:
+		// One written before Cancels named their topic: the list tells it.
+		return rec.ListSlot, rec.Threaded && rec.Topic == ""
+	}
+	return 0, false
+}
+
 // migrate learns from the lists what a checkpoint of an older version lacks, reading every message
-// in the disk wheel once: the first record of each list and the record of each chosen ID (versions
-// up to 3), the lists' due counts when due is set (version 1), and the count of messages in the
-// wheel when pending is set (versions 1 and 2, which counted cancelled messages among them).
-func (q *Queue) migrate(due, pending bool) error {
+// in the disk wheel once: the counts of each list, in all and by topic (versions up to 4), the
+// first record of each list and the record of each chosen ID (versions up to 3), and the lists'
+// due counts when due is set (version 1). The count of messages in the wheel is made the sum of
+// the lists' (versions 1 and 2 counted cancelled messages among them).
+func (q *Queue) migrate(due, locate bool) error {
 	w := &q.disk
 	r := q.log.NewReader()
-	if pending {
-		w.pending = 0
-	}
+	w.pending = 0
 	for i, l := range w.lists {
 		if l.head == 0 {
 			continue
@@ -206,28 +233,32 @@ func (q *Queue) migrate(due, pending bool) error {
 		if err != nil {
 			return err
 		}
-		cancelled := make(map[string]bool)
+		var v listView
+		list := &w.lists[i]
 		for _, lr := range recs {
-			switch lr.rec.Kind {
-			case wal.KindPut:
-				if pending {
-					w.pending++
-				}
-				if loc, ok := w.ids[lr.rec.ID]; ok && loc.pos == 0 && !cancelled[lr.rec.ID] {
-					w.ids[lr.rec.ID] = idLoc{slot: loc.slot, pos: lr.pos}
-				}
-			case wal.KindCancel:
-				cancelled[lr.rec.ID] = true
-				if pending {
-					w.pending--
-				}
+			rec := &lr.rec
+			if !v.live(rec) {
+				continue
+			}
+			list.n++
+			slot := w.slotOf(rec.DeliverAt)
+			lt := list.topic(w.topics.get(rec.Topic))
+			lt.n++
+			lt.t.disk++
+			lt.last = max(lt.last, slot)
+			if slot == l.slot {
+				lt.due++
+			}
+			if loc, ok := w.ids[rec.ID]; locate && ok && loc.pos == 0 {
+				w.ids[rec.ID] = idLoc{slot: loc.slot, pos: lr.pos}
 			}
 		}
+		w.pending += list.n
 		if len(recs) > 0 {
-			w.lists[i].first = recs[len(recs)-1].pos
+			list.first = recs[len(recs)-1].pos
 		}
 		if due {
-			w.lists[i].due = w.countDue(l.slot, recs)
+			list.due = w.countDue(l.slot, recs)
 		}
 	}
 	return nil

@@ -82,7 +82,7 @@ func diskUseDay(t *testing.T, dir string, delay func(*rand.Rand) time.Duration, 
 			if err := q.checkpoint(); err != nil {
 				t.Fatal(err)
 			}
-			st := q.Stats()
+			st := q.Snapshot()
 			live := (st.Pending + int64(st.Due) + int64(st.Leased)) * int64(recordSize)
 			ratio := float64(st.DiskBytes) / float64(live)
 			if minute > 120 {
@@ -150,7 +150,7 @@ func TestRetainKeepsWhatTheCheckpointNeeds(t *testing.T) {
 		copyDir(t, dir, crashed)
 		q2 := open(t, crashed, opts...)
 		check(t, q2)
-		if st := q2.Stats(); st.Pending+int64(st.Due) != 0 {
+		if st := q2.Snapshot(); st.Pending+int64(st.Due) != 0 {
 			t.Fatalf("after recovery: %+v", st)
 		}
 	})

@@ -2,8 +2,13 @@ package delayq
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
+
+	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/queue"
 )
 
 // TestSyncStats checks that durable puts are counted as syncs, each in a bucket that bounds its
@@ -20,14 +25,14 @@ func TestSyncStats(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := open(t, t.TempDir(), append(tc.opts, WithLogger(quiet))...)
-			before := q.Stats().Syncs
+			before := q.Snapshot().Syncs
 			const puts = 20
 			for range puts {
 				if _, err := q.Put(ctx, Message{Topic: "t", DeliverAt: time.Now().Add(time.Hour)}); err != nil {
 					t.Fatal(err)
 				}
 			}
-			st := q.Stats().Syncs
+			st := q.Snapshot().Syncs
 			n := st.Count - before.Count
 			switch {
 			case tc.durable && n < puts:
@@ -57,4 +62,107 @@ func TestSyncStats(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLatenessCountsEveryMessage is the regression test of a lateness summary without a count or
+// a sum (a Prometheus summary exported from it had _count and _sum 0): Stats counts every message
+// that came due since Open, beyond the 4096 its quantiles cover, and sums their lateness.
+func TestLatenessCountsEveryMessage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir(), WithNoSync())
+		const n = 5000
+		var ms []Message
+		for i := range n {
+			ms = append(ms, Message{Topic: "t", DeliverAt: time.Now().Add(time.Second + time.Duration(i%7)*time.Millisecond)})
+		}
+		if _, err := q.PutBatch(ctx, ms); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		st, err := q.Stats(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// In a bubble the wheel fires at the end of each due millisecond: no message is late by
+		// more than one.
+		if st.Lateness.Count != n || st.Lateness.Sum < 0 || st.Lateness.Sum > n*time.Millisecond || st.Due != n {
+			t.Fatalf("Stats = %+v; want %d messages due with a lateness count of %d and a sum of at most %v", st, n, n, n*time.Millisecond)
+		}
+	})
+}
+
+// TestStatsReadyAndMetrics checks the queue as a queue.Engine and queue.Reporter: Stats and Ready
+// of an open queue, the metrics it reports, and Stats and Ready after Close.
+func TestStatsReadyAndMetrics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		testStatsReadyAndMetrics(t)
+	})
+}
+
+func testStatsReadyAndMetrics(t *testing.T) {
+	ctx := context.Background()
+	q := open(t, t.TempDir(), WithNoSync())
+	q.Put(ctx, Message{Topic: "t", DeliverAt: time.Now().Add(time.Hour)})
+	q.Put(ctx, Message{Topic: "t"})
+	time.Sleep(10 * time.Millisecond)
+	if err := q.Ready(ctx); err != nil {
+		t.Fatalf("Ready of an open queue: %v", err)
+	}
+	if st, err := q.Stats(ctx); err != nil || st.Scheduled != 1 || st.Due != 1 {
+		t.Fatalf("Stats = %+v, %v; want 1 scheduled and 1 due", st, err)
+	}
+	ms, err := q.Metrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]queue.Metric{}
+	for _, m := range ms {
+		names[m.Name] = m
+	}
+	for _, want := range []string{"fsync_duration_seconds", "corrupt_records_total", "log_segments", "log_bytes",
+		"engine_puts_total", "engine_deliveries_total", "engine_acks_total", "engine_nacks_total", "engine_cancels_total",
+		"lease_expiries_total", "dead_letters_total", "engine_purged_total", "engine_requeued_total", "engine_delivered_now_total"} {
+		if _, ok := names[want]; !ok {
+			t.Errorf("Metrics lacks %s", want)
+		}
+	}
+	if m := names["engine_puts_total"]; m.Kind != queue.Counter || m.Value != 2 {
+		t.Errorf("engine_puts_total = %+v; want a counter of 2", m)
+	}
+	if m := names["fsync_duration_seconds"]; m.Kind != queue.Histogram || len(m.Buckets) == 0 {
+		t.Errorf("fsync_duration_seconds = %+v; want a histogram", m)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Ready(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Ready after Close: %v; want ErrClosed", err)
+	}
+	if _, err := q.Stats(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Stats after Close: %v; want ErrClosed", err)
+	}
+}
+
+// TestFailureMakesTheQueueUnavailable checks that a failure that stops the queue (here, the owner
+// of a wheel given with WithWheel stopping it) is reported by Ready and by later calls as
+// ErrUnavailable, with its cause.
+func TestFailureMakesTheQueueUnavailable(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		w := tock.New()
+		q := open(t, t.TempDir(), WithNoSync(), WithWheel(w))
+		time.Sleep(time.Second) // the near slots are loaded: a message due soon goes on the wheel
+		w.Stop()
+		if _, err := q.Put(ctx, Message{Topic: "t", DeliverAt: time.Now().Add(100 * time.Millisecond)}); err != nil {
+			t.Fatalf("the Put that finds the wheel stopped: %v", err)
+		}
+		err := q.Ready(ctx)
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, tock.ErrStopped) {
+			t.Fatalf("Ready after the wheel stopped: %v; want ErrUnavailable and tock.ErrStopped", err)
+		}
+		if _, err := q.Put(ctx, Message{Topic: "t"}); !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("Put after a failure: %v; want ErrUnavailable", err)
+		}
+	})
 }

@@ -64,7 +64,7 @@ func TestAckAnswersPerReceipt(t *testing.T) {
 		// Long polls run on a wheel the bubble stops.
 		w := tock.New()
 		defer w.Stop()
-		s := New(DelayqEngine(q), WithWheel(w))
+		s := New(q, WithWheel(w))
 		if r := serve(t, s, "POST", "/v1/topics/t/batch", `{"messages":[{},{}]}`); r.status != 201 {
 			t.Fatalf("batch: %d %s", r.status, r.body)
 		}

@@ -67,7 +67,7 @@ func TestSlowBodyIsCutAtTheBodyTimeout(t *testing.T) {
 		}
 		defer q.Close()
 		const timeout = 5 * time.Second
-		s := New(DelayqEngine(q), WithLimits(Limits{BodyTimeout: timeout}))
+		s := New(q, WithLimits(Limits{BodyTimeout: timeout}))
 		l := newPipeListener()
 		hs := &http.Server{Handler: s, ReadHeaderTimeout: time.Second}
 		go hs.Serve(l)

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
-	"os"
-	"path"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -24,37 +22,10 @@ import (
 	"github.com/tockwheel/tock/server"
 )
 
-// The conformance suite of package queue, run twice: against the delayq
-// engine as the server sees it (DelayqEngine), and end to end, against an
-// engine made of the Go client talking over HTTP to a Server in front of
-// that engine, which proves that the HTTP API keeps the contract.
-//
-// Cases that today's delayq fails are skipped with the reason until delayq
-// implements the contract itself (issue 9); TOCK_CONFORMANCE_ALL=1 runs
-// them anyway, to see which still fail:
-//
-//	TOCK_CONFORMANCE_ALL=1 go test ./server -run Conformance -v
-
-// delayqFails lists the cases today's delayq fails, with why.
-var delayqFails = map[string]string{
-	"BatchAllOrNone": "a payload over the limit is ErrInvalid, not ErrTooLarge",
-	"Limits":         "a payload over the limit is ErrInvalid, not ErrTooLarge",
-	"CancelLeased":   "an ack of a leased message cancelled since fails with ErrUnknownReceipt",
-	"Nack":           "a negative Nack delay is taken as zero, not refused with ErrInvalid",
-}
-
-// httpFails lists the cases that fail over HTTP only because delayq does:
-// the server checks payload sizes and nack delays itself.
-var httpFails = map[string]string{
-	"CancelLeased": delayqFails["CancelLeased"],
-}
-
-// skipKnownFailure skips t, a subtest of queuetest.Run, if fails lists it.
-func skipKnownFailure(t *testing.T, fails map[string]string) {
-	if reason, ok := fails[path.Base(t.Name())]; ok && os.Getenv("TOCK_CONFORMANCE_ALL") == "" {
-		t.Skip("known to fail until delayq implements queue.Engine (issue 9): " + reason)
-	}
-}
+// The conformance suite of package queue, end to end: against an engine made
+// of the Go client talking over HTTP to a Server in front of each engine,
+// which proves that the HTTP API keeps the contract. (delayq and redisq run
+// the suite against the engines themselves.)
 
 // openDelayq opens a delayq queue configured as queuetest requires, with
 // payloads up to maxPayload bytes.
@@ -69,19 +40,11 @@ func openDelayq(t *testing.T, maxPayload int) *delayq.Queue {
 	return q
 }
 
-func TestDelayqEngineConformance(t *testing.T) {
-	queuetest.Run(t, func(t *testing.T) queue.Engine {
-		skipKnownFailure(t, delayqFails)
-		return server.DelayqEngine(openDelayq(t, queuetest.MaxPayload))
-	})
-}
-
 func TestHTTPConformance(t *testing.T) {
 	queuetest.Run(t, func(t *testing.T) queue.Engine {
-		skipKnownFailure(t, httpFails)
 		// Payloads travel as JSON strings (see httpEngine), so the server's
 		// limit is queuetest's plus the two quotes.
-		return serveOverHTTP(t, server.DelayqEngine(openDelayq(t, queuetest.MaxPayload+2)), queuetest.MaxPayload+2)
+		return serveOverHTTP(t, openDelayq(t, queuetest.MaxPayload+2), queuetest.MaxPayload+2)
 	})
 }
 

@@ -4,7 +4,7 @@
 // # Basics
 //
 // [New] returns a [Server], an [http.Handler], for a [queue.Engine]: the
-// embedded delayq engine through [DelayqEngine], or any other engine. The
+// embedded delayq engine (a *delayq.Queue is one), or any other engine. The
 // server is written against package queue only. The routes, whose request
 // and answer bodies are the types of package api, are:
 //

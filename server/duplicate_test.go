@@ -99,7 +99,7 @@ func TestDuplicateIDIs409(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	ts := newHTTPTestServer(t, New(&uniqueIDs{Engine: DelayqEngine(q), waiting: map[string]queue.Message{}}))
+	ts := newHTTPTestServer(t, New(&uniqueIDs{Engine: q, waiting: map[string]queue.Message{}}))
 	at := time.Now().Add(time.Hour).UTC().Truncate(time.Millisecond)
 	put := fmt.Sprintf(`{"id":"order-7","payload":{"n":1},"deliver_at":%q}`, at.Format(api.TimeFormat))
 	for i := range 2 {

@@ -23,7 +23,7 @@ func openEngine(t *testing.T) queue.Engine {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := DelayqEngine(q)
+	e := q
 	t.Cleanup(func() { e.Close() })
 	return e
 }
@@ -62,7 +62,7 @@ func (f *flakyEngine) Metrics(ctx context.Context) ([]queue.Metric, error) {
 	}
 	ms, err := f.Engine.(queue.Reporter).Metrics(ctx)
 	return append(ms,
-		queue.Metric{Name: "corrupt_records_total", Help: "Damaged records found.", Kind: queue.Counter, Value: 3},
+		queue.Metric{Name: "damaged_records_total", Help: "Damaged records found.", Kind: queue.Counter, Value: 3},
 		queue.Metric{Name: "open_segments", Help: "Log segments open.", Kind: queue.Gauge, Value: 2},
 		queue.Metric{Name: "script_duration_seconds", Help: "Latency of scripts.", Kind: queue.Histogram, Count: 5, Sum: 0.0125,
 			Buckets: []queue.Bucket{{UpperBound: 0.001, Count: 1}, {UpperBound: 0.01, Count: 4}}},
@@ -113,7 +113,8 @@ func TestEngineMetricsAreExported(t *testing.T) {
 	call(t, ts, "POST", "/v1/topics/m/messages", `{}`)
 	r := call(t, ts, "GET", "/metrics", "")
 	for _, want := range []string{
-		"# TYPE tock_corrupt_records_total counter", "tock_corrupt_records_total 3",
+		"# TYPE tock_damaged_records_total counter", "tock_damaged_records_total 3",
+		"# TYPE tock_corrupt_records_total counter", "# TYPE tock_log_bytes gauge",
 		"# TYPE tock_open_segments gauge", "tock_open_segments 2",
 		"# TYPE tock_script_duration_seconds histogram", `tock_script_duration_seconds_bucket{le="0.001"} 1`,
 		`tock_script_duration_seconds_bucket{le="0.01"} 4`, `tock_script_duration_seconds_bucket{le="+Inf"} 5`,

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/tockwheel/tock/api"
-	"github.com/tockwheel/tock/queue"
 )
 
 // TestAckOfManyForgedReceiptsIsBounded is the regression test of an ack of
@@ -67,7 +66,7 @@ func TestBoundedMessage(t *testing.T) {
 	}{
 		{"short", errors.New("short"), []string{"short"}, "more"},
 		{"joined", fmt.Errorf("ack: %w", errors.Join(items...)), []string{"item 0 failed; item 1 failed", "item 9 failed; and 15 more"}, "item 10"},
-		{"joined and classified", &classified{kind: queue.ErrInvalid, err: errors.Join(items[:12]...)}, []string{"item 9 failed; and 2 more"}, "item 10"},
+		{"joined and wrapped", fmt.Errorf("engine: %w", errors.Join(items[:12]...)), []string{"item 9 failed; and 2 more"}, "item 10"},
 		{"many lines", errors.New(strings.Repeat("line\n", 30) + "last"), []string{"line; line", "; and 21 more"}, "last"},
 		{"long", errors.New(long), []string{strings.Repeat("é", 2048) + "... (1,904 more bytes)"}, ""},
 		{"long item", errors.Join(errors.New(strings.Repeat("x", 1000)), errors.New("second")), []string{strings.Repeat("x", 256) + "... (744 more bytes); second"}, ""},

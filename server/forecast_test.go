@@ -29,7 +29,7 @@ func TestForecastAfterRestart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return DelayqEngine(q)
+			return q
 		})
 	})
 	t.Run("redisq", func(t *testing.T) {

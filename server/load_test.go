@@ -42,7 +42,7 @@ func serveLoopback(b *testing.B) (*delayq.Queue, *client.Client) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return q, serveEngine(b, server.DelayqEngine(q))
+	return q, serveEngine(b, q)
 }
 
 // serveEngine serves e on a loopback TCP port and returns a client of it.

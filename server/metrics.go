@@ -196,7 +196,7 @@ var (
 	dueLateDesc   = prometheus.NewDesc("tock_due_lateness_seconds",
 		"Lateness inside the engine: how long after their due time messages became available to receive, "+
 			"without any wait for a consumer. Quantiles are over the engine's recent messages (the last 4096 for delayq); "+
-			"_count and _sum are not kept and stay 0.",
+			"_count and _sum cover every message since the engine started.",
 		nil, nil)
 )
 
@@ -218,7 +218,7 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(scheduledDesc, prometheus.GaugeValue, float64(st.Scheduled))
 	ch <- prometheus.MustNewConstMetric(dueDesc, prometheus.GaugeValue, float64(st.Due))
 	ch <- prometheus.MustNewConstMetric(leasedDesc, prometheus.GaugeValue, float64(st.Leased))
-	ch <- prometheus.MustNewConstSummary(dueLateDesc, 0, 0, map[float64]float64{
+	ch <- prometheus.MustNewConstSummary(dueLateDesc, st.Lateness.Count, seconds(st.Lateness.Sum), map[float64]float64{
 		0.5: seconds(st.Lateness.P50), 0.99: seconds(st.Lateness.P99), 1: seconds(st.Lateness.Max),
 	})
 }

@@ -3,16 +3,19 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tockwheel/tock/delayq"
 	"github.com/tockwheel/tock/internal/redistest"
+	"github.com/tockwheel/tock/queue"
 )
 
 // metricValue returns the value of the sample named name (with its labels,
@@ -51,7 +54,7 @@ func TestFsyncMetric(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ts := httptest.NewServer(New(DelayqEngine(q)))
+			ts := httptest.NewServer(New(q))
 			defer func() {
 				ts.Close()
 				if err := q.Close(); err != nil {
@@ -184,5 +187,35 @@ func TestBucketBoundsAreExact(t *testing.T) {
 	}
 	if n == 0 || !strings.Contains(string(r.body), `tock_fsync_duration_seconds_bucket{le="1.6384"}`) {
 		t.Errorf("no fsync bucket le=\"1.6384\" among %d bucket bounds", n)
+	}
+}
+
+// latenessEngine is an engine whose stats report a fixed lateness.
+type latenessEngine struct {
+	queue.Engine
+	lateness queue.Lateness
+}
+
+func (e latenessEngine) Stats(ctx context.Context) (queue.Stats, error) {
+	st, err := e.Engine.Stats(ctx)
+	st.Lateness = e.lateness
+	return st, err
+}
+
+// TestDueLatenessSummaryHasCountAndSum is the regression test of a summary
+// whose _count and _sum were always 0: they are the engine's count and sum
+// of every message's lateness.
+func TestDueLatenessSummaryHasCountAndSum(t *testing.T) {
+	e := latenessEngine{Engine: openEngine(t), lateness: queue.Lateness{
+		P50: time.Millisecond, P99: 3 * time.Millisecond, Max: 4 * time.Millisecond, Count: 7, Sum: 1500 * time.Millisecond}}
+	ts := newHTTPTestServer(t, New(e))
+	r := call(t, ts, "GET", "/metrics", "")
+	for _, want := range []string{
+		"tock_due_lateness_seconds_count 7", "tock_due_lateness_seconds_sum 1.5",
+		`tock_due_lateness_seconds{quantile="0.99"} 0.003`,
+	} {
+		if !strings.Contains(string(r.body), want) {
+			t.Errorf("metrics lack %q", want)
+		}
 	}
 }

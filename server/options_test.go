@@ -30,7 +30,7 @@ func TestWithLoggerNilIsTheDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	s := New(failingPuts{DelayqEngine(q)}, nil, WithLogger(nil), nil)
+	s := New(failingPuts{q}, nil, WithLogger(nil), nil)
 	ts := newHTTPTestServer(t, s)
 	r := call(t, ts, "POST", "/v1/topics/t/messages", `{}`)
 	if r.status != 500 || !strings.Contains(r.errorMsg(t), "disk on fire") {
@@ -44,7 +44,7 @@ func TestBadOptionsPanicAtNew(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	store := DelayqEngine(q)
+	store := q
 	for _, tc := range []struct {
 		name  string
 		store queue.Engine

@@ -142,7 +142,7 @@ func FuzzBrowserRequests(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Cleanup(func() { q.Close() })
-	s := New(DelayqEngine(q))
+	s := New(q)
 	f.Fuzz(func(t *testing.T, method, path, ct, origin, site, mode, body string) {
 		if !strings.HasPrefix(path, "/") {
 			path = "/" + path
@@ -155,10 +155,10 @@ func FuzzBrowserRequests(f *testing.F) {
 				req.Header[k] = []string{v}
 			}
 		}
-		before := q.Stats()
+		before := q.Snapshot()
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, req)
-		after := q.Stats()
+		after := q.Snapshot()
 		changed := after.Puts != before.Puts || after.Cancelled != before.Cancelled || after.Delivered != before.Delivered ||
 			after.Acked != before.Acked || after.Nacked != before.Nacked
 		u, err := url.Parse(origin)

@@ -21,7 +21,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer q.Close()
-	s := New(DelayqEngine(q))
+	s := New(q)
 	for _, tc := range []struct{ name, method, path, body string }{
 		{"healthz", "GET", "/healthz", ""},
 		{"put", "POST", "/v1/topics/bench/messages", `{"payload":{"user":12345,"event":"reminder"},"delay":"1h"}`},

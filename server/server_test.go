@@ -25,7 +25,7 @@ func newTestServer(t *testing.T, opts ...Option) (*httptest.Server, *Server) {
 			t.Error(err)
 		}
 	})
-	s := New(DelayqEngine(q), opts...)
+	s := New(q, opts...)
 	return newHTTPTestServer(t, s), s
 }
 

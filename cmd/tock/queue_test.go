@@ -20,7 +20,7 @@ func startServer(t *testing.T, token string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(server.New(server.DelayqEngine(q), server.WithToken(token)))
+	ts := httptest.NewServer(server.New(q, server.WithToken(token)))
 	t.Cleanup(func() {
 		ts.Close()
 		q.Close()

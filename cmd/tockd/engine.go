@@ -18,7 +18,6 @@ import (
 	"github.com/tockwheel/tock/delayq"
 	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/redisq"
-	"github.com/tockwheel/tock/server"
 )
 
 // redisConfig is what the -redis flags set.
@@ -70,7 +69,7 @@ func openDelayq(c config, log *slog.Logger, wheel *tock.Wheel) (queue.Engine, er
 		return nil, fmt.Errorf("cannot open the queue in %s: %w", c.data, err)
 	}
 	log.Info("queue open", "engine", "delayq", "data", c.data, "took", time.Since(opened).Round(time.Millisecond))
-	return server.DelayqEngine(q), nil
+	return q, nil
 }
 
 // openRedisq opens the engine on Redis.

@@ -897,6 +897,10 @@ func Describe(frame []byte) string {
 		return fmt.Sprintf("ack of the message first put at %v", r.Target)
 	case KindUpdate:
 		return fmt.Sprintf("retry of the message first put at %v", r.Target)
+	case KindPause:
+		return fmt.Sprintf("pause (%v) of topic %q", r.Paused, r.Topic)
+	case KindPurge:
+		return fmt.Sprintf("purge of topic %q from the list of slot %d", r.Topic, r.ListSlot)
 	default:
 		return fmt.Sprintf("%v of slot %d", r.Kind, r.Slot)
 	}

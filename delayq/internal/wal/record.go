@@ -43,17 +43,25 @@
 // Cancel (kind 2): a cancel of every earlier Put with the ID in the same list (threaded), or of
 // the loaded message with the ID (not threaded).
 //
-//	0   1  flags, 1 8 listSlot, 9 8 prev   as in Put
+//	0   1  flags      bit 0: threaded, as in Put; bit 1: the topic follows the ID
+//	1   8  listSlot, 9 8 prev   as in Put
 //	17  2  idLen      then idLen bytes of ID
+//	..  2  topicLen   then topicLen bytes of topic: the topic of the message cancelled, so that the
+//	                  disk wheel's counts per topic need not read its Put (flag bit 1 only)
 //
 // Ack (kind 3): the message in memory whose first Put is at target (its origin) is done.
 //
 //	0   8  target
 //
-// Update (kind 4): the message in memory whose first Put is at target failed a delivery: it is due
-// again at deliverAt with attempt failures, and on topic when topicLen > 0 (a dead letter).
+// Update (kind 4): the message in memory whose first Put is at target changed: it failed a
+// delivery, or an operator made it due (deliver now, requeue). It is due again at deliverAt with
+// attempt failures, and on topic when topicLen > 0 (a dead letter's topic, or, for a requeued dead
+// letter, the topic of its Put again).
 //
 //	0   8  target, 8 8 deliverAt, 16 4 attempt, 20 2 topicLen, then topic
+//	..  1  failure    optional (absent in records written before it): why the last delivery
+//	                  failed, FailureNacked or FailureExpired, or FailureNone to forget it
+//	..  8  failedAt   with failure: when, in Unix nanoseconds
 //
 // Advance (kind 5): slot's list was loaded into memory; the wheel no longer holds it.
 //
@@ -65,8 +73,23 @@
 //
 //	0   8  slot
 //
-// The threaded fields come first in Put and Cancel so a list can be followed without decoding the
-// rest. The constants in this file are frozen: changing one makes existing logs unreadable.
+// Pause (kind 7): deliveries of topic are paused (flag bit 0) or resumed.
+//
+//	0   1  flags      bit 0: paused
+//	1   2  topicLen   then topicLen bytes of topic
+//
+// Purge (kind 8): a cancel of every earlier Put of topic in the same list, which it is threaded
+// into like a Cancel.
+//
+//	0   1  flags, 1 8 listSlot, 9 8 prev   as in Put (always threaded)
+//	17  2  topicLen   then topicLen bytes of topic
+//
+// Kinds 7 and 8, the topic of a Cancel and the failure of an Update were added after the others:
+// logs holding them cannot be read by versions of delayq older than them.
+//
+// The threaded fields come first in Put, Cancel and Purge so a list can be followed without
+// decoding the rest. The constants in this file are frozen: changing one makes existing logs
+// unreadable.
 package wal
 
 import (
@@ -103,6 +126,18 @@ const (
 	// KindRelocate was added after the others: logs holding it cannot be read by versions of delayq
 	// older than compaction.
 	KindRelocate Kind = 6
+	KindPause    Kind = 7
+	KindPurge    Kind = 8
+)
+
+// The causes of a failed delivery an Update record gives. Frozen.
+const (
+	// FailureUnchanged: the record does not say (written before the field, or not about a failure).
+	FailureUnchanged uint8 = 0
+	FailureNacked    uint8 = 1
+	FailureExpired   uint8 = 2
+	// FailureNone: the message has no failure to report any more (requeued).
+	FailureNone uint8 = 3
 )
 
 func (k Kind) String() string {
@@ -119,11 +154,19 @@ func (k Kind) String() string {
 		return "advance"
 	case KindRelocate:
 		return "relocate"
+	case KindPause:
+		return "pause"
+	case KindPurge:
+		return "purge"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-const flagThreaded = 1
+const (
+	flagThreaded = 1
+	flagTopic    = 2 // Cancel: the topic follows the ID
+	flagPaused   = 1 // Pause
+)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -134,20 +177,27 @@ type Record struct {
 	// More reports that the record is not the last of an atomic group (see the package doc).
 	More bool
 
-	// Threaded reports whether the record is part of a slot list (Put and Cancel).
+	// Threaded reports whether the record is part of a slot list (Put, Cancel, Purge).
 	Threaded bool
-	ListSlot int64 // Put, Cancel: the list's absolute slot
-	Prev     Pos   // Put, Cancel: the previous record of the list
+	ListSlot int64 // Put, Cancel, Purge: the list's absolute slot
+	Prev     Pos   // Put, Cancel, Purge: the previous record of the list
 
 	DeliverAt int64  // Put, Update: Unix nanoseconds
 	Attempt   uint32 // Put, Update
 	Origin    Pos    // Put: the message's first Put, or 0 for this record
 	ID        string // Put, Cancel
-	Topic     string // Put, Update (empty: unchanged)
-	Payload   []byte // Put
+	// Topic is the message's topic (Put), the topic of the message cancelled (Cancel; empty in
+	// records written before the field), its new topic (Update; empty: unchanged), or the topic
+	// paused or purged (Pause, Purge).
+	Topic   string
+	Payload []byte // Put
 
 	Target Pos   // Ack, Update
 	Slot   int64 // Advance, Relocate
+
+	Failure  uint8 // Update: FailureNacked, FailureExpired, FailureNone, or FailureUnchanged
+	FailedAt int64 // Update with a Failure of FailureNacked or FailureExpired: Unix nanoseconds
+	Paused   bool  // Pause: paused, or resumed
 }
 
 // Size returns the size of r's frame.
@@ -158,13 +208,25 @@ func (r *Record) bodySize() int {
 	case KindPut:
 		return 37 + 2 + len(r.ID) + 2 + len(r.Topic) + len(r.Payload)
 	case KindCancel:
-		return 17 + 2 + len(r.ID)
+		n := 17 + 2 + len(r.ID)
+		if r.Topic != "" {
+			n += 2 + len(r.Topic)
+		}
+		return n
 	case KindAck:
 		return 8
 	case KindUpdate:
-		return 22 + len(r.Topic)
+		n := 22 + len(r.Topic)
+		if r.Failure != FailureUnchanged {
+			n += 9
+		}
+		return n
 	case KindAdvance, KindRelocate:
 		return 8
+	case KindPause:
+		return 1 + 2 + len(r.Topic)
+	case KindPurge:
+		return 17 + 2 + len(r.Topic)
 	}
 	return 0
 }
@@ -191,23 +253,32 @@ func (r *Record) Append(b []byte) ([]byte, error) {
 	binary.LittleEndian.PutUint32(b[start+4:], uint32(1+n))
 	le := binary.LittleEndian
 	switch r.Kind {
-	case KindPut, KindCancel:
+	case KindPut, KindCancel, KindPurge:
 		var flags byte
-		if r.Threaded {
+		if r.Threaded || r.Kind == KindPurge {
 			flags = flagThreaded
+		}
+		if r.Kind == KindCancel && r.Topic != "" {
+			flags |= flagTopic
 		}
 		b = append(b, flags)
 		b = le.AppendUint64(b, uint64(r.ListSlot))
 		b = le.AppendUint64(b, uint64(r.Prev))
-		if r.Kind == KindPut {
+		switch r.Kind {
+		case KindPut:
 			b = le.AppendUint64(b, uint64(r.DeliverAt))
 			b = le.AppendUint32(b, r.Attempt)
 			b = le.AppendUint64(b, uint64(r.Origin))
 			b = appendName(b, r.ID)
 			b = appendName(b, r.Topic)
 			b = append(b, r.Payload...)
-		} else {
+		case KindCancel:
 			b = appendName(b, r.ID)
+			if r.Topic != "" {
+				b = appendName(b, r.Topic)
+			}
+		case KindPurge:
+			b = appendName(b, r.Topic)
 		}
 	case KindAck:
 		b = le.AppendUint64(b, uint64(r.Target))
@@ -216,8 +287,19 @@ func (r *Record) Append(b []byte) ([]byte, error) {
 		b = le.AppendUint64(b, uint64(r.DeliverAt))
 		b = le.AppendUint32(b, r.Attempt)
 		b = appendName(b, r.Topic)
+		if r.Failure != FailureUnchanged {
+			b = append(b, r.Failure)
+			b = le.AppendUint64(b, uint64(r.FailedAt))
+		}
 	case KindAdvance, KindRelocate:
 		b = le.AppendUint64(b, uint64(r.Slot))
+	case KindPause:
+		var flags byte
+		if r.Paused {
+			flags = flagPaused
+		}
+		b = append(b, flags)
+		b = appendName(b, r.Topic)
 	}
 	binary.LittleEndian.PutUint32(b[start:], crc32.Checksum(b[start+4:], castagnoli))
 	return b, nil
@@ -276,15 +358,16 @@ func decodeBody(k Kind, body []byte) (Record, error) {
 	d := decoder{b: body}
 	r := Record{Kind: k}
 	switch k {
-	case KindPut, KindCancel:
+	case KindPut, KindCancel, KindPurge:
 		flags := d.u8()
-		if flags&^flagThreaded != 0 {
+		if flags&^knownFlags(k) != 0 || k == KindPurge && flags&flagThreaded == 0 {
 			return r, &frameError{msg: fmt.Sprintf("unknown flags %#x in %v record", flags, k)}
 		}
 		r.Threaded = flags&flagThreaded != 0
 		r.ListSlot = int64(d.u64())
 		r.Prev = Pos(d.u64())
-		if k == KindPut {
+		switch k {
+		case KindPut:
 			r.DeliverAt = int64(d.u64())
 			r.Attempt = d.u32()
 			r.Origin = Pos(d.u64())
@@ -294,8 +377,16 @@ func decodeBody(k Kind, body []byte) (Record, error) {
 				r.Payload = append([]byte(nil), d.b...)
 				d.b = nil
 			}
-		} else {
+		case KindCancel:
 			r.ID = d.name()
+			if flags&flagTopic != 0 {
+				r.Topic = d.name()
+				if r.Topic == "" {
+					return r, &frameError{msg: "cancel record with an empty topic"}
+				}
+			}
+		case KindPurge:
+			r.Topic = d.name()
 		}
 	case KindAck:
 		r.Target = Pos(d.u64())
@@ -304,8 +395,22 @@ func decodeBody(k Kind, body []byte) (Record, error) {
 		r.DeliverAt = int64(d.u64())
 		r.Attempt = d.u32()
 		r.Topic = d.name()
+		if !d.bad && len(d.b) > 0 {
+			r.Failure = d.u8()
+			r.FailedAt = int64(d.u64())
+			if r.Failure == FailureUnchanged || r.Failure > FailureNone {
+				return r, &frameError{msg: fmt.Sprintf("unknown failure %d in update record", r.Failure)}
+			}
+		}
 	case KindAdvance, KindRelocate:
 		r.Slot = int64(d.u64())
+	case KindPause:
+		flags := d.u8()
+		if flags&^flagPaused != 0 {
+			return r, &frameError{msg: fmt.Sprintf("unknown flags %#x in %v record", flags, k)}
+		}
+		r.Paused = flags&flagPaused != 0
+		r.Topic = d.name()
 	default:
 		return r, &frameError{msg: fmt.Sprintf("unknown record kind %d", uint8(k))}
 	}
@@ -318,29 +423,59 @@ func decodeBody(k Kind, body []byte) (Record, error) {
 	return r, nil
 }
 
+// knownFlags returns the flags a threaded kind's record may have.
+func knownFlags(k Kind) byte {
+	if k == KindCancel {
+		return flagThreaded | flagTopic
+	}
+	return flagThreaded
+}
+
 // validBody reports whether body is a well-formed body of kind k, as decodeBody would find it,
 // without allocating.
 func validBody(k Kind, body []byte) bool {
 	d := decoder{b: body}
-	skipName := func() { d.take(int(d.u16())) }
+	skipName := func() int {
+		n := int(d.u16())
+		d.take(n)
+		return n
+	}
 	switch k {
-	case KindPut, KindCancel:
-		if d.u8()&^flagThreaded != 0 {
+	case KindPut, KindCancel, KindPurge:
+		flags := d.u8()
+		if flags&^knownFlags(k) != 0 || k == KindPurge && flags&flagThreaded == 0 {
 			return false
 		}
 		d.take(16)
-		if k == KindPut {
+		switch k {
+		case KindPut:
 			d.take(20)
 			skipName()
 			skipName()
 			d.b = d.b[:0:0]
-		} else {
+		case KindCancel:
+			skipName()
+			if flags&flagTopic != 0 && skipName() == 0 {
+				return false
+			}
+		case KindPurge:
 			skipName()
 		}
 	case KindAck, KindAdvance, KindRelocate:
 		d.take(8)
 	case KindUpdate:
 		d.take(20)
+		skipName()
+		if !d.bad && len(d.b) > 0 {
+			if f := d.u8(); f == FailureUnchanged || f > FailureNone {
+				return false
+			}
+			d.take(8)
+		}
+	case KindPause:
+		if d.u8()&^flagPaused != 0 {
+			return false
+		}
 		skipName()
 	default:
 		return false

@@ -21,6 +21,13 @@ var sampleRecords = []Record{
 	{Kind: KindUpdate, Target: MakePos(2, 77)},
 	{Kind: KindAdvance, Slot: -3},
 	{Kind: KindRelocate, Slot: 1 << 40},
+	{Kind: KindCancel, Threaded: true, ListSlot: 12, Prev: MakePos(1, 16), ID: "gone", Topic: "its topic"},
+	{Kind: KindUpdate, Target: MakePos(2, 77), DeliverAt: 5, Attempt: 1, Failure: FailureNacked, FailedAt: 4},
+	{Kind: KindUpdate, Target: MakePos(2, 77), Topic: "t.dead", Failure: FailureExpired, FailedAt: -1},
+	{Kind: KindUpdate, Target: MakePos(2, 77), Topic: "t", Failure: FailureNone},
+	{Kind: KindPause, Paused: true, Topic: "paused"},
+	{Kind: KindPause, Topic: strings.Repeat("r", MaxName)},
+	{Kind: KindPurge, Threaded: true, ListSlot: -7, Prev: MakePos(4, 400), Topic: "purged"},
 }
 
 func TestRecordRoundTrip(t *testing.T) {
@@ -94,14 +101,23 @@ func malformedFrames() [][]byte {
 		reframe(0, nil),
 		reframe(42, []byte{1, 2, 3}),
 		reframe(byte(KindPut), make([]byte, 36)),
-		reframe(byte(KindPut), append([]byte{2}, make([]byte, 40)...)), // unknown flag
-		reframe(byte(KindPut), append(make([]byte, 37), 0xff, 0xff)),   // id longer than body
-		reframe(byte(KindCancel), make([]byte, 18)),                    // id length cut short
-		reframe(byte(KindAck), make([]byte, 7)),                        // short
-		reframe(byte(KindAck), make([]byte, 9)),                        // stray byte
-		reframe(byte(KindUpdate), append(make([]byte, 20), 5, 0, 'a')), // topic cut short
-		reframe(byte(KindAdvance), make([]byte, 16)),                   // stray bytes
-		reframe(byte(KindRelocate), make([]byte, 4)),                   // short
+		reframe(byte(KindPut), append([]byte{2}, make([]byte, 40)...)),                 // unknown flag
+		reframe(byte(KindPut), append(make([]byte, 37), 0xff, 0xff)),                   // id longer than body
+		reframe(byte(KindCancel), make([]byte, 18)),                                    // id length cut short
+		reframe(byte(KindAck), make([]byte, 7)),                                        // short
+		reframe(byte(KindAck), make([]byte, 9)),                                        // stray byte
+		reframe(byte(KindUpdate), append(make([]byte, 20), 5, 0, 'a')),                 // topic cut short
+		reframe(byte(KindAdvance), make([]byte, 16)),                                   // stray bytes
+		reframe(byte(KindRelocate), make([]byte, 4)),                                   // short
+		reframe(byte(KindCancel), append([]byte{3}, make([]byte, 20)...)),              // topic flag, empty topic
+		reframe(byte(KindCancel), append([]byte{4}, make([]byte, 18)...)),              // unknown flag
+		reframe(byte(KindUpdate), append(make([]byte, 22), 4, 0, 0, 0, 0, 0, 0, 0, 0)), // unknown failure
+		reframe(byte(KindUpdate), append(make([]byte, 22), 0, 0, 0, 0, 0, 0, 0, 0, 0)), // failure 0 written
+		reframe(byte(KindUpdate), append(make([]byte, 22), 1, 0, 0)),                   // failedAt cut short
+		reframe(byte(KindPause), []byte{2, 0, 0}),                                      // unknown flag
+		reframe(byte(KindPause), []byte{1, 3, 0, 'a'}),                                 // topic cut short
+		reframe(byte(KindPurge), make([]byte, 19)),                                     // not threaded
+		reframe(byte(KindPurge), append([]byte{1}, make([]byte, 17)...)),               // topic length cut short
 	}
 }
 

@@ -1,0 +1,229 @@
+package delayq
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tockwheel/tock/queue"
+)
+
+// TestAdminCrash kills, with SIGKILL at a random moment, child processes (TestAdminCrashChild) that
+// purge, pause, resume and requeue in a loop, reporting each action before it begins and after it
+// returns, and then checks the directory: every action that returned holds, none that did not
+// begin has happened, and one cut short by the kill holds or not, whole.
+//
+// Each round of a child puts messages due in an hour on topic s and purges s's scheduled messages;
+// pauses topic p (even rounds) or resumes it (odd ones); and puts a message on a topic of its own,
+// fails it to death (one attempt), and requeues it.
+func TestAdminCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test runs child processes")
+	}
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	dir := t.TempDir()
+	type action struct{ began, ended bool }
+	acts := map[string]*action{} // by what and round: "purge 2-7", "pause 2-7", "requeue 2-7"
+	act := func(key string) *action {
+		if acts[key] == nil {
+			acts[key] = &action{}
+		}
+		return acts[key]
+	}
+	puts := map[string]string{} // ID put on s -> its round
+	var lastPause string        // the last pause or resume that returned: "on" or "off", with its round
+	var pauseRounds []string    // rounds whose pause or resume began, in order
+	dead := map[string]string{} // ID on d that died -> its round
+	const gens = 5
+	for gen := range gens {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestAdminCrashChild$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "DELAYQ_ADMIN_CRASH_DIR="+dir, fmt.Sprintf("DELAYQ_ADMIN_CRASH_GEN=%d", gen))
+		stdout, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stderr = os.Stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		lines := make(chan string, 1024)
+		go func() {
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				lines <- sc.Text()
+			}
+			close(lines)
+		}()
+		kill := time.After(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+		killed := false
+		for lines != nil {
+			select {
+			case line, ok := <-lines:
+				if !ok {
+					lines = nil
+					break
+				}
+				f := strings.Fields(line)
+				if len(f) != 3 {
+					if strings.HasPrefix(line, "fatal") {
+						t.Fatalf("child: %s", line)
+					}
+					continue // test-framework output, or a line cut short by the kill
+				}
+				switch f[0] {
+				case "put": // put ID round
+					puts[f[1]] = f[2]
+				case "begin":
+					act(f[1] + " " + f[2]).began = true
+					if f[1] == "pause" || f[1] == "resume" {
+						pauseRounds = append(pauseRounds, f[2])
+					}
+				case "end":
+					act(f[1] + " " + f[2]).ended = true
+					if f[1] == "pause" || f[1] == "resume" {
+						lastPause = f[1] + " " + f[2]
+					}
+				case "dead": // dead ID round
+					dead[f[1]] = f[2]
+				}
+			case <-kill:
+				cmd.Process.Signal(syscall.SIGKILL)
+				killed = true
+			}
+		}
+		err = cmd.Wait()
+		if !killed {
+			t.Fatalf("child %d exited by itself: %v", gen, err)
+		}
+	}
+
+	q := open(t, dir, WithMaxAttempts(1))
+	check(t, q)
+	ctx := context.Background()
+	purged, kept := 0, 0
+	for id, round := range puts {
+		a := act("purge " + round)
+		_, err := q.Message(ctx, id)
+		switch {
+		case a.ended && !errors.Is(err, ErrNotFound):
+			t.Errorf("%s of round %s: %v after its purge returned; want ErrNotFound", id, round, err)
+		case !a.began && err != nil:
+			t.Errorf("%s of round %s, whose purge never began: %v", id, round, err)
+		}
+		if err == nil {
+			kept++
+		} else {
+			purged++
+		}
+	}
+	if ti := topicOf(t, q, "s"); ti.Scheduled != int64(kept) {
+		t.Errorf("topic s: %+v; want %d scheduled", ti, kept)
+	}
+	// The pause: as the last one that returned left it, unless a later one began.
+	paused := topicOf(t, q, "p").Paused
+	if lastPause != "" && pauseRounds[len(pauseRounds)-1] == strings.Fields(lastPause)[1] {
+		if want := strings.HasPrefix(lastPause, "pause"); paused != want {
+			t.Errorf("topic p paused %v; the last action, which returned, was %s", paused, lastPause)
+		}
+	}
+	requeued := 0
+	for id, round := range dead {
+		a := act("requeue " + round)
+		m, err := q.Message(ctx, id)
+		switch {
+		case err != nil:
+			t.Errorf("dead letter %s of round %s: %v", id, round, err)
+		case a.ended && (m.State == queue.Dead || m.Topic != id):
+			t.Errorf("%s of round %s after its requeue returned: %+v; want it back on its topic", id, round, m)
+		case !a.began && m.State != queue.Dead:
+			t.Errorf("%s of round %s, whose requeue never began: %+v; want it dead", id, round, m)
+		}
+		if m.State != queue.Dead {
+			requeued++
+		}
+	}
+	t.Logf("%d messages purged, %d kept; %d dead letters, %d requeued; topic p paused %v after %q",
+		purged, kept, len(dead), requeued, paused, lastPause)
+	if purged == 0 || len(dead) == 0 || lastPause == "" {
+		t.Errorf("the children purged %d messages, killed %d, paused or resumed %q: the test exercised too little", purged, len(dead), lastPause)
+	}
+}
+
+func TestAdminCrashChild(t *testing.T) {
+	dir := os.Getenv("DELAYQ_ADMIN_CRASH_DIR")
+	if dir == "" {
+		t.Skip("run by TestAdminCrash")
+	}
+	gen, _ := strconv.Atoi(os.Getenv("DELAYQ_ADMIN_CRASH_GEN"))
+	q, err := Open(dir, WithMaxAttempts(1), WithCheckpointInterval(50*time.Millisecond), WithSegmentSize(16<<10))
+	if err != nil {
+		fmt.Printf("fatal %v\n", err)
+		os.Exit(2)
+	}
+	out := bufio.NewWriter(os.Stdout)
+	report := func(format string, args ...any) {
+		fmt.Fprintf(out, format+"\n", args...)
+		out.Flush()
+	}
+	fatal := func(what string, err error) {
+		report("fatal %s: %v", what, err)
+		os.Exit(2)
+	}
+	ctx := context.Background()
+	for r := 0; ; r++ {
+		round := fmt.Sprintf("%d-%d", gen, r)
+		var ms []Message
+		for i := range 5 {
+			ms = append(ms, Message{ID: fmt.Sprintf("s-%s-%d", round, i), Topic: "s", DeliverAt: time.Now().Add(time.Hour)})
+		}
+		if _, err := q.PutBatch(ctx, ms); err != nil {
+			fatal("put", err)
+		}
+		for _, m := range ms {
+			report("put %s %s", m.ID, round)
+		}
+		report("begin purge %s", round)
+		if _, err := q.Purge(ctx, "s", queue.Scheduled); err != nil {
+			fatal("purge", err)
+		}
+		report("end purge %s", round)
+
+		what, set := "resume", q.Resume
+		if r%2 == 0 {
+			what, set = "pause", q.Pause
+		}
+		report("begin %s %s", what, round)
+		if err := set(ctx, "p"); err != nil {
+			fatal(what, err)
+		}
+		report("end %s %s", what, round)
+
+		id, topic := "d-"+round, "d-"+round
+		if _, err := q.Put(ctx, Message{ID: id, Topic: topic}); err != nil {
+			fatal("put", err)
+		}
+		ds, err := q.Receive(ctx, topic, 1, time.Hour)
+		if err != nil {
+			fatal("receive", err)
+		}
+		if err := q.Nack(ctx, ds[0].Receipt, 0); err != nil {
+			fatal("nack", err)
+		}
+		report("dead %s %s", id, round)
+		report("begin requeue %s", round)
+		if n, err := q.Requeue(ctx, topic, id); err != nil || n != 1 {
+			fatal("requeue", fmt.Errorf("%d requeued, %v", n, err))
+		}
+		report("end requeue %s", round)
+	}
+}
