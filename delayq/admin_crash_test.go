@@ -40,10 +40,17 @@ func TestAdminCrash(t *testing.T) {
 		}
 		return acts[key]
 	}
-	puts := map[string]string{} // ID put on s -> its round
-	var lastPause string        // the last pause or resume that returned: "on" or "off", with its round
-	var pauseRounds []string    // rounds whose pause or resume began, in order
-	dead := map[string]string{} // ID on d that died -> its round
+	// Purge takes every scheduled message of s, so a message whose own round's purge never began
+	// (its child was killed first) is taken by the next purge of a later child. seq numbers the
+	// lines of every child in the order they were written; a message must be gone if a purge
+	// that began after its put returned, and kept if none began after it.
+	seq := 0
+	puts := map[string]int{}         // ID put on s -> seq of its put
+	var purgeBegan, purgeEnded []int // seqs of the purges' begin lines, of those that returned
+	purgeOf := map[string]int{}      // round -> seq of its purge's begin
+	var lastPause string             // the last pause or resume that returned: "on" or "off", with its round
+	var pauseRounds []string         // rounds whose pause or resume began, in order
+	dead := map[string]string{}      // ID on d that died -> its round
 	const gens = 5
 	for gen := range gens {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestAdminCrashChild$", "-test.count=1")
@@ -80,16 +87,24 @@ func TestAdminCrash(t *testing.T) {
 					}
 					continue // test-framework output, or a line cut short by the kill
 				}
+				seq++
 				switch f[0] {
 				case "put": // put ID round
-					puts[f[1]] = f[2]
+					puts[f[1]] = seq
 				case "begin":
 					act(f[1] + " " + f[2]).began = true
+					if f[1] == "purge" {
+						purgeBegan = append(purgeBegan, seq)
+						purgeOf[f[2]] = seq
+					}
 					if f[1] == "pause" || f[1] == "resume" {
 						pauseRounds = append(pauseRounds, f[2])
 					}
 				case "end":
 					act(f[1] + " " + f[2]).ended = true
+					if f[1] == "purge" {
+						purgeEnded = append(purgeEnded, purgeOf[f[2]])
+					}
 					if f[1] == "pause" || f[1] == "resume" {
 						lastPause = f[1] + " " + f[2]
 					}
@@ -111,14 +126,14 @@ func TestAdminCrash(t *testing.T) {
 	check(t, q)
 	ctx := context.Background()
 	purged, kept := 0, 0
-	for id, round := range puts {
-		a := act("purge " + round)
+	after := func(seqs []int, put int) bool { return len(seqs) > 0 && seqs[len(seqs)-1] > put }
+	for id, put := range puts {
 		_, err := q.Message(ctx, id)
 		switch {
-		case a.ended && !errors.Is(err, ErrNotFound):
-			t.Errorf("%s of round %s: %v after its purge returned; want ErrNotFound", id, round, err)
-		case !a.began && err != nil:
-			t.Errorf("%s of round %s, whose purge never began: %v", id, round, err)
+		case after(purgeEnded, put) && !errors.Is(err, ErrNotFound):
+			t.Errorf("%s: %v after a purge that began after its put returned; want ErrNotFound", id, err)
+		case !after(purgeBegan, put) && err != nil:
+			t.Errorf("%s, put after every purge began: %v", id, err)
 		}
 		if err == nil {
 			kept++
@@ -126,8 +141,10 @@ func TestAdminCrash(t *testing.T) {
 			purged++
 		}
 	}
-	if ti := topicOf(t, q, "s"); ti.Scheduled != int64(kept) {
-		t.Errorf("topic s: %+v; want %d scheduled", ti, kept)
+	// The last child may have been killed after its batch was stored but before it said so: five
+	// messages more, none of them named in puts.
+	if ti := topicOf(t, q, "s"); ti.Scheduled != int64(kept) && ti.Scheduled != int64(kept+5) {
+		t.Errorf("topic s: %+v; want %d scheduled (or 5 more from a batch put as its child was killed)", ti, kept)
 	}
 	// The pause: as the last one that returned left it, unless a later one began.
 	paused := topicOf(t, q, "p").Paused
