@@ -121,6 +121,8 @@ func lintAfterTraffic(t *testing.T, ts *httptest.Server, s *Server, want ...stri
 	r.json(t, &got)
 	call(t, ts, "POST", "/v1/ack", `{"receipts":["`+got.Messages[0].Receipt+`"]}`)
 	call(t, ts, "GET", "/nothing", "")
+	call(t, ts, "POST", "/v1/topics/m/pause", "")
+	call(t, ts, "POST", "/v1/topics/m/purge", `{"state":"scheduled"}`)
 	call(t, ts, "GET", "/metrics", "")
 
 	problems, err := testutil.GatherAndLint(s.metrics.reg)
@@ -131,7 +133,8 @@ func lintAfterTraffic(t *testing.T, ts *httptest.Server, s *Server, want ...stri
 		t.Errorf("%s: %s", p.Metric, p.Text)
 	}
 	r = call(t, ts, "GET", "/metrics", "")
-	for _, w := range append(want, "# TYPE tock_due_lateness_seconds summary", "tock_puts_total 2") {
+	for _, w := range append(want, "# TYPE tock_due_lateness_seconds summary", "tock_puts_total 2",
+		`tock_admin_actions_total{action="deliver"} 0`, `tock_admin_messages_moved_total{action="purge"}`) {
 		if !strings.Contains(string(r.body), w) {
 			t.Errorf("metrics lack %q", w)
 		}
