@@ -154,4 +154,3 @@ func (e httpAdmin) pause(ctx context.Context, topic string, pause bool) error {
 	}
 	return e.result(err)
 }
-
