@@ -168,4 +168,3 @@ func (s memSample) max(o memSample) memSample {
 }
 
 func mib(n uint64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
-
