@@ -19,6 +19,18 @@
 //	POST   /v1/nack                     NackRequest     204
 //	GET    /v1/stats?history=&forecast=                 200 Stats
 //
+// The routes that operate the queue (answered 501, CodeNotImplemented, by an engine that cannot):
+//
+//	GET    /v1/topics                                   200 TopicsResponse
+//	GET    /v1/topics/{topic}/messages?state=&cursor=&limit=
+//	                                                    200 MessagesResponse
+//	GET    /v1/messages/{id}                            200 MessageInfo with Payload; 404 (CodeNotFound)
+//	POST   /v1/messages/{id}/deliver    (no body)       200 MovedResponse; 404 (CodeNotFound)
+//	POST   /v1/topics/{topic}/requeue   RequeueRequest  200 MovedResponse
+//	POST   /v1/topics/{topic}/purge     PurgeRequest    200 PurgeResponse
+//	POST   /v1/topics/{topic}/pause     (no body)       200 PauseResponse
+//	POST   /v1/topics/{topic}/resume    (no body)       200 PauseResponse
+//
 // Every error answer is an [ErrorBody], with more fields for a duplicate ([DuplicateBody]) and a
 // partial ack ([AckErrorBody]). Its Code, one of the Code constants, is what programs compare; the
 // message is for people and may change.

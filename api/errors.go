@@ -21,7 +21,7 @@ const (
 	CodeWrongHost       = "wrong_host"             // 421: a Host the server does not answer to
 	CodeHeadersTooLarge = "headers_too_large"      // 431: request headers over the limit
 	CodeInternal        = "internal"               // 500: the engine failed
-	CodeNotImplemented  = "not_implemented"        // 501: an unsupported transfer encoding
+	CodeNotImplemented  = "not_implemented"        // 501: an unsupported transfer encoding, or an engine that cannot be operated
 	CodeUnavailable     = "unavailable"            // 503: engine unavailable or closed, shutting down, at the connection limit
 	CodeHTTPVersion     = "http_version"           // 505: an HTTP version other than 1.x
 	CodeOther           = "error"                  // any other status

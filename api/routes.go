@@ -15,6 +15,17 @@ const (
 	RouteHealth  = "GET " + PathHealth
 	RouteReady   = "GET " + PathReady
 	RouteMetrics = "GET /metrics"
+
+	// Routes that operate the queue; they need an engine that is a queue.Admin, and are answered
+	// 501 (CodeNotImplemented) otherwise.
+	RouteTopics   = "GET " + PathTopics
+	RouteMessages = "GET /v1/topics/{topic}/messages"
+	RouteMessage  = "GET /v1/messages/{id}"
+	RouteDeliver  = "POST /v1/messages/{id}/deliver"
+	RouteRequeue  = "POST /v1/topics/{topic}/requeue"
+	RoutePurge    = "POST /v1/topics/{topic}/purge"
+	RoutePause    = "POST /v1/topics/{topic}/pause"
+	RouteResume   = "POST /v1/topics/{topic}/resume"
 )
 
 // Paths of the routes that name no topic or message.
@@ -24,6 +35,7 @@ const (
 	PathStats  = "/v1/stats"
 	PathHealth = "/healthz"
 	PathReady  = "/readyz"
+	PathTopics = "/v1/topics"
 )
 
 // PutPath returns the path of [RoutePut] for topic, escaped.
@@ -37,6 +49,27 @@ func ReceivePath(topic string) string { return topicPath(topic, "receive") }
 
 // CancelPath returns the path of [RouteCancel] for the message id, escaped.
 func CancelPath(id string) string { return "/v1/messages/" + url.PathEscape(id) }
+
+// MessagesPath returns the path of [RouteMessages] for topic, escaped, without its query.
+func MessagesPath(topic string) string { return topicPath(topic, "messages") }
+
+// MessagePath returns the path of [RouteMessage] for the message id, escaped.
+func MessagePath(id string) string { return "/v1/messages/" + url.PathEscape(id) }
+
+// DeliverPath returns the path of [RouteDeliver] for the message id, escaped.
+func DeliverPath(id string) string { return MessagePath(id) + "/deliver" }
+
+// RequeuePath returns the path of [RouteRequeue] for topic, escaped.
+func RequeuePath(topic string) string { return topicPath(topic, "requeue") }
+
+// PurgePath returns the path of [RoutePurge] for topic, escaped.
+func PurgePath(topic string) string { return topicPath(topic, "purge") }
+
+// PausePath returns the path of [RoutePause] for topic, escaped.
+func PausePath(topic string) string { return topicPath(topic, "pause") }
+
+// ResumePath returns the path of [RouteResume] for topic, escaped.
+func ResumePath(topic string) string { return topicPath(topic, "resume") }
 
 func topicPath(topic, what string) string { return "/v1/topics/" + url.PathEscape(topic) + "/" + what }
 

@@ -48,8 +48,9 @@ func WithToken(token string) Option { return func(c *config) { c.token = token }
 func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.http = hc } }
 
 // WithRetries sets how many times an idempotent call ([Client.Ack],
-// [Client.Cancel], [Client.Stats], [Client.Healthy], [Client.Ready]) is
-// retried, and the wait before the first retry. A call is retried after an error that
+// [Client.Cancel], [Client.Stats], [Client.Healthy], [Client.Ready], and
+// of the admin calls [Client.Topics], [Client.Messages], [Client.Message],
+// [Client.DeliverNow], [Client.Pause] and [Client.Resume]) is retried, and the wait before the first retry. A call is retried after an error that
 // leaves it unanswered (the connection was refused, reset or timed out)
 // and after the answers 429, 502, 503 and 504 ([Error.Temporary]); never
 // after any other answer. The wait doubles after each retry, and each

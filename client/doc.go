@@ -12,6 +12,17 @@
 // bodies sent and read are the types of package api, which the server uses
 // too; [Delivery], [Stats], [PutResult] and [Forecast] are aliases of them.
 //
+// An operator's calls inspect and act on the queue, for a server whose
+// engine is a queue.Admin (both of tock's are; any other answers 501):
+// [Client.Topics] lists the topics with their counts and rates,
+// [Client.Messages] reads a page of a topic's messages in one state without
+// consuming them ([Client.AllMessages] iterates over every page),
+// [Client.Message] fetches one with its whole payload, [Client.DeliverNow]
+// makes a scheduled message due, [Client.Requeue] and [Client.RequeueAll]
+// send dead letters back, [Client.Purge] removes a topic's messages in a
+// state, and [Client.Pause] and [Client.Resume] stop and restart a topic's
+// deliveries. [Topic] and [MessageInfo] are aliases of package api's types.
+//
 // Errors from the server are [*Error] values that match the sentinels
 // [ErrBadRequest], [ErrNotFound], [ErrUnauthorized], [ErrTooLarge],
 // [ErrUnavailable] and [ErrServer] with [errors.Is], and those of package
@@ -31,9 +42,9 @@
 // # Caveats
 //
 // Only idempotent calls are retried (Ack, Cancel, Stats, Forecast, Healthy,
-// Ready), after errors that leave them unanswered and after 429, 502, 503
+// Ready, Topics, Messages, Message, DeliverNow, Pause, Resume), after errors that leave them unanswered and after 429, 502, 503
 // and 504 answers, honouring Retry-After (see [WithRetries]). Put,
-// PutBatch, Receive and Nack are sent once: if their response is lost
+// PutBatch, Receive, Nack, Requeue, RequeueAll and Purge are sent once: if their response is lost
 // the caller cannot know whether they took effect. A Put retried by the
 // caller with an ID and the same DeliverAt stores no second copy; without
 // an ID, a message put twice is delivered twice. A Cancel retried after a

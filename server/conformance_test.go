@@ -84,6 +84,9 @@ func serveOverHTTP(t *testing.T, e queue.Engine, maxPayload int64) queue.Engine 
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, ok := e.(queue.Admin); ok {
+		return httpAdmin{newHTTPEngine(c)}
+	}
 	return newHTTPEngine(c)
 }
 

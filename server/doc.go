@@ -17,6 +17,28 @@
 //	GET    /v1/stats                                                                 200 [api.Stats]
 //	GET    /metrics  /healthz  /readyz  /  (the status page)
 //
+// The routes that operate the queue need an engine that is a [queue.Admin] (both of tock's
+// engines are); for any other they answer 501 with code "not_implemented", and the routes above
+// work as before:
+//
+//	GET    /v1/topics                                                                200 [api.TopicsResponse]
+//	GET    /v1/topics/{topic}/messages?state=&cursor=&limit=                         200 [api.MessagesResponse]
+//	GET    /v1/messages/{id}                                                         200 [api.MessageInfo] with payload, or 404
+//	POST   /v1/messages/{id}/deliver    (no body)                                    200 {"moved": 1}, or 404
+//	POST   /v1/topics/{topic}/requeue   {"ids": [...]} | {"all": true}               200 {"moved": n}
+//	POST   /v1/topics/{topic}/purge     {"state": "scheduled" | "due" | "dead"}      200 {"removed": n}
+//	POST   /v1/topics/{topic}/pause     (no body)                                    200 {"topic", "paused": true}
+//	POST   /v1/topics/{topic}/resume    (no body)                                    200 {"topic", "paused": false}
+//
+// A page of messages names its state (scheduled, due, leased or dead) and holds 50 messages
+// unless limit says otherwise (1 to [queue.MaxPage]); its "next" is the cursor of the following
+// page, absent on the last. A message's "preview" is the first [queue.PreviewLen] bytes of its
+// payload as text. The rates of /v1/topics are per second over about the last minute, from
+// samples of the engine's counts the server takes when the topics are asked for. The actions and
+// the moved messages are counted in tock_admin_actions_total and tock_admin_messages_moved_total
+// by action, and each action is logged at level info with its topic or IDs and count. A POST
+// with no body needs no Content-Type.
+//
 // Request bodies are JSON and must say so: "Content-Type: application/json"
 // (415 otherwise). A message is due at the later of its deliver_at (or now
 // plus its delay) and the time of the put: that is the time a put answers

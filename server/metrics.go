@@ -37,6 +37,8 @@ type metrics struct {
 	requests   *prometheus.CounterVec
 	inFlight   *prometheus.GaugeVec
 	duration   *prometheus.HistogramVec
+	actions    *prometheus.CounterVec
+	moved      *prometheus.CounterVec
 	log        *slog.Logger
 
 	// routes holds the collectors of each route pattern, and of
@@ -98,9 +100,25 @@ func newMetrics(engine queue.Engine, log *slog.Logger) *metrics {
 			Name: "tock_http_request_duration_seconds", Help: "HTTP request latency by route, long polls included.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}, []string{"route"}),
+		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tock_admin_actions_total",
+			Help: "Admin actions done through the API, by action: deliver (now), requeue, purge, pause, resume.",
+		}, []string{"action"}),
+		moved: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tock_admin_messages_moved_total",
+			Help: "Messages that admin actions moved, by action: made due at once (deliver), requeued (requeue) or removed (purge).",
+		}, []string{"action"}),
 		routes: map[string]*routeMetrics{},
 	}
+	// Export every action from the start, at zero, so that rates and alerts see the first one.
+	for _, a := range []string{"deliver", "requeue", "purge", "pause", "resume"} {
+		m.actions.WithLabelValues(a)
+	}
+	for _, a := range []string{"deliver", "requeue", "purge"} {
+		m.moved.WithLabelValues(a)
+	}
 	m.reg.MustRegister(m.puts, m.deliveries, m.acks, m.nacks, m.cancels, m.lateness, m.writes, m.requests, m.inFlight, m.duration,
+		m.actions, m.moved,
 		engineCollector{engine},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -272,6 +290,14 @@ func constMetric(m queue.Metric) (prometheus.Metric, error) {
 // d.Seconds() adds the fractional part to the whole seconds, and labels
 // 1.6384 s as le="1.6383999999999999".
 func seconds(d time.Duration) float64 { return float64(d) / float64(time.Second) }
+
+// admin counts one admin action that moved n messages.
+func (m *metrics) admin(action string, n int) {
+	m.actions.WithLabelValues(action).Inc()
+	if n > 0 {
+		m.moved.WithLabelValues(action).Add(float64(n))
+	}
+}
 
 // wrote records the duration of an engine write that began at start.
 func (m *metrics) wrote(op string, start time.Time) {

@@ -21,6 +21,7 @@ import (
 // for concurrent use; its zero value is not usable, call [New].
 type Server struct {
 	engine   queue.Engine
+	admin    queue.Admin // the engine, if it is one; nil: the admin routes answer 501
 	limits   Limits
 	tokenSum []byte // sha256 of the token; nil: no auth
 	log      *slog.Logger
@@ -32,6 +33,7 @@ type Server struct {
 	mux      *http.ServeMux
 	metrics  *metrics
 	activity activity
+	rates    rates
 
 	drainOnce sync.Once
 	drained   chan struct{} // closed by Drain
@@ -131,6 +133,7 @@ func New(engine queue.Engine, opts ...Option) *Server {
 		mux:     http.NewServeMux(),
 		drained: make(chan struct{}),
 	}
+	s.admin, _ = engine.(queue.Admin)
 	if c.token != "" {
 		sum := sha256.Sum256([]byte(c.token))
 		s.tokenSum = sum[:]
@@ -143,6 +146,14 @@ func New(engine queue.Engine, opts ...Option) *Server {
 	s.route(api.RouteAck, s.handleAck)
 	s.route(api.RouteNack, s.handleNack)
 	s.route(api.RouteStats, s.handleStats)
+	s.route(api.RouteTopics, s.handleTopics)
+	s.route(api.RouteMessages, s.handleMessages)
+	s.route(api.RouteMessage, s.handleMessage)
+	s.route(api.RouteDeliver, s.handleDeliver)
+	s.route(api.RouteRequeue, s.handleRequeue)
+	s.route(api.RoutePurge, s.handlePurge)
+	s.route(api.RoutePause, s.handlePause)
+	s.route(api.RouteResume, s.handleResume)
 	s.route(api.RouteHealth, s.handleHealth)
 	s.route(api.RouteReady, s.handleReady)
 	s.route("GET /{$}", s.handleStatusPage)

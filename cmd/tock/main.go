@@ -1,5 +1,6 @@
 // Command tock is tock's command line: it measures the timing wheel beside the Go runtime's timers
-// (tock bench), and talks to a tockd server (put, cancel, receive, stats).
+// (tock bench), and talks to a tockd server (put, cancel, receive, stats), whose queue it operates
+// (topics, peek, message, deliver, requeue, purge, pause, resume).
 package main
 
 import (
@@ -14,7 +15,7 @@ import (
 const usage = `usage: tock COMMAND [flags] [args]
 
   bench    [flags]                    measure the tock wheel beside time.AfterFunc
-` + checkUsage + "\n" + queueUsage
+` + checkUsage + "\n" + queueUsage + "\n\n" + adminUsage
 
 // A command runs one subcommand with its arguments (after the name) and returns the process's exit
 // code.
@@ -23,6 +24,9 @@ type command func(ctx context.Context, args []string, stdout, stderr io.Writer) 
 func commands() map[string]command {
 	cmds := map[string]command{"bench": benchCommand, "check": checkCommand}
 	for name, run := range queueCommands() {
+		cmds[name] = command(run)
+	}
+	for name, run := range adminCommands() {
 		cmds[name] = command(run)
 	}
 	return cmds

@@ -311,7 +311,8 @@ func TestBadInputE2E(t *testing.T) {
 		{"POST", "/v1/ack", `{"receipts":["0123456789abcdef0123456789abcdef"]}`, 400},
 		{"POST", "/v1/nack", `{"receipt":"forged"}`, 400},
 		{"DELETE", "/v1/messages/nobody", ``, 404},
-		{"GET", "/v1/topics/jobs/messages", ``, 405},
+		{"GET", "/v1/topics/jobs/receive", ``, 405},
+		{"GET", "/v1/topics/jobs/messages", ``, 400}, // the page of messages names its state
 		{"POST", "/v1/topics//messages", `{}`, 400},
 		{"POST", "/v1/topics/../messages", `{}`, 400},
 		{"POST", "/v1/topics/jobs/messages", `text`, 415},
