@@ -132,6 +132,10 @@ const (
 	fdReserve   = 128
 )
 
+// maxPayloadLimit bounds -max-payload: the embedded engine's limit, the
+// smaller of the two engines'.
+const maxPayloadLimit = delayq.MaxPayloadLimit
+
 // defaultMaxConns is the default of -max-conns: the open-files limit less
 // a reserve, at most maxConnsCap.
 func defaultMaxConns() int {
@@ -161,7 +165,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Var(&c.hosts, "allow-host", "answer to this host `name` on a loopback address too (a reverse proxy's); repeatable, * for any")
 	fs.BoolVar(&c.noSync, "nosync", false, "skip fsync: faster, but a crash can lose the last puts and acks")
 	fs.IntVar(&c.maxAttempts, "max-attempts", delayq.DefaultMaxAttempts, "deliveries before a message moves to TOPIC.dead (0: never)")
-	fs.Int64Var(&c.limits.MaxPayload, "max-payload", 1<<20, "largest payload in `bytes` of compact JSON (at most 16 MiB)")
+	fs.Int64Var(&c.limits.MaxPayload, "max-payload", 1<<20, fmt.Sprintf("largest payload in `bytes` of compact JSON (at most %d MiB)", maxPayloadLimit>>20))
 	fs.IntVar(&c.limits.MaxBatch, "max-batch", 10000, "most messages in one batch")
 	fs.DurationVar(&c.limits.MaxWait, "max-wait", 20*time.Second, "longest long poll a receive may ask for")
 	fs.DurationVar(&c.limits.DefaultVisibility, "visibility", 30*time.Second, "lease of a receive that names none")
@@ -180,8 +184,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err := checkEngineFlags(fs, &c); err != nil {
 		return c, err
 	}
-	if c.limits.MaxPayload < 1 || c.limits.MaxPayload > 16<<20 {
-		return c, fmt.Errorf("tockd: -max-payload %d is outside 1 to 16 MiB", c.limits.MaxPayload)
+	if c.limits.MaxPayload < 1 || c.limits.MaxPayload > maxPayloadLimit {
+		return c, fmt.Errorf("tockd: -max-payload %d is outside 1 to %d MiB", c.limits.MaxPayload, maxPayloadLimit>>20)
 	}
 	if err := c.limits.Validate(); err != nil {
 		return c, fmt.Errorf("tockd: %v", strings.TrimPrefix(err.Error(), "server: "))
