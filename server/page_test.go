@@ -9,11 +9,15 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/fetch"
+	cdplog "github.com/chromedp/cdproto/log"
+	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
 	"github.com/tockwheel/tock/api"
@@ -27,6 +31,9 @@ var pageScreenshotOut = flag.String("page-screenshot", "", "also write the scree
 type browser struct {
 	t   *testing.T
 	ctx context.Context
+
+	mu       sync.Mutex
+	problems []string // the console's errors, reported when the test ends
 }
 
 // newBrowser starts Chromium for the test. When token is not empty, the
@@ -76,7 +83,47 @@ func newBrowser(t *testing.T, width, height int, token string) *browser {
 			t.Fatalf("Fetch.enable: %v", err)
 		}
 	}
-	return &browser{t: t, ctx: ctx}
+	b := &browser{t: t, ctx: ctx}
+	// Collect what a person would see in the console: exceptions, and
+	// errors other than failed requests (those are the API's answers, which
+	// the page shows itself), such as a script or style the policy blocked.
+	exceptions := chromedp.Events(ctx, runtime.ExceptionThrown)
+	entries := chromedp.Events(ctx, cdplog.EntryAdded)
+	go func() {
+		for ev, err := range exceptions {
+			if err != nil {
+				return
+			}
+			b.problem((&chromedp.ExceptionError{ExceptionDetails: ev.ExceptionDetails}).Error())
+		}
+	}()
+	go func() {
+		for ev, err := range entries {
+			if err != nil {
+				return
+			}
+			if ev.Entry.Level == cdplog.EntryLevelError && ev.Entry.Source != cdplog.EntrySourceNetwork {
+				b.problem(string(ev.Entry.Source) + ": " + ev.Entry.Text)
+			}
+		}
+	}()
+	if _, err := chromedp.Call(ctx, cdplog.Enable, cdp.Empty{}); err != nil {
+		t.Fatalf("Log.enable: %v", err)
+	}
+	t.Cleanup(func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, p := range b.problems {
+			t.Errorf("browser console: %s", p)
+		}
+	})
+	return b
+}
+
+func (b *browser) problem(s string) {
+	b.mu.Lock()
+	b.problems = append(b.problems, s)
+	b.mu.Unlock()
 }
 
 // do runs actions, failing the test after 15 seconds.
@@ -394,6 +441,23 @@ func TestPageScreenshot(t *testing.T) {
 	b.click(`#messages tr[data-id="inv-dead-1"] input`)
 	b.click(`#messages tr[data-id="inv-dead-1"] td.id`)
 	b.waitFor("the message", `!document.getElementById("detail").hidden`)
+	// Traffic while the page watches, for the rates.
+	for range 3 {
+		var emails strings.Builder
+		emails.WriteString(`{"messages":[`)
+		for i := range 40 {
+			if i > 0 {
+				emails.WriteByte(',')
+			}
+			fmt.Fprintf(&emails, `{"payload":{"to":"user%d@example.com","template":"reminder"}}`, i)
+		}
+		emails.WriteString(`]}`)
+		p.call(t, "POST", api.BatchPath("emails"), emails.String())
+		for _, m := range p.receive(t, "emails", "1s") {
+			p.call(t, "POST", api.PathAck, `{"receipts":["`+m.Receipt+`"]}`)
+		}
+	}
+	b.waitFor("the rates", `(document.querySelector('#topics-table tr[data-topic="emails"] td.rate-puts') || {}).textContent !== "0"`)
 	// Let the charts draw, then look from the top of the browser section.
 	b.waitFor("the wheel", `document.getElementById("t-scheduled").textContent !== "–"`)
 	b.do("scroll", chromedp.Evaluate[chromedp.Void](`window.scrollTo(0, document.getElementById("topics").offsetTop - 16)`))
