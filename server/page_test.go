@@ -270,8 +270,8 @@ func ids(ms []api.Delivery) []string {
 
 // TestPageOperatesQueue drives the status page in headless Chromium over a
 // real server on a real delayq queue as an operator would: open a topic
-// from the topics table, page through its scheduled messages, look at one,
-// deliver one now, find a dead letter and requeue it (and see a consumer
+// from the topics table, page through its scheduled messages, look at one
+// and cancel it, deliver one now, find a dead letter and requeue it (and see a consumer
 // get it), pause the topic (and see a receive wait), and purge its
 // scheduled messages through the confirmation dialog.
 func TestPageOperatesQueue(t *testing.T) {
@@ -303,9 +303,21 @@ func TestPageOperatesQueue(t *testing.T) {
 	b.click(`#messages tr[data-id="s2"] td.id`)
 	b.waitFor("the message", `document.getElementById("detail-payload").textContent.includes('"sku": "tea"')`)
 
+	// Cancel from the message's view, through the dialog.
+	b.click(`#detail-actions button.cancel`)
+	b.waitFor("the dialog", jsDialog)
+	if txt := b.text(jsDialogTxt); !strings.Contains(txt, "s2") || !strings.Contains(txt, "orders") {
+		t.Errorf("cancel dialog says %q; want the message and its topic", txt)
+	}
+	b.click("#confirm-ok")
+	b.waitFor("s2 to go", jsRowIDs+` === "s1,s3" && document.getElementById("detail").hidden`)
+	if r := p.call(t, "GET", api.MessagePath("s2"), ""); r.status != 404 {
+		t.Fatalf("s2 cancelled from the page: GET answers %d %s", r.status, r.body)
+	}
+
 	// Deliver now.
 	b.click(`#messages tr[data-id="s1"] button.deliver`)
-	b.waitFor("s1 to leave the scheduled messages", jsRowIDs+` === "s2,s3"`)
+	b.waitFor("s1 to leave the scheduled messages", jsRowIDs+` === "s3,s4"`)
 	var s1 api.MessageInfo
 	p.call(t, "GET", api.MessagePath("s1"), "").json(t, &s1)
 	if s1.State != api.StateDue {
@@ -348,16 +360,16 @@ func TestPageOperatesQueue(t *testing.T) {
 	// Purge scheduled: cancelling the dialog removes nothing; accepting it
 	// removes the four scheduled messages it names.
 	b.click(`#tabs button[data-state="scheduled"]`)
-	b.waitFor("the scheduled tab", jsRowIDs+` === "s2,s3"`)
+	b.waitFor("the scheduled tab", jsRowIDs+` === "s3,s4"`)
 	b.click("#b-purge")
 	b.waitFor("the dialog", jsDialog)
-	if txt := b.text(jsDialogTxt); !strings.Contains(txt, "orders") || !strings.Contains(txt, "4 scheduled messages") {
+	if txt := b.text(jsDialogTxt); !strings.Contains(txt, "orders") || !strings.Contains(txt, "3 scheduled messages") {
 		t.Errorf("purge dialog says %q; want the topic, the state and the count", txt)
 	}
 	b.click("#confirm-cancel")
 	b.waitFor("the dialog to close", `!`+jsDialog)
-	if n := p.topic(t, "orders").Scheduled; n != 4 {
-		t.Fatalf("after a cancelled purge %d scheduled, want 4", n)
+	if n := p.topic(t, "orders").Scheduled; n != 3 {
+		t.Fatalf("after a cancelled purge %d scheduled, want 3", n)
 	}
 	b.click("#b-purge")
 	b.waitFor("the dialog", jsDialog)
@@ -401,6 +413,17 @@ func TestPageToken(t *testing.T) {
 		t.Fatal("the page without the token resumed orders")
 	}
 	t.Logf("the page says: %s", b.text(jsError))
+}
+
+// TestPageWithoutAdmin opens the page on an engine that cannot be
+// operated: the page says so where the topics would be, and stops asking.
+func TestPageWithoutAdmin(t *testing.T) {
+	ts := newHTTPTestServer(t, New(plainEngine{openEngine(t)}))
+	b := newBrowser(t, 1200, 900, "")
+	b.open(ts.URL + "/")
+	b.waitFor("the note", `document.getElementById("topics-note").textContent.includes("queue.Admin") &&
+		document.getElementById("topics-table").hidden`)
+	b.waitFor("the charts", `document.getElementById("t-scheduled").textContent !== "–"`)
 }
 
 // TestPageScreenshot takes the picture of the status page open on a topic
