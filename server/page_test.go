@@ -232,6 +232,20 @@ func (p *pageQueue) receive(t *testing.T, topic, wait string) []api.Delivery {
 	return got.Messages
 }
 
+// receiveN receives n messages of topic, failing the test when they do
+// not come within a few seconds or more come.
+func (p *pageQueue) receiveN(t *testing.T, topic string, n int) []string {
+	t.Helper()
+	var got []string
+	for deadline := time.Now().Add(5 * time.Second); len(got) < n && time.Now().Before(deadline); {
+		got = append(got, ids(p.receive(t, topic, "1s"))...)
+	}
+	if len(got) == n {
+		got = append(got, ids(p.receive(t, topic, "0s"))...)
+	}
+	return got
+}
+
 // kill puts a message due now on topic and nacks it until it dies.
 func (p *pageQueue) kill(t *testing.T, topic, id, payload string) {
 	t.Helper()
@@ -271,9 +285,10 @@ func ids(ms []api.Delivery) []string {
 // TestPageOperatesQueue drives the status page in headless Chromium over a
 // real server on a real delayq queue as an operator would: open a topic
 // from the topics table, page through its scheduled messages, look at one
-// and cancel it, deliver one now, find a dead letter and requeue it (and see a consumer
-// get it), pause the topic (and see a receive wait), and purge its
-// scheduled messages through the confirmation dialog.
+// and cancel it, deliver one now, find a dead letter and requeue it (and
+// see a consumer get it), requeue a selected one and then all, pause the
+// topic (and see a receive wait), and purge its scheduled messages through
+// the confirmation dialog.
 func TestPageOperatesQueue(t *testing.T) {
 	p := newPageQueue(t)
 	for i := 1; i <= 5; i++ {
@@ -281,11 +296,13 @@ func TestPageOperatesQueue(t *testing.T) {
 	}
 	p.put(t, "emails", "e1", `"hello"`, "1h")
 	p.put(t, "emails", "e2", `"again"`, "2h")
-	p.kill(t, "orders", "d1", `{"order":7}`)
+	for i := 1; i <= 4; i++ {
+		p.kill(t, "orders", fmt.Sprintf("d%d", i), fmt.Sprintf(`{"order":%d}`, 6+i))
+	}
 
 	b := newBrowser(t, 1400, 1000, "")
 	b.open(p.ts.URL + "/?limit=2")
-	b.waitFor("the topics table", jsCell("orders", "dead")+` === "1" && `+jsCell("orders", "scheduled")+` === "5"`)
+	b.waitFor("the topics table", jsCell("orders", "dead")+` === "4" && `+jsCell("orders", "scheduled")+` === "5"`)
 	b.click(`#topics-table tr[data-topic="orders"] button.link`)
 
 	// Scheduled messages in due-time order, two a page, forwards and back.
@@ -326,19 +343,38 @@ func TestPageOperatesQueue(t *testing.T) {
 
 	// The dead letter, requeued from the dead tab, reaches a consumer.
 	b.click(`#tabs button[data-state="dead"]`)
-	b.waitFor("the dead letter", jsRowIDs+` === "d1"`)
+	b.waitFor("the dead letters", jsRowIDs+` === "d1,d2"`)
 	if got := b.text(`document.querySelector('#messages tr[data-id="d1"]').innerText`); !strings.Contains(got, "nack") ||
 		!strings.Contains(got, `{"order":7}`) {
 		t.Errorf("dead letter row %q lacks its last failure or payload", got)
 	}
 	b.click(`#messages tr[data-id="d1"] button.requeue`)
-	b.waitFor("the dead tab to empty", jsRowIDs+` === "" && document.querySelector("#messages tr.empty") !== null`)
+	b.waitFor("d1 to leave the dead tab", jsRowIDs+` === "d2,d3"`)
 	if e := b.text(jsError); e != "" {
 		t.Fatalf("page shows error %q", e)
 	}
-	got := ids(p.receive(t, "orders", "2s"))
-	if !strings.Contains(strings.Join(got, ","), "d1") {
-		t.Fatalf("after requeue a consumer received %v, not d1", got)
+	// s1, delivered now, and d1.
+	if got := strings.Join(p.receiveN(t, "orders", 2), ","); got != "s1,d1" && got != "d1,s1" {
+		t.Fatalf("after requeue of d1 a consumer received %v, want s1 and d1", got)
+	}
+
+	// Requeue the selected ones, then all that are left, through the dialog.
+	b.click(`#messages tr[data-id="d3"] input`)
+	b.waitFor("the selection", `document.getElementById("b-requeue-selected").textContent === "requeue selected (1)"`)
+	b.click("#b-requeue-selected")
+	b.waitFor("d3 to leave the dead tab", jsRowIDs+` === "d2,d4"`)
+	if got := strings.Join(p.receiveN(t, "orders", 1), ","); got != "d3" {
+		t.Fatalf("after requeue of the selected d3 a consumer received %v", got)
+	}
+	b.click("#b-requeue-all")
+	b.waitFor("the dialog", jsDialog)
+	if txt := b.text(jsDialogTxt); !strings.Contains(txt, "orders") || !strings.Contains(txt, "2 dead letters") {
+		t.Errorf("requeue-all dialog says %q; want the topic and the count", txt)
+	}
+	b.click("#confirm-ok")
+	b.waitFor("the dead tab to empty", jsRowIDs+` === "" && document.querySelector("#messages tr.empty") !== null`)
+	if got := strings.Join(p.receiveN(t, "orders", 2), ","); got != "d2,d4" && got != "d4,d2" {
+		t.Fatalf("after requeue of all a consumer received %v, want d2 and d4", got)
 	}
 
 	// Pause: the badge shows and a receive waits; resume delivers.
