@@ -165,7 +165,7 @@ func statusPageScreenshot(t *testing.T, bin string, ts *httptest.Server, skew *a
 	switch {
 	case len(colors) < 50:
 		t.Errorf("only %d colours: the page did not render", len(colors))
-	case background < total/5:
+	case background < total/8:
 		t.Errorf("background covers %d of %d pixels: the stylesheet did not apply", background, total)
 	case spokes < 2000:
 		t.Errorf("%d pixels of the wheel's colour: the wheel was not drawn with data", spokes)
