@@ -65,12 +65,33 @@ func FuzzVerifyReceipt(f *testing.F) {
 }
 
 func TestDecodeRecord(t *testing.T) {
-	rec, err := decodeRecord("1700000000123,,2,tok,3.abc,nonce,5;topicpay;load")
+	rec, err := decodeRecord("1700000000123,,2,tok,3.abc,nonce,,,0,5;topicpay;load")
 	if err != nil || rec.due != 1700000000123 || rec.att != 2 || rec.tok != "tok" || rec.topic != "topic" ||
-		!bytes.Equal(rec.payload, []byte("pay;load")) {
+		!bytes.Equal(rec.payload, []byte("pay;load")) || rec.origin != "" || rec.failWhy != 0 {
 		t.Fatalf("decodeRecord = %+v, %v", rec, err)
 	}
-	for _, bad := range []string{"", "1,,0,,,,1", "1,,0,,,;t", "1,,0,,,1;t", "x,,0,,,,1;t", "1,,0,,,,9;short", "1,,0,,,,-1;t", "1,,x,,,,1;t"} {
+	dead, err := decodeRecord("1700000000999,1700000000000,1,,,,x1700000000500,1700000000900.3,1,3;tt.dpay")
+	if why, at := dead.failure(); err != nil || dead.origin != "t" || dead.topic != "t.d" || string(dead.payload) != "pay" ||
+		dead.diedAt != 1700000000900 || dead.diedAtt != 3 || why != "lease expired" || at.UnixMilli() != 1700000000500 {
+		t.Fatalf("decodeRecord of a dead letter = %+v, %v", dead, err)
+	}
+	for _, bad := range []string{
+		"",
+		"1,,0,,,,,,0,1",                     // no body
+		"1,,0,,,,,0,1;t",                    // a field short
+		"1,,0,,,,,,,0,1;t",                  // a field more
+		"x,,0,,,,,,0,1;t",                   // due
+		"1,,x,,,,,,0,1;t",                   // attempts
+		"1,,0,,,,,,0,9;short",               // topic past the end
+		"1,,0,,,,,,0,-1;t",                  // negative length
+		"1,,0,,,,,,5,1;tt",                  // origin and topic past the end
+		"1,,0,,,,q5,,0,1;t",                 // failure of an unknown kind
+		"1,,0,,,,n,,0,1;t",                  // failure without a time
+		"1,,0,,,,,5.1,0,1;t",                // died without an origin
+		"1,,0,,,,,5,1,1;ot",                 // died without attempts
+		"1,,0,,,,,x.1,1,1;ot",               // died at no time
+		"1,,0,,,,,,9999999999999999999,1;t", // length overflow
+	} {
 		if _, err := decodeRecord(bad); err == nil {
 			t.Errorf("decodeRecord(%q) accepted it", bad)
 		}
@@ -78,11 +99,12 @@ func TestDecodeRecord(t *testing.T) {
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add("1700000000123,-5,2,tok,,n,5;topicpayload")
-	f.Add("1,,0,,,,0;")
+	f.Add("1700000000123,-5,2,tok,,n,,,0,5;topicpayload")
+	f.Add("1700000000999,1700000000000,1,,,,x1700000000500,1700000000900.3,1,3;tt.dpay")
+	f.Add("1,,0,,,,,,0,0;")
 	f.Fuzz(func(t *testing.T, s string) {
 		rec, err := decodeRecord(s)
-		if err == nil && len(rec.topic)+len(rec.payload) > len(s) {
+		if err == nil && len(rec.origin)+len(rec.topic)+len(rec.payload) > len(s) {
 			t.Fatalf("decodeRecord(%q) = %+v: longer than its input", s, rec)
 		}
 	})

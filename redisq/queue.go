@@ -19,7 +19,10 @@ import (
 )
 
 // layoutVersion is the version of the key layout and scripts, kept in the deployment's config.
-const layoutVersion = "1"
+// Version 2 added the per-topic indexes and counters of the admin operations, and the origin and
+// last failure of a message to its record (see the package doc); a deployment of version 1 is
+// refused, as a process of version 1 refuses one of version 2.
+const layoutVersion = "2"
 
 // A Queue is a delay queue in Redis: a [queue.Engine] and a [queue.Reporter]. Open one per process
 // and share it; it is safe for concurrent use by any number of goroutines, and any number of
@@ -54,8 +57,11 @@ type Queue struct {
 	testHookNoCandidacy atomic.Bool             // take no free shard ahead of its time (only when late); tests set it
 }
 
-var _ queue.Engine = (*Queue)(nil)
-var _ queue.Reporter = (*Queue)(nil)
+var (
+	_ queue.Engine   = (*Queue)(nil)
+	_ queue.Reporter = (*Queue)(nil)
+	_ queue.Admin    = (*Queue)(nil)
+)
 
 // Open opens the queue kept in rdb under the prefix of WithPrefix, creating the deployment if it
 // does not exist yet. rdb is a *redis.Client (one server, or a Sentinel failover client) or a
@@ -184,9 +190,14 @@ func (q *Queue) deployment(ctx context.Context, shardsGiven bool) (int, []byte, 
 	if len(v) != 3 || str(0) == "" {
 		return 0, nil, fmt.Errorf("%w: configuration of %q is %v", ErrProtocol, q.cfg.prefix, v)
 	}
-	if str(0) != layoutVersion {
-		return 0, nil, fmt.Errorf("%w: deployment %q has layout version %s; this package writes %s",
-			ErrMismatch, q.cfg.prefix, str(0), layoutVersion)
+	if v := str(0); v != layoutVersion {
+		hint := "it was made by a newer version of this package: use that version"
+		if n, err := strconv.Atoi(v); err == nil && n < 2 {
+			hint = "stop its processes, let consumers drain it, delete its keys (prefix " + strconv.Quote(q.cfg.prefix) +
+				"), then Open creates it anew; or give this version another prefix"
+		}
+		return 0, nil, fmt.Errorf("%w: deployment %q has layout version %s, and this version of redisq reads and writes only version %s: %s",
+			ErrMismatch, q.cfg.prefix, v, layoutVersion, hint)
 	}
 	shards, err := strconv.Atoi(str(1))
 	sec, err2 := hex.DecodeString(str(2))

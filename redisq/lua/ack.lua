@@ -13,6 +13,7 @@ for i = 1, n do
     if r.tok ~= '' and r.tok == tok then
       remove(id, where, r)
       bury(id, r)
+      tcount('a', r.topic, 1)
       code, aux = 1, r.aux
     else
       code = -1

@@ -7,10 +7,9 @@ local where, rec = locate(id, hint)
 local code = -1
 if where == true then
   local r = parse(rec)
-  if r.tok ~= '' and r.tok == tok and redis.call('ZREM', LEASE, id) == 1 then
-    D.leased = D.leased - 1
+  if r.tok ~= '' and r.tok == tok and unlease(id, r.topic) then
     r.tok = ''
-    fail(id, r, payload(rec, r), delay)
+    fail(id, r, payload(rec, r), delay, 'n')
     code = 1
   end
 end

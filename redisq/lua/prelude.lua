@@ -6,6 +6,7 @@ local P = string.sub(KEYS[1], 1, -5)
 local META = KEYS[1]
 local SECS, LIVE, LEASE, IX = P .. 'secs', P .. 'live', P .. 'lease', P .. 'ix'
 local ALIAS, TOPICS, CHAN = P .. 'alias', P .. 'topics', P .. 'ev'
+local TC, PAUSED, LAT = P .. 'tc', P .. 'paused', P .. 'lat'
 -- A message due within NEAR ms of the script's clock goes straight to its ready set.
 local NEAR = 1000
 -- MAXMS caps due times: queue.MaxDeliverAt in Unix milliseconds.
@@ -14,6 +15,9 @@ local MAXMS = 9214646400000
 -- tombstone, so that a Put retried after its reply was lost (the engine retries for less than
 -- WINDOW) does not store the message again.
 local WINDOW = 10000
+-- XMAX is the most entries a chunk of a topic's index of scheduled messages holds: Redis keeps a
+-- sorted set of up to 128 short members as a listpack, at a third of the memory of a larger one.
+local XMAX = 128
 
 -- NOW is the script's clock in Unix milliseconds, rounded down: a message due at d (rounded up
 -- when it was put) is due once d <= NOW, so it is never early by this server's clock.
@@ -26,23 +30,32 @@ end
 local function fmt(n) return string.format('%d', n) end
 local function wkey(sec) return P .. 'w:' .. sec end
 local function rkey(topic) return P .. 'r:' .. topic end
+local function lkey(topic) return P .. 'l:' .. topic end
+local function dkey(topic) return P .. 'd:' .. topic end
+local function xikey(topic) return P .. 'xi:' .. topic end
+local function xckey(topic, bound) return P .. 'xc:' .. #topic .. ':' .. topic .. bound end
 
 -- parse decodes a record's header; its payload starts at byte r.body.
 local function parse(rec)
-  local due, req, att, tok, aux, nonce, tlen, p =
-    string.match(rec, '^(%-?%d+),(%-?%d*),(%d+),([^,]*),([^,]*),([^,]*),(%d+);()')
+  local due, req, att, tok, aux, nonce, fail, dead, olen, tlen, p = string.match(rec,
+    '^(%-?%d+),(%-?%d*),(%d+),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),(%d+),(%d+);()')
   if not due then error('redisq: malformed record') end
-  tlen = tonumber(tlen)
+  olen, tlen = tonumber(olen), tonumber(tlen)
   return {due = tonumber(due), req = req, att = tonumber(att), tok = tok, aux = aux, nonce = nonce,
-    topic = string.sub(rec, p, p + tlen - 1), body = p + tlen}
+    fail = fail, dead = dead, origin = string.sub(rec, p, p + olen - 1),
+    topic = string.sub(rec, p + olen, p + olen + tlen - 1), body = p + olen + tlen}
 end
 
 local function payload(rec, r) return string.sub(rec, r.body) end
 
 local function encode(r, pl)
   return fmt(r.due) .. ',' .. r.req .. ',' .. fmt(r.att) .. ',' .. r.tok .. ',' .. r.aux .. ','
-    .. r.nonce .. ',' .. fmt(#r.topic) .. ';' .. r.topic .. pl
+    .. r.nonce .. ',' .. r.fail .. ',' .. r.dead .. ',' .. fmt(#r.origin) .. ',' .. fmt(#r.topic) .. ';'
+    .. r.origin .. r.topic .. pl
 end
+
+-- died returns when a dead letter died (ms), from its record's dead field "<ms>.<attempts>".
+local function died(r) return tonumber(string.match(r.dead, '^(%d+)')) or NOW end
 
 -- M caches the shard's pointer fields; finish writes them back when dirty.
 local M
@@ -56,12 +69,43 @@ local function meta()
   return M
 end
 
--- D holds the changes of the counters; EW and EL a second and a lease deadline that this script
--- made the shard's earliest; ER, per topic given a ready message here, its earlier head and the
--- earliest due time added (ERN keeps the topics in order).
+-- D holds the changes of the shard's counters and TCD those of the per-topic counters in TC (field
+-- "<kind><topic>": s scheduled in the wheel, p puts, v deliveries, a acks); EW and EL a second and a
+-- lease deadline that this script made the shard's earliest; ER, per topic given a ready message
+-- here, its earlier head and the earliest due time added (ERN keeps the topics in order); LN, LS,
+-- LB and LMX the lateness observed (count, sum in ms, per bucket, maximum).
 local D = {sched = 0, ready = 0, leased = 0}
+local TCD = {}
 local EW, EL = false, false
 local ER, ERN = {}, {}
+local LN, LS, LB, LMX = 0, 0, {}, 0
+
+local function tcount(kind, topic, n)
+  local f = kind .. topic
+  TCD[f] = (TCD[f] or 0) + n
+end
+
+-- LATB are the upper bounds (ms) of the lateness buckets b1.. of LAT; bucket b<#LATB+1> is above
+-- the last. The engine reads them in the same order (latencyBounds in stats.go).
+local LATB = {0, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000}
+
+local function observe_late(l)
+  LN = LN + 1
+  LS = LS + l
+  local k = #LATB + 1
+  for i, b in ipairs(LATB) do
+    if l <= b then k = i break end
+  end
+  LB[k] = (LB[k] or 0) + 1
+  if l > LMX then LMX = l end
+end
+
+-- PAUSEDN tells whether any topic is paused in this shard.
+local PAUSEDN
+local function paused(topic)
+  if PAUSEDN == nil then PAUSEDN = redis.call('EXISTS', PAUSED) == 1 end
+  return PAUSEDN and redis.call('SISMEMBER', PAUSED, topic) == 1
+end
 
 -- IXN tells whether the index of moved messages has entries, so that the common case (generated
 -- IDs in the seconds they name) skips it.
@@ -69,6 +113,108 @@ local IXN
 local function ix_used()
   if IXN == nil then IXN = redis.call('EXISTS', IX) == 1 end
   return IXN
+end
+
+-- bytes_lt compares strings byte by byte, as Redis orders the members of a sorted set (Lua's <
+-- follows the server's locale).
+local function bytes_lt(a, b)
+  if a == b then return false end
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+-- after returns the rank of the first member of sorted set z that comes after (ms, id) in the set's
+-- order (score, then member byte by byte).
+local function after(z, ms, id)
+  local lo = redis.call('ZCOUNT', z, '-inf', '(' .. ms)
+  local hi = redis.call('ZCOUNT', z, '-inf', ms)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local m = redis.call('ZRANGE', z, mid, mid)[1]
+    if bytes_lt(id, m) then hi = mid else lo = mid + 1 end
+  end
+  return lo
+end
+
+-- The index of a topic's scheduled messages in the wheel is a sequence of chunks, sorted sets of
+-- message IDs scored by due time, each of at most XMAX entries and covering a range of (due time,
+-- ID): xi:<topic> is a sorted set of the chunks' lower bounds, "<due ms, 14 digits><ID>", all of
+-- score 0 so that ZRANGEBYLEX finds the chunk of an entry; the first chunk's bound is "", so that
+-- every entry has one. A full chunk is split in two halves; an empty one is removed (the first by
+-- renaming the second to it), and a small one is merged into the one before when they fit.
+
+local function xbound(ms, id) return string.format('%014d', ms) .. id end
+
+-- xfloor returns the bound of the chunk of topic's index that covers bound b, or nil when the
+-- index is empty.
+local function xfloor(topic, b)
+  return redis.call('ZREVRANGEBYLEX', xikey(topic), '[' .. b, '-', 'LIMIT', 0, 1)[1]
+end
+
+-- xmove moves the entries given as {member, score, ...} to chunk k from chunk f (when f is set).
+local function xmove(kv, k, f)
+  local args, ids = {}, {}
+  for i = 1, #kv, 2 do
+    args[#args + 1] = kv[i + 1]
+    args[#args + 1] = kv[i]
+    ids[#ids + 1] = kv[i]
+  end
+  if #ids == 0 then return end
+  redis.call('ZADD', k, unpack(args))
+  if f then redis.call('ZREM', f, unpack(ids)) end
+end
+
+-- xadd indexes the scheduled message id of topic, due at ms.
+local function xadd(topic, ms, id)
+  local b = xfloor(topic, xbound(ms, id))
+  if not b then
+    b = ''
+    redis.call('ZADD', xikey(topic), 0, b)
+  end
+  local k = xckey(topic, b)
+  redis.call('ZADD', k, ms, id)
+  if redis.call('ZCARD', k) >= XMAX then
+    local half = redis.call('ZRANGE', k, XMAX / 2, -1, 'WITHSCORES')
+    local nb = xbound(tonumber(half[2]), half[1])
+    xmove(half, xckey(topic, nb), k)
+    redis.call('ZADD', xikey(topic), 0, nb)
+  end
+  tcount('s', topic, 1)
+end
+
+-- xdel removes the scheduled message id of topic, due at ms, from the index.
+local function xdel(topic, ms, id)
+  local b = xfloor(topic, xbound(ms, id))
+  if not b then return end
+  local k = xckey(topic, b)
+  if redis.call('ZREM', k, id) == 0 then return end
+  tcount('s', topic, -1)
+  local n = redis.call('ZCARD', k)
+  local xi = xikey(topic)
+  if n == 0 then
+    if b ~= '' then
+      redis.call('ZREM', xi, b)
+    else
+      local nb = redis.call('ZRANGE', xi, 1, 1)[1]
+      if nb then
+        redis.call('RENAME', xckey(topic, nb), k)
+        redis.call('ZREM', xi, nb)
+      else
+        redis.call('DEL', xi)
+      end
+    end
+  elseif b ~= '' and n < XMAX / 8 then
+    local pb = redis.call('ZREVRANGEBYLEX', xi, '(' .. b, '-', 'LIMIT', 0, 1)[1]
+    local pk = xckey(topic, pb)
+    if redis.call('ZCARD', pk) + n <= XMAX * 3 / 4 then
+      xmove(redis.call('ZRANGE', k, 0, -1, 'WITHSCORES'), pk, false)
+      redis.call('DEL', k)
+      redis.call('ZREM', xi, b)
+    end
+  end
 end
 
 -- locate finds the message id: it returns true and its record if it is due or leased, the second
@@ -106,11 +252,12 @@ local function to_ready(id, rec, topic, due)
   redis.call('HSET', LIVE, id, rec)
   redis.call('ZADD', rkey(topic), due, id)
   D.ready = D.ready + 1
+  observe_late(math.max(NOW - due, 0))
 end
 
--- to_wheel puts a message in the hash of its second (a decimal string); index records the second
--- in IX, for a message whose ID does not name it.
-local function to_wheel(id, rec, sec, index)
+-- to_wheel puts a message of topic due at due in the hash of its second (a decimal string) and in
+-- the topic's index; index records the second in IX, for a message whose ID does not name it.
+local function to_wheel(id, rec, topic, due, sec, index)
   local k = wkey(sec)
   redis.call('HSET', k, id, rec)
   if index then
@@ -118,6 +265,7 @@ local function to_wheel(id, rec, sec, index)
     IXN = true
   end
   D.sched = D.sched + 1
+  xadd(topic, due, id)
   if redis.call('HLEN', k) == 1 then
     redis.call('ZADD', SECS, sec, sec)
     local n = tonumber(sec)
@@ -137,17 +285,23 @@ local function place(id, r, pl, fromlive)
     to_ready(id, rec, r.topic, r.due)
   else
     if fromlive then redis.call('HDEL', LIVE, id) end
-    to_wheel(id, rec, fmt(sec), true)
+    to_wheel(id, rec, r.topic, r.due, fmt(sec), true)
   end
+end
+
+-- unlease ends the lease of a message of topic; it reports whether it was leased.
+local function unlease(id, topic)
+  if redis.call('ZREM', LEASE, id) == 0 then return false end
+  redis.call('ZREM', lkey(topic), id)
+  D.leased = D.leased - 1
+  return true
 end
 
 -- remove deletes a message found by locate (where) with record r.
 local function remove(id, where, r)
   if where == true then
     redis.call('HDEL', LIVE, id)
-    if redis.call('ZREM', LEASE, id) == 1 then
-      D.leased = D.leased - 1
-    elseif redis.call('ZREM', rkey(r.topic), id) == 1 then
+    if not unlease(id, r.topic) and redis.call('ZREM', rkey(r.topic), id) == 1 then
       D.ready = D.ready - 1
       if redis.call('EXISTS', rkey(r.topic)) == 0 then redis.call('SREM', TOPICS, r.topic) end
     end
@@ -157,7 +311,9 @@ local function remove(id, where, r)
     if redis.call('EXISTS', k) == 0 then redis.call('ZREM', SECS, where) end
     if ix_used() then redis.call('HDEL', IX, id) end
     D.sched = D.sched - 1
+    xdel(r.topic, r.due, id)
   end
+  if r.origin ~= '' then redis.call('ZREM', dkey(r.origin), id) end
 end
 
 -- bury leaves the tombstone of a message just acked or cancelled, if a retry of its Put may still
@@ -195,6 +351,11 @@ local function is_dead_topic(t)
   return #t >= 5 and string.sub(t, -5) == '.dead'
 end
 
+local function dead_topic(t)
+  if CFG.dlq ~= '' then return CFG.dlq end
+  return t .. '.dead'
+end
+
 local function backoff(att)
   local d = CFG.first
   for _ = 2, att do
@@ -205,14 +366,18 @@ local function backoff(att)
   return d
 end
 
--- fail records a failed delivery of a message in LIVE, no longer leased: it is due again after
--- delay (or the backoff when delay is nil), or moves to its dead-letter topic.
-local function fail(id, r, pl, delay)
+-- fail records a failed delivery of a message in LIVE, no longer leased, and why ('n' nacked, 'x'
+-- lease expired): it is due again after delay (or the backoff when delay is nil), or moves to its
+-- dead-letter topic, keeping the topic it died on, when and after how many attempts. A dead letter
+-- that fails on the dead-letter topic is a dead letter again (it was not one while leased).
+local function fail(id, r, pl, delay, why)
   if r.req == '' then r.req = fmt(r.due) end
+  r.fail = why .. fmt(NOW)
   local dead = CFG.maxatt > 0 and r.att >= CFG.maxatt
   local due
   if dead and not is_dead_topic(r.topic) then
-    if CFG.dlq ~= '' then r.topic = CFG.dlq else r.topic = r.topic .. '.dead' end
+    r.origin, r.dead = r.topic, fmt(NOW) .. '.' .. fmt(r.att)
+    r.topic = dead_topic(r.topic)
     r.att = 0
     due = NOW
   elseif dead then
@@ -224,15 +389,16 @@ local function fail(id, r, pl, delay)
   end
   if due > MAXMS then due = MAXMS end
   r.due = due
+  if r.origin ~= '' then redis.call('ZADD', dkey(r.origin), died(r), id) end
   place(id, r, pl, true)
 end
 
 -- promote moves to the ready sets the seconds that start within lead ms of NOW, at most about
--- budget messages; it returns how many it moved and the lateness (ms) of up to 64 moved late.
+-- budget messages; it returns how many it moved.
 local function promote(lead, budget)
   local m = meta()
   local limit = math.floor((NOW + lead) / 1000)
-  local moved, late = 0, {}
+  local moved = 0
   local touched = false
   while budget > 0 do
     if not m.drain then
@@ -250,8 +416,8 @@ local function promote(lead, budget)
     for i = 1, #kv, 2 do
       local id, rec = kv[i], kv[i + 1]
       local r = parse(rec)
+      xdel(r.topic, r.due, id)
       to_ready(id, rec, r.topic, r.due)
-      if r.due < NOW and #late < 64 then late[#late + 1] = NOW - r.due end
       ids[#ids + 1] = id
     end
     if #ids > 0 then
@@ -273,7 +439,7 @@ local function promote(lead, budget)
     touched = true
   end
   if touched then m.dirty = true end
-  return moved, late
+  return moved
 end
 
 -- expire fails the leases whose deadline has passed, at most budget of them; it returns how many.
@@ -286,7 +452,8 @@ local function expire(budget)
     local rec = redis.call('HGET', LIVE, id)
     if rec then
       local r = parse(rec)
-      fail(id, r, payload(rec, r), nil)
+      redis.call('ZREM', lkey(r.topic), id)
+      fail(id, r, payload(rec, r), nil, 'x')
     end
   end
   return #ids
@@ -313,7 +480,8 @@ end
 
 -- finish writes the pointer and the counters back and publishes the script's event, if any: kind
 -- 'm' when a time was made earlier, or kind 'n' (always) with the shard's next times after a tick.
--- It returns the shard's event count.
+-- The heads of paused topics are left out: their receivers have nothing to wait for. It returns
+-- the shard's event count.
 local function finish(kind, owner, wsec, wcount, lms)
   local m = meta()
   if m.dirty then
@@ -322,10 +490,23 @@ local function finish(kind, owner, wsec, wcount, lms)
   for k, v in pairs(D) do
     if v ~= 0 then redis.call('HINCRBY', META, k, v) end
   end
+  for f, v in pairs(TCD) do
+    if v ~= 0 and redis.call('HINCRBY', TC, f, v) == 0 and string.sub(f, 1, 1) == 's' then
+      redis.call('HDEL', TC, f)
+    end
+  end
+  if LN > 0 then
+    redis.call('HINCRBY', LAT, 'n', LN)
+    if LS > 0 then redis.call('HINCRBY', LAT, 'sum', LS) end
+    for k, v in pairs(LB) do redis.call('HINCRBY', LAT, 'b' .. k, v) end
+    if LMX > 0 and LMX > (tonumber(redis.call('HGET', LAT, 'max')) or 0) then
+      redis.call('HSET', LAT, 'max', LMX)
+    end
+  end
   local heads = {}
   for _, topic in ipairs(ERN) do
     local t = ER[topic]
-    if not t.old or t.min < t.old then
+    if (not t.old or t.min < t.old) and not paused(topic) then
       heads[#heads + 1] = fmt(t.min) .. ' ' .. #topic .. ':' .. topic
     end
   end

@@ -4,10 +4,11 @@
 -- second its ID names ('' if none), requested due time (ms), topic, payload, the home shard of its
 -- ID when that is another shard ('' otherwise), the nonce of the Put call ('' for a generated ID,
 -- which is one), and 'r' when an earlier attempt of this call may have stored it ('' otherwise).
--- Replies {NOW, ver, code1, value1, ...}: per message 'new' (stored; value: 'r' or 'w'), 'same'
--- (a retried Put, or a retry of this call whose message is done already; value: its due time or
--- ''), 'dup' (value: the waiting one's due time) or 'alias' (value: the alias to resolve first); or
--- {NOW, ver, 'aborted'} when the batch token is aborted or too old.
+-- Replies {NOW, ver, code1, value1, ...}: per message 'new' (stored; value: 'r' ready, 'p' ready in
+-- a paused topic, or 'w' in the wheel), 'same' (a retried Put, or a retry of this call whose message
+-- is done already; value: its due time or ''), 'dup' (value: the waiting one's due time) or 'alias'
+-- (value: the alias to resolve first); or {NOW, ver, 'aborted'} when the batch token is aborted or
+-- too old.
 local mode, token, xsame, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local BASE, F = 4, 8
 local aliased = nil
@@ -39,7 +40,8 @@ local function write(i)
   local due = rq
   if due < NOW then due = NOW end
   if due > MAXMS then due = MAXMS end
-  local r = {due = due, req = '', att = 0, tok = '', aux = '', nonce = ARGV[o + 7], topic = topic}
+  local r = {due = due, req = '', att = 0, tok = '', aux = '', nonce = ARGV[o + 7], fail = '', dead = '',
+    origin = '', topic = topic}
   -- 'y' marks a message due within WINDOW of its Put: only its ack or cancel may come before a
   -- retry of the Put, so only it leaves a tombstone (see bury).
   if due - NOW <= WINDOW then r.nonce = 'y' .. r.nonce end
@@ -47,12 +49,14 @@ local function write(i)
   if home ~= '' then r.aux = home .. '.' .. token end
   local rec = encode(r, pl)
   local sec = math.floor(due / 1000)
+  tcount('p', topic, 1)
   if due <= NOW + NEAR or sec < meta().adv then
     to_ready(id, rec, topic, due)
+    if paused(topic) then return 'p' end
     return 'r'
   end
   local s = fmt(sec)
-  to_wheel(id, rec, s, s ~= hint)
+  to_wheel(id, rec, topic, due, s, s ~= hint)
   return 'w'
 end
 
