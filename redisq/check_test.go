@@ -3,7 +3,6 @@ package redisq
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -14,11 +13,11 @@ import (
 // checkShards walks every key of every shard of q on the single server rdb and returns what breaks
 // an invariant of the layout (see the package doc), or nil:
 //
-//   - each message is in exactly one place: a second's hash (the wheel), or LIVE and then either
-//     its topic's ready set or the leases (and its topic's leases), at its due time or deadline;
-//   - the wheel's records are in the hash of their due second, and that second is in secs;
-//   - each topic's index holds exactly its wheel records, at their due times, in chunks of 1 to
-//     128 entries (listpacks) whose bounds are in order and cover their entries, the first "";
+//   - each record of rec is in exactly one place: its topic's wheel, its topic's ready set, or
+//     the leases (and its topic's leases), at its due time or lease deadline, and nothing else is;
+//   - each topic's wheel is in chunks of 1 to 128 entries (listpacks) whose bounds are in order and
+//     cover their entries, the first "", and xt scores the topic by its first entry;
+//   - sc counts the wheel's entries of each second, and secs holds the seconds it counts;
 //   - the dead-letter sets hold exactly the dead letters that are not leased, at their death;
 //   - the shard's and the topics' counters match what they count, and topics names the topics
 //     with ready messages.
@@ -37,67 +36,59 @@ func checkShard(ctx context.Context, rdb *redis.Client, q *Queue, s int) error {
 	if err != nil {
 		return err
 	}
-	slices.Sort(keys)
-	type where struct {
-		sec   string // the wheel's second, or "" for LIVE
-		topic string
-		rec   record
-	}
-	msgs := make(map[string]where)
-	var secs []string
-	wheelCount, readyCount := int64(0), int64(0)
-	readyTopics := map[string]bool{}
-	indexes := map[string][]string{} // topic -> chunk bounds
-	chunkKeys := map[string]bool{}
-	for _, k := range keys {
-		name := strings.TrimPrefix(k, p)
-		switch {
-		case strings.HasPrefix(name, "w:"):
-			sec := strings.TrimPrefix(name, "w:")
-			secs = append(secs, sec)
-			kv, err := rdb.HGetAll(ctx, k).Result()
-			if err != nil {
-				return err
-			}
-			for id, raw := range kv {
-				rec, err := decodeRecord(raw)
-				if err != nil {
-					return fmt.Errorf("record of %q in %s: %w", id, k, err)
-				}
-				if strconv.FormatInt(rec.due/1000, 10) != sec {
-					return fmt.Errorf("%q due at %d is in the hash of second %s", id, rec.due, sec)
-				}
-				if _, dup := msgs[id]; dup {
-					return fmt.Errorf("%q is in two places", id)
-				}
-				msgs[id] = where{sec: sec, topic: rec.topic, rec: rec}
-				wheelCount++
-			}
-		case strings.HasPrefix(name, "r:"):
-			readyTopics[strings.TrimPrefix(name, "r:")] = true
-		case strings.HasPrefix(name, "xi:"):
-			b, err := rdb.ZRange(ctx, k, 0, -1).Result()
-			if err != nil {
-				return err
-			}
-			indexes[strings.TrimPrefix(name, "xi:")] = b
-		case strings.HasPrefix(name, "xc:"):
-			chunkKeys[k] = true
-		}
-	}
-	live, err := rdb.HGetAll(ctx, p+"live").Result()
+	raw, err := rdb.HGetAll(ctx, p+"rec").Result()
 	if err != nil {
 		return err
 	}
-	for id, raw := range live {
-		rec, err := decodeRecord(raw)
+	recs := make(map[string]record, len(raw))
+	for id, r := range raw {
+		rec, err := decodeRecord(r)
 		if err != nil {
-			return fmt.Errorf("record of %q in live: %w", id, err)
+			return fmt.Errorf("record of %q: %w", id, err)
 		}
-		if _, dup := msgs[id]; dup {
-			return fmt.Errorf("%q is in the wheel and in live", id)
+		recs[id] = rec
+	}
+	place := make(map[string]string) // ID -> where it was found
+	found := func(id, where string, topic string, score float64, due bool) error {
+		rec, ok := recs[id]
+		switch {
+		case !ok:
+			return fmt.Errorf("%s has %q, which has no record", where, id)
+		case place[id] != "":
+			return fmt.Errorf("%q is in %s and in %s", id, place[id], where)
+		case rec.topic != topic:
+			return fmt.Errorf("%q of topic %q is in %s", id, rec.topic, where)
+		case due && float64(rec.due) != score:
+			return fmt.Errorf("%q due at %d is in %s at %v", id, rec.due, where, score)
 		}
-		msgs[id] = where{topic: rec.topic, rec: rec}
+		place[id] = where
+		return nil
+	}
+	ready, wheel := int64(0), int64(0)
+	readyTopics := map[string]bool{}
+	perTopic := map[string]int64{}
+	perSec := map[string]int64{}
+	heads := map[string]float64{}
+	chunkKeys := map[string]bool{}
+	var indexes []string
+	for _, k := range keys {
+		name := strings.TrimPrefix(k, p)
+		switch {
+		case strings.HasPrefix(name, "r:"):
+			topic := strings.TrimPrefix(name, "r:")
+			readyTopics[topic] = true
+			zs, _ := rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+			for _, z := range zs {
+				if err := found(z.Member.(string), "the ready set of "+topic, topic, z.Score, true); err != nil {
+					return err
+				}
+				ready++
+			}
+		case strings.HasPrefix(name, "xi:"):
+			indexes = append(indexes, strings.TrimPrefix(name, "xi:"))
+		case strings.HasPrefix(name, "xc:"):
+			chunkKeys[k] = true
+		}
 	}
 	leases, err := rdb.ZRangeWithScores(ctx, p+"lease", 0, -1).Result()
 	if err != nil {
@@ -106,98 +97,22 @@ func checkShard(ctx context.Context, rdb *redis.Client, q *Queue, s int) error {
 	leased := map[string]float64{}
 	for _, z := range leases {
 		id := z.Member.(string)
-		w, ok := msgs[id]
-		if !ok || w.sec != "" {
-			return fmt.Errorf("lease of %q, which is not in live", id)
+		topic := recs[id].topic
+		if err := found(id, "the leases", topic, 0, false); err != nil {
+			return err
 		}
 		leased[id] = z.Score
-		if sc, err := rdb.ZScore(ctx, p+"l:"+w.topic, id).Result(); err != nil || sc != z.Score {
-			return fmt.Errorf("lease of %q (deadline %v) is not in its topic %q's leases: %v, %v", id, z.Score, w.topic, sc, err)
+		if sc, err := rdb.ZScore(ctx, p+"l:"+topic, id).Result(); err != nil || sc != z.Score {
+			return fmt.Errorf("lease of %q (deadline %v) is not in its topic %q's leases: %v, %v", id, z.Score, topic, sc, err)
 		}
 	}
-	for topic := range readyTopics {
-		rz, err := rdb.ZRangeWithScores(ctx, p+"r:"+topic, 0, -1).Result()
+	for _, topic := range indexes {
+		bounds, err := rdb.ZRange(ctx, p+"xi:"+topic, 0, -1).Result()
 		if err != nil {
 			return err
 		}
-		for _, z := range rz {
-			id := z.Member.(string)
-			w, ok := msgs[id]
-			switch {
-			case !ok || w.sec != "":
-				return fmt.Errorf("ready %q of %q is not in live", id, topic)
-			case w.topic != topic || float64(w.rec.due) != z.Score:
-				return fmt.Errorf("ready %q in %q at %v has topic %q and due time %d", id, topic, z.Score, w.topic, w.rec.due)
-			case leased[id] != 0:
-				return fmt.Errorf("%q is ready and leased", id)
-			}
-			readyCount++
-		}
-	}
-	for id, w := range msgs {
-		if w.sec != "" {
-			continue
-		}
-		if _, ok := leased[id]; ok {
-			continue
-		}
-		if sc, err := rdb.ZScore(ctx, p+"r:"+w.topic, id).Result(); err != nil || sc != float64(w.rec.due) {
-			return fmt.Errorf("%q in live is neither leased nor in its ready set: %v, %v", id, sc, err)
-		}
-	}
-	// Per-topic leases and dead letters.
-	for _, k := range keys {
-		name := strings.TrimPrefix(k, p)
-		switch {
-		case strings.HasPrefix(name, "l:"):
-			topic := strings.TrimPrefix(name, "l:")
-			zs, _ := rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
-			for _, z := range zs {
-				id := z.Member.(string)
-				if leased[id] != z.Score || msgs[id].topic != topic {
-					return fmt.Errorf("%q in the leases of %q is not leased there", id, topic)
-				}
-			}
-		case strings.HasPrefix(name, "d:"):
-			origin := strings.TrimPrefix(name, "d:")
-			zs, _ := rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
-			for _, z := range zs {
-				id := z.Member.(string)
-				w, ok := msgs[id]
-				if !ok || w.rec.origin != origin || float64(w.rec.diedAt) != z.Score {
-					return fmt.Errorf("%q in the dead letters of %q at %v: %+v", id, origin, z.Score, w.rec)
-				}
-				if _, ok := leased[id]; ok {
-					return fmt.Errorf("leased %q in the dead letters of %q", id, origin)
-				}
-			}
-		}
-	}
-	for id, w := range msgs {
-		if w.rec.origin == "" {
-			continue
-		}
-		_, isLeased := leased[id]
-		_, err := rdb.ZScore(ctx, p+"d:"+w.rec.origin, id).Result()
-		if isLeased != (err == redis.Nil) {
-			return fmt.Errorf("dead letter %q of %q, leased %v: in its dead letters: %v", id, w.rec.origin, isLeased, err)
-		}
-	}
-	// The wheel's seconds, and the index.
-	got, err := rdb.ZRange(ctx, p+"secs", 0, -1).Result()
-	if err != nil {
-		return err
-	}
-	slices.Sort(got)
-	slices.Sort(secs)
-	if !slices.Equal(got, secs) {
-		return fmt.Errorf("secs %v; the wheel's hashes are %v", got, secs)
-	}
-	indexed := map[string]bool{}
-	scheduled := map[string]int64{}
-	for topic, bounds := range indexes {
 		if len(bounds) == 0 || bounds[0] != "" {
-			return fmt.Errorf("index of %q has bounds %q: want the first empty", topic, bounds)
+			return fmt.Errorf("wheel of %q has bounds %q: want the first empty", topic, bounds)
 		}
 		for i, b := range bounds {
 			k := q.chunkKey(s, topic, b)
@@ -212,30 +127,108 @@ func checkShard(ctx context.Context, rdb *redis.Client, q *Queue, s int) error {
 			if enc, _ := rdb.ObjectEncoding(ctx, k).Result(); enc != "listpack" {
 				return fmt.Errorf("chunk %q of %q is a %s", b, topic, enc)
 			}
+			if i == 0 {
+				heads[topic] = zs[0].Score
+			}
 			for _, z := range zs {
 				id := z.Member.(string)
 				eb := fmt.Sprintf("%014d%s", int64(z.Score), id)
 				if eb < b || (i+1 < len(bounds) && eb >= bounds[i+1]) {
 					return fmt.Errorf("entry %q of %q in the chunk bounded by %q (next %q)", eb, topic, b, bounds[min(i+1, len(bounds)-1)])
 				}
-				w, ok := msgs[id]
-				if !ok || w.sec == "" || w.topic != topic || float64(w.rec.due) != z.Score {
-					return fmt.Errorf("index entry %q of %q at %v names no such message in the wheel: %+v", id, topic, z.Score, w)
+				if err := found(id, "the wheel of "+topic, topic, z.Score, true); err != nil {
+					return err
 				}
-				if indexed[id] {
-					return fmt.Errorf("%q is indexed twice", id)
-				}
-				indexed[id] = true
-				scheduled[topic]++
+				wheel++
+				perTopic[topic]++
+				perSec[strconv.FormatInt(int64(z.Score)/1000, 10)]++
 			}
 		}
 	}
 	if len(chunkKeys) > 0 {
-		return fmt.Errorf("chunks outside any index: %v", chunkKeys)
+		return fmt.Errorf("chunks outside any wheel: %v", chunkKeys)
 	}
-	for id, w := range msgs {
-		if w.sec != "" && !indexed[id] {
-			return fmt.Errorf("%q in the wheel at %s is not in the index of %q", id, w.sec, w.topic)
+	for id := range recs {
+		if place[id] == "" {
+			return fmt.Errorf("%q has a record and is nowhere", id)
+		}
+	}
+	// The topics' heads, and the counts of the seconds.
+	xt, err := rdb.ZRangeWithScores(ctx, p+"xt", 0, -1).Result()
+	if err != nil {
+		return err
+	}
+	for _, z := range xt {
+		topic := z.Member.(string)
+		if h, ok := heads[topic]; !ok || h != z.Score {
+			return fmt.Errorf("xt scores %q at %v; its first entry is at %v (present %v)", topic, z.Score, h, ok)
+		}
+		delete(heads, topic)
+	}
+	if len(heads) > 0 {
+		return fmt.Errorf("topics with a wheel and not in xt: %v", heads)
+	}
+	sc, err := rdb.HGetAll(ctx, p+"sc").Result()
+	if err != nil {
+		return err
+	}
+	for sec, v := range sc {
+		if n, _ := strconv.ParseInt(v, 10, 64); n != perSec[sec] {
+			return fmt.Errorf("sc counts %s for second %s; the wheel has %d", v, sec, perSec[sec])
+		}
+		delete(perSec, sec)
+	}
+	if len(perSec) > 0 {
+		return fmt.Errorf("seconds of the wheel that sc does not count: %v", perSec)
+	}
+	secs, err := rdb.ZRange(ctx, p+"secs", 0, -1).Result()
+	if err != nil {
+		return err
+	}
+	for _, sec := range secs {
+		if _, ok := sc[sec]; !ok {
+			return fmt.Errorf("secs has %s, which sc does not count", sec)
+		}
+	}
+	if len(secs) != len(sc) {
+		return fmt.Errorf("secs has %d seconds, sc %d", len(secs), len(sc))
+	}
+	// Per-topic leases and dead letters.
+	for _, k := range keys {
+		name := strings.TrimPrefix(k, p)
+		switch {
+		case strings.HasPrefix(name, "l:"):
+			topic := strings.TrimPrefix(name, "l:")
+			zs, _ := rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+			for _, z := range zs {
+				id := z.Member.(string)
+				if leased[id] != z.Score || recs[id].topic != topic {
+					return fmt.Errorf("%q in the leases of %q is not leased there", id, topic)
+				}
+			}
+		case strings.HasPrefix(name, "d:"):
+			origin := strings.TrimPrefix(name, "d:")
+			zs, _ := rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+			for _, z := range zs {
+				id := z.Member.(string)
+				rec, ok := recs[id]
+				if !ok || rec.origin != origin || float64(rec.diedAt) != z.Score {
+					return fmt.Errorf("%q in the dead letters of %q at %v: %+v", id, origin, z.Score, rec)
+				}
+				if _, ok := leased[id]; ok {
+					return fmt.Errorf("leased %q in the dead letters of %q", id, origin)
+				}
+			}
+		}
+	}
+	for id, rec := range recs {
+		if rec.origin == "" {
+			continue
+		}
+		_, isLeased := leased[id]
+		_, err := rdb.ZScore(ctx, p+"d:"+rec.origin, id).Result()
+		if isLeased != (err == redis.Nil) {
+			return fmt.Errorf("dead letter %q of %q, leased %v: in its dead letters: %v", id, rec.origin, isLeased, err)
 		}
 	}
 	// Counters.
@@ -244,8 +237,8 @@ func checkShard(ctx context.Context, rdb *redis.Client, q *Queue, s int) error {
 		return err
 	}
 	num := func(v any) int64 { s, _ := v.(string); n, _ := strconv.ParseInt(s, 10, 64); return n }
-	if num(meta[0]) != wheelCount || num(meta[1]) != readyCount || num(meta[2]) != int64(len(leased)) {
-		return fmt.Errorf("counters sched, ready, leased = %v; counted %d, %d, %d", meta, wheelCount, readyCount, len(leased))
+	if num(meta[0]) != wheel || num(meta[1]) != ready || num(meta[2]) != int64(len(leased)) {
+		return fmt.Errorf("counters sched, ready, leased = %v; counted %d, %d, %d", meta, wheel, ready, len(leased))
 	}
 	tc, err := rdb.HGetAll(ctx, p+"tc").Result()
 	if err != nil {
@@ -254,14 +247,14 @@ func checkShard(ctx context.Context, rdb *redis.Client, q *Queue, s int) error {
 	for f, v := range tc {
 		if strings.HasPrefix(f, "s") {
 			topic := f[1:]
-			if n, _ := strconv.ParseInt(v, 10, 64); n != scheduled[topic] || n == 0 {
-				return fmt.Errorf("counter of %q's scheduled messages is %s; its index holds %d", topic, v, scheduled[topic])
+			if n, _ := strconv.ParseInt(v, 10, 64); n != perTopic[topic] || n == 0 {
+				return fmt.Errorf("counter of %q's scheduled messages is %s; its wheel holds %d", topic, v, perTopic[topic])
 			}
-			delete(scheduled, topic)
+			delete(perTopic, topic)
 		}
 	}
-	if len(scheduled) > 0 {
-		return fmt.Errorf("topics with scheduled messages and no counter: %v", scheduled)
+	if len(perTopic) > 0 {
+		return fmt.Errorf("topics with scheduled messages and no counter: %v", perTopic)
 	}
 	topics, err := rdb.SMembers(ctx, p+"topics").Result()
 	if err != nil {

@@ -14,9 +14,9 @@ import (
 // Stats reports the deployment's counts, added over every shard's counters with one read-only
 // script per shard, sent in one pipeline (one per master on a cluster). Scheduled counts the
 // messages promoted ahead of their due time too. Lateness is measured by the scripts that make
-// messages due, for the whole deployment (see [Queue.Stats] in the package doc's Timing section):
-// Count and Sum since the deployment was created, P50, P99 and Max over the messages that fell due
-// in about the last minute, to the upper bound of the histogram bucket they fall in.
+// messages due, for the whole deployment (see Timing in the package doc): Count and Sum since the
+// deployment was created, P50, P99 and Max over the messages made due since the oldest of this
+// process's Stats calls of the last minute, each to the upper bound of its histogram bucket.
 func (q *Queue) Stats(ctx context.Context) (queue.Stats, error) {
 	if err := q.usable(); err != nil {
 		return queue.Stats{}, err
@@ -47,9 +47,10 @@ func (q *Queue) Stats(ctx context.Context) (queue.Stats, error) {
 }
 
 // DueCounts returns how many messages wait for their due time in each of n steps of step from
-// from; see [queue.Engine.DueCounts]. It counts per second, from the wheel's seconds (HLEN of each
-// second's hash): a second is counted in the step where it begins, and messages already promoted
-// (those due within about a second) are not counted.
+// from; see [queue.Engine.DueCounts]. It counts per second: the wheel's seconds (HLEN of each
+// second's hash) and the messages promoted to their ready sets ahead of their due time (a ZCOUNT
+// per second of each topic that has some, a second or two ahead, or more for large seconds), each
+// in the step where its due second begins.
 func (q *Queue) DueCounts(ctx context.Context, from time.Time, step time.Duration, n int) ([]int, error) {
 	if err := q.usable(); err != nil {
 		return nil, err

@@ -1,11 +1,11 @@
 -- due (read-only) replies {sec1, count1, ...} for the seconds in [ARGV[1], ARGV[2]) that have
--- messages waiting: in the wheel, and promoted to a ready set ahead of their due time. A second
--- may come twice (while it is being promoted).
+-- messages waiting: in the wheel (SC), and promoted to a ready set ahead of their due time. A
+-- second may come twice.
 local from, to = tonumber(ARGV[1]), tonumber(ARGV[2])
 local out = {}
 for _, s in ipairs(redis.call('ZRANGEBYSCORE', SECS, from, '(' .. to)) do
   out[#out + 1] = tonumber(s)
-  out[#out + 1] = redis.call('HLEN', wkey(s))
+  out[#out + 1] = tonumber(redis.call('HGET', SC, s)) or 0
 end
 for _, t in ipairs(redis.call('SMEMBERS', TOPICS)) do
   local z = rkey(t)

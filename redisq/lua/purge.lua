@@ -4,9 +4,9 @@
 local topic, state, budget = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local removed, work = 0, 0
 
-local function drop(id, where, rec)
+local function drop(id, rec)
   local r = parse(rec)
-  remove(id, where, r)
+  remove(id, r)
   bury(id, r)
   removed = removed + 1
 end
@@ -14,11 +14,11 @@ end
 local function drop_ready(ids)
   for _, id in ipairs(ids) do
     work = work + 1
-    local rec = redis.call('HGET', LIVE, id)
+    local rec = locate(id)
     if rec then
-      drop(id, true, rec)
+      drop(id, rec)
     else
-      redis.call('ZREM', rkey(topic), id)
+      unready(id, topic)
     end
   end
 end
@@ -34,10 +34,9 @@ if state == 's' then
     for i = 1, #kv, 2 do
       work = work + 1
       local id, ms = kv[i], tonumber(kv[i + 1])
-      local sec = fmt(math.floor(ms / 1000))
-      local rec = redis.call('HGET', wkey(sec), id)
+      local rec = locate(id)
       if rec then
-        drop(id, sec, rec)
+        drop(id, rec)
       else
         xdel(topic, ms, id)
       end
@@ -48,9 +47,9 @@ elseif state == 'd' then
 else
   for _, id in ipairs(redis.call('ZRANGE', dkey(topic), 0, budget - 1)) do
     work = work + 1
-    local where, rec = locate(id, '')
-    if where then
-      drop(id, where, rec)
+    local rec = locate(id)
+    if rec then
+      drop(id, rec)
     else
       redis.call('ZREM', dkey(topic), id)
     end

@@ -1,7 +1,7 @@
 -- put stores messages. ARGV: mode ('1': each message on its own, 'a': all or none), the batch token
 -- ('' unless some messages are aliased from other shards), the number of messages put on other
 -- shards' word that they are retried Puts (mode 'a'), the count n, then for each message: ID, the
--- second its ID names ('' if none), requested due time (ms), topic, payload, the home shard of its
+-- second its ID names (unused), requested due time (ms), topic, payload, the home shard of its
 -- ID when that is another shard ('' otherwise), the nonce of the Put call ('' for a generated ID,
 -- which is one), and 'r' when an earlier attempt of this call may have stored it ('' otherwise).
 -- Replies {NOW, ver, code1, value1, ...}: per message 'new' (stored; value: 'r' ready, 'p' ready in
@@ -15,9 +15,9 @@ local aliased = nil
 
 local function check(i)
   local o = BASE + (i - 1) * F
-  local id, hint, req, topic = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4]
-  local where, rec = locate(id, hint)
-  if where then
+  local id, req, topic = ARGV[o + 1], ARGV[o + 3], ARGV[o + 4]
+  local rec = locate(id)
+  if rec then
     local r = parse(rec)
     local rq = r.req
     if rq == '' then rq = fmt(r.due) end
@@ -33,9 +33,11 @@ local function check(i)
   return 'new', ''
 end
 
-local function write(i)
+-- write stores message i as new and returns where: 'r' ready, 'p' ready in a paused topic, 'w'
+-- in the wheel; with nx, only if no message waits under its ID (false otherwise).
+local function write(i, nx)
   local o = BASE + (i - 1) * F
-  local id, hint, req, topic, pl, home = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4], ARGV[o + 5], ARGV[o + 6]
+  local id, req, topic, pl, home = ARGV[o + 1], ARGV[o + 3], ARGV[o + 4], ARGV[o + 5], ARGV[o + 6]
   local rq = tonumber(req)
   local due = rq
   if due < NOW then due = NOW end
@@ -47,16 +49,18 @@ local function write(i)
   if due - NOW <= WINDOW then r.nonce = 'y' .. r.nonce end
   if due ~= rq then r.req = req end
   if home ~= '' then r.aux = home .. '.' .. token end
-  local rec = encode(r, pl)
-  local sec = math.floor(due / 1000)
+  if nx then
+    if redis.call('HSETNX', REC, id, encode(r, pl)) == 0 then return false end
+  else
+    redis.call('HSET', REC, id, encode(r, pl))
+  end
   tcount('p', topic, 1)
-  if due <= NOW + NEAR or sec < meta().adv then
-    to_ready(id, rec, topic, due)
+  if due <= NOW + NEAR or math.floor(due / 1000) < meta().adv then
+    to_ready(id, topic, due)
     if paused(topic) then return 'p' end
     return 'r'
   end
-  local s = fmt(sec)
-  to_wheel(id, rec, topic, due, s, s ~= hint)
+  xadd(topic, due, id)
   return 'w'
 end
 
@@ -82,7 +86,7 @@ if mode == 'a' then
   if ok and fresh > 0 and (fresh < n or xsame > 0) then ok = false end
   if ok then
     for i = 1, n do
-      if codes[i] == 'new' then vals[i] = write(i) end
+      if codes[i] == 'new' then vals[i] = write(i, false) end
     end
   end
   for i = 1, n do
@@ -90,9 +94,18 @@ if mode == 'a' then
     out[#out + 1] = vals[i]
   end
 else
+  -- Without aliases in the shard or a retry to tell, a message is new unless its ID waits here:
+  -- HSETNX tells, and writes it, in one command.
+  if aliased == nil then aliased = redis.call('EXISTS', ALIAS) == 1 end
   for i = 1, n do
-    local c, v = check(i)
-    if c == 'new' then v = write(i) end
+    local c, v
+    if aliased or ARGV[BASE + (i - 1) * F + 8] == 'r' then
+      c, v = check(i)
+      if c == 'new' then v = write(i, false) end
+    else
+      v = write(i, true)
+      if v then c = 'new' else c, v = check(i) end
+    end
     out[#out + 1] = c
     out[#out + 1] = v
   end

@@ -21,13 +21,13 @@ if max > 0 and not stopped then
     local lh = redis.call('ZRANGE', LEASE, 0, 0, 'WITHSCORES')
     if not lh[1] or deadline < tonumber(lh[2]) then EL = deadline end
     for i, id in ipairs(ids) do
-      local rec = redis.call('HGET', LIVE, id)
+      local rec = locate(id)
       if rec then
         local r = parse(rec)
         r.att = r.att + 1
         r.tok = ARGV[7 + i]
         rec = encode(r, payload(rec, r))
-        redis.call('HSET', LIVE, id, rec)
+        redis.call('HSET', REC, id, rec)
         redis.call('ZADD', LEASE, deadline, id)
         redis.call('ZADD', lkey(topic), deadline, id)
         if r.origin ~= '' then redis.call('ZREM', dkey(r.origin), id) end

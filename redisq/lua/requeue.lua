@@ -1,7 +1,7 @@
 -- requeue moves dead letters of a topic back onto it, due at once, their attempts counted from
 -- zero. ARGV: the delivery configuration (4), topic, mode, then for mode 'ids': n, and n pairs of
--- ID and the second it names; for mode 'all': budget, and the rank from which to go on scanning the
--- leases of the dead-letter topic.
+-- ID and the second it names (unused); for mode 'all': budget, and the rank from which to go on
+-- scanning the leases of the dead-letter topic.
 -- Replies, for 'ids': {NOW, ver, code1, value1, ...}, code 1 moved, 0 not a dead letter of the
 -- topic, 'alias' (value: the alias, to follow to its shard); for 'all': {NOW, ver, moved, done
 -- (1 or 0), rank}: the dead letters that are not leased first, then those leased by consumers of
@@ -9,23 +9,23 @@
 load_cfg(1)
 local topic, mode = ARGV[5], ARGV[6]
 
-local function requeue(id, where, rec)
+local function requeue(id, rec)
   local r = parse(rec)
   if r.origin ~= topic then return false end
-  remove(id, where, r)
+  remove(id, r)
   r.topic, r.origin, r.dead, r.att, r.tok, r.due = r.origin, '', '', 0, '', NOW
-  to_ready(id, encode(r, payload(rec, r)), r.topic, NOW)
+  place(id, r, payload(rec, r))
   return true
 end
 
 local out = {NOW, 0}
 if mode == 'ids' then
   for i = 1, tonumber(ARGV[7]) do
-    local id, hint = ARGV[6 + 2 * i], ARGV[7 + 2 * i]
-    local where, rec = locate(id, hint)
+    local id = ARGV[6 + 2 * i]
+    local rec = locate(id)
     local code, value = 0, ''
-    if where then
-      if requeue(id, where, rec) then code = 1 end
+    if rec then
+      if requeue(id, rec) then code = 1 end
     else
       local a = redis.call('HGET', ALIAS, id)
       if a then code, value = 'alias', a end
@@ -38,8 +38,8 @@ else
   local moved, work = 0, 0
   for _, id in ipairs(redis.call('ZRANGE', dkey(topic), 0, budget - 1)) do
     work = work + 1
-    local where, rec = locate(id, '')
-    if where and requeue(id, where, rec) then
+    local rec = locate(id)
+    if rec and requeue(id, rec) then
       moved = moved + 1
     else
       redis.call('ZREM', dkey(topic), id)
@@ -50,8 +50,8 @@ else
     local want = budget - work
     local ids = redis.call('ZRANGE', lkey(dead_topic(topic)), rank, rank + want - 1)
     for _, id in ipairs(ids) do
-      local rec = redis.call('HGET', LIVE, id)
-      if rec and requeue(id, true, rec) then moved = moved + 1 else rank = rank + 1 end
+      local rec = locate(id)
+      if rec and requeue(id, rec) then moved = moved + 1 else rank = rank + 1 end
     end
     if #ids < want then done = 1 end
   end
