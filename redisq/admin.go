@@ -102,9 +102,9 @@ func (q *Queue) Message(ctx context.Context, id string) (queue.MessageInfo, erro
 	if id == "" || len(id) > MaxID {
 		return queue.MessageInfo{}, notFound
 	}
-	shard, hint := q.lay.home(id)
+	shard := q.lay.home(id)
 	for hop := 0; hop < 2; hop++ {
-		v, err := messageScript.Run(ctx, q.rdb, q.lay.keys(shard), id, hint).Slice()
+		v, err := messageScript.Run(ctx, q.rdb, q.lay.keys(shard), id).Slice()
 		if err != nil {
 			return queue.MessageInfo{}, fmt.Errorf("redisq: message: %w", unavailable(err))
 		}
@@ -123,7 +123,7 @@ func (q *Queue) Message(ctx context.Context, id string) (queue.MessageInfo, erro
 			if !ok || hop > 0 {
 				return queue.MessageInfo{}, notFound
 			}
-			shard, hint = at, ""
+			shard = at
 			continue
 		}
 		raw, _ := v[2].(string)
@@ -179,10 +179,10 @@ func (q *Queue) DeliverNow(ctx context.Context, id string) (bool, error) {
 	if id == "" || len(id) > MaxID {
 		return false, nil
 	}
-	shard, hint := q.lay.home(id)
+	shard := q.lay.home(id)
 	for hop := 0; hop < 2; hop++ {
 		r := &request{kind: opScript, shard: shard, script: deliverNowScript, args: func(int, bool) []any {
-			return []any{id, hint}
+			return []any{id}
 		}}
 		if err := q.writer.do(ctx, r); err != nil {
 			return false, q.writeErr("deliver now", err)
@@ -198,7 +198,7 @@ func (q *Queue) DeliverNow(ctx context.Context, id string) (bool, error) {
 			if !ok || hop > 0 {
 				return false, nil
 			}
-			shard, hint = at, ""
+			shard = at
 			continue
 		}
 		return false, fmt.Errorf("%w: deliver now script replied %v", ErrProtocol, r.reply)
@@ -257,7 +257,7 @@ func (q *Queue) requeueIDs(ctx context.Context, topic string, ids []string) (int
 		if id == "" || len(id) > MaxID {
 			continue
 		}
-		s, _ := q.lay.home(id)
+		s := q.lay.home(id)
 		byShard[s] = append(byShard[s], id)
 	}
 	total := 0
@@ -273,15 +273,10 @@ func (q *Queue) requeueIDs(ctx context.Context, topic string, ids []string) (int
 			for len(list) > 0 {
 				part := list[:min(len(list), maxIDsPerScript)]
 				list = list[len(part):]
-				hinted := hop == 0
 				r := &request{kind: opScript, shard: s, script: requeueScript, args: func(int, bool) []any {
 					args := append(q.cfgArgs(), topic, "ids", len(part))
 					for _, id := range part {
-						hint := ""
-						if hinted {
-							hint = q.lay.hint(id)
-						}
-						args = append(args, id, hint)
+						args = append(args, id)
 					}
 					return args
 				}}

@@ -1,11 +1,10 @@
--- ack ends leases. ARGV: n, then for each receipt: message ID, the second its ID names (unused),
--- lease token. Replies {NOW, ver, code1, aux1, ...}: code 1 acked (aux: the alias to remove,
+-- ack ends leases. ARGV: n, then for each receipt: message ID, lease token. Replies {NOW, ver, code1, aux1, ...}: code 1 acked (aux: the alias to remove,
 -- or ''), 0 no such message (done already), -1 the message was leased under another token since.
 local n = tonumber(ARGV[1])
 local out = {NOW, 0}
 for i = 1, n do
-  local o = 1 + (i - 1) * 3
-  local id, tok = ARGV[o + 1], ARGV[o + 3]
+  local o = 1 + (i - 1) * 2
+  local id, tok = ARGV[o + 1], ARGV[o + 2]
   local rec = locate(id)
   local code, aux = 0, ''
   if rec then

@@ -1,4 +1,4 @@
--- cancel removes a waiting message. ARGV: ID, the second its ID names (unused).
+-- cancel removes a waiting message. ARGV: ID.
 -- Replies {NOW, ver, code, value}: 1 removed (value: its alias to remove, or ''), 2 the ID is an
 -- alias (value: the alias, to resolve on the shard it names), 0 no such message.
 local id = ARGV[1]

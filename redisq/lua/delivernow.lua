@@ -1,4 +1,4 @@
--- delivernow makes a scheduled message due at once. ARGV: ID, the second its ID names (unused).
+-- delivernow makes a scheduled message due at once. ARGV: ID.
 -- Replies {NOW, ver, code, value}: 1 done, 0 no scheduled message has the ID (it is due, leased, a
 -- dead letter, or not waiting), 'alias' (value: the alias, to follow to its shard).
 local id = ARGV[1]

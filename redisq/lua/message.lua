@@ -1,4 +1,4 @@
--- message (read-only) finds a waiting message. ARGV: ID, the second its ID names (unused).
+-- message (read-only) finds a waiting message. ARGV: ID.
 -- Replies {NOW, 's', record} for a message in the wheel; {NOW, 'r', record, due} for one in a
 -- ready set (due, or promoted ahead of its due time); {NOW, 'l', record, deadline} for a leased
 -- one; {NOW, 'alias', alias} for an ID whose message lives on the shard the alias names; {NOW,

@@ -1,8 +1,8 @@
 -- nack ends a current lease and makes its message due again after a delay, or a dead letter.
--- ARGV: the delivery configuration (4), ID, the second its ID names (unused), lease token, delay
--- (ms). Replies {NOW, ver, code}: 1 done, -1 the token names no current lease.
+-- ARGV: the delivery configuration (4), ID, lease token, delay (ms).
+-- Replies {NOW, ver, code}: 1 done, -1 the token names no current lease.
 load_cfg(1)
-local id, tok, delay = ARGV[5], ARGV[7], tonumber(ARGV[8])
+local id, tok, delay = ARGV[5], ARGV[6], tonumber(ARGV[7])
 local rec = locate(id)
 local code = -1
 if rec then

@@ -1,27 +1,27 @@
 -- put stores messages. ARGV: mode ('1': each message on its own, 'a': all or none), the batch token
 -- ('' unless some messages are aliased from other shards), the number of messages put on other
--- shards' word that they are retried Puts (mode 'a'), the count n, then for each message: ID, the
--- second its ID names (unused), requested due time (ms), topic, payload, the home shard of its
--- ID when that is another shard ('' otherwise), the nonce of the Put call ('' for a generated ID,
--- which is one), and 'r' when an earlier attempt of this call may have stored it ('' otherwise).
+-- shards' word that they are retried Puts (mode 'a'), the count n, then for each message: ID,
+-- requested due time (ms), topic, payload, the home shard of its ID when that is another shard (''
+-- otherwise), the nonce of the Put call ('' for a generated ID, which is one), and 'r' when an
+-- earlier attempt of this call may have stored it ('' otherwise).
 -- Replies {NOW, ver, code1, value1, ...}: per message 'new' (stored; value: 'r' ready, 'p' ready in
 -- a paused topic, or 'w' in the wheel), 'same' (a retried Put, or a retry of this call whose message
 -- is done already; value: its due time or ''), 'dup' (value: the waiting one's due time) or 'alias'
 -- (value: the alias to resolve first); or {NOW, ver, 'aborted'} when the batch token is aborted or
 -- too old.
 local mode, token, xsame, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local BASE, F = 4, 8
+local BASE, F = 4, 7
 local aliased = nil
 
 local function check(i)
   local o = BASE + (i - 1) * F
-  local id, req, topic = ARGV[o + 1], ARGV[o + 3], ARGV[o + 4]
+  local id, req, topic = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3]
   local rec = locate(id)
   if rec then
     local r = parse(rec)
     local rq = r.req
     if rq == '' then rq = fmt(r.due) end
-    if r.topic == topic and rq == req and payload(rec, r) == ARGV[o + 5] then return 'same', fmt(r.due) end
+    if r.topic == topic and rq == req and payload(rec, r) == ARGV[o + 4] then return 'same', fmt(r.due) end
     return 'dup', fmt(r.due)
   end
   if aliased == nil then aliased = redis.call('EXISTS', ALIAS) == 1 end
@@ -29,7 +29,7 @@ local function check(i)
     local a = redis.call('HGET', ALIAS, id)
     if a then return 'alias', a end
   end
-  if ARGV[o + 8] == 'r' and buried(id, ARGV[o + 7]) then return 'same', '' end
+  if ARGV[o + 7] == 'r' and buried(id, ARGV[o + 6]) then return 'same', '' end
   return 'new', ''
 end
 
@@ -37,12 +37,12 @@ end
 -- in the wheel; with nx, only if no message waits under its ID (false otherwise).
 local function write(i, nx)
   local o = BASE + (i - 1) * F
-  local id, req, topic, pl, home = ARGV[o + 1], ARGV[o + 3], ARGV[o + 4], ARGV[o + 5], ARGV[o + 6]
+  local id, req, topic, pl, home = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4], ARGV[o + 5]
   local rq = tonumber(req)
   local due = rq
   if due < NOW then due = NOW end
   if due > MAXMS then due = MAXMS end
-  local r = {due = due, req = '', att = 0, tok = '', aux = '', nonce = ARGV[o + 7], fail = '', dead = '',
+  local r = {due = due, req = '', att = 0, tok = '', aux = '', nonce = ARGV[o + 6], fail = '', dead = '',
     origin = '', topic = topic}
   -- 'y' marks a message due within WINDOW of its Put: only its ack or cancel may come before a
   -- retry of the Put, so only it leaves a tombstone (see bury).
@@ -99,7 +99,7 @@ else
   if aliased == nil then aliased = redis.call('EXISTS', ALIAS) == 1 end
   for i = 1, n do
     local c, v
-    if aliased or ARGV[BASE + (i - 1) * F + 8] == 'r' then
+    if aliased or ARGV[BASE + (i - 1) * F + 7] == 'r' then
       c, v = check(i)
       if c == 'new' then v = write(i, false) end
     else

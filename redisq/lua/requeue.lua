@@ -1,7 +1,7 @@
 -- requeue moves dead letters of a topic back onto it, due at once, their attempts counted from
--- zero. ARGV: the delivery configuration (4), topic, mode, then for mode 'ids': n, and n pairs of
--- ID and the second it names (unused); for mode 'all': budget, and the rank from which to go on
--- scanning the leases of the dead-letter topic.
+-- zero. ARGV: the delivery configuration (4), topic, mode, then for mode 'ids': n and n IDs; for
+-- mode 'all': budget, and the rank from which to go on scanning the leases of the dead-letter
+-- topic.
 -- Replies, for 'ids': {NOW, ver, code1, value1, ...}, code 1 moved, 0 not a dead letter of the
 -- topic, 'alias' (value: the alias, to follow to its shard); for 'all': {NOW, ver, moved, done
 -- (1 or 0), rank}: the dead letters that are not leased first, then those leased by consumers of
@@ -21,7 +21,7 @@ end
 local out = {NOW, 0}
 if mode == 'ids' then
   for i = 1, tonumber(ARGV[7]) do
-    local id = ARGV[6 + 2 * i]
+    local id = ARGV[7 + i]
     local rec = locate(id)
     local code, value = 0, ''
     if rec then
