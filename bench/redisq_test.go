@@ -85,10 +85,27 @@ func putAll(b *testing.B, n int, put func(i int) error) float64 {
 	return float64(n) / time.Since(start).Seconds()
 }
 
-// BenchmarkRedisPut schedules 100-byte messages an hour ahead from 256 goroutines, with asynq's
-// scheduled tasks and with redisq, on one redis-server: without persistence, and with
-// appendfsync always (each write fsynced before it is acknowledged: the durable setting of one
-// server). Compare msgs/s within one run:
+// dueTimes are the due times the put and memory benchmarks give their messages: all at one
+// instant an hour ahead (a campaign scheduled for a time, and the worst case of redisq's index of
+// scheduled messages, whose entries then land anywhere), or an hour after each put (a delay, whose
+// entries land at the end).
+var dueTimes = []struct {
+	name string
+	at   func() func() time.Time
+}{
+	{"due=one-instant", func() func() time.Time {
+		at := time.Now().Add(time.Hour)
+		return func() time.Time { return at }
+	}},
+	{"due=rolling", func() func() time.Time {
+		return func() time.Time { return time.Now().Add(time.Hour) }
+	}},
+}
+
+// BenchmarkRedisPut schedules 100-byte messages an hour ahead (see dueTimes) from 256 goroutines,
+// with asynq's scheduled tasks and with redisq, on one redis-server: without persistence, and
+// with appendfsync always (each write fsynced before it is acknowledged: the durable setting of
+// one server). Compare msgs/s within one run:
 //
 //	cd bench && go test -run '^$' -bench RedisPut -benchtime 200000x -count 5
 func BenchmarkRedisPut(b *testing.B) {
@@ -101,32 +118,34 @@ func BenchmarkRedisPut(b *testing.B) {
 		{"server=no-fsync", nil},
 		{"server=appendfsync-always", []string{"--appendonly", "yes", "--appendfsync", "always"}},
 	} {
-		b.Run(c.name+"/asynq", func(b *testing.B) {
-			srv, _ := redisServer(b, c.args...)
-			if srv == nil {
-				return
-			}
-			client := asynq.NewClient(asynq.RedisClientOpt{Addr: srv.Addr, PoolSize: 256})
-			defer client.Close()
-			at := time.Now().Add(time.Hour)
-			diskbench.Parallel(b, parallelism, func() error {
-				_, err := client.Enqueue(asynq.NewTask("bench", payload), asynq.ProcessAt(at))
-				return err
+		for _, due := range dueTimes {
+			b.Run(c.name+"/"+due.name+"/asynq", func(b *testing.B) {
+				srv, _ := redisServer(b, c.args...)
+				if srv == nil {
+					return
+				}
+				client := asynq.NewClient(asynq.RedisClientOpt{Addr: srv.Addr, PoolSize: 256})
+				defer client.Close()
+				at := due.at()
+				diskbench.Parallel(b, parallelism, func() error {
+					_, err := client.Enqueue(asynq.NewTask("bench", payload), asynq.ProcessAt(at()))
+					return err
+				})
 			})
-		})
-		b.Run(c.name+"/redisq", func(b *testing.B) {
-			srv, rdb := redisServer(b, c.args...)
-			if srv == nil {
-				return
-			}
-			q := openRedisq(b, rdb)
-			at := time.Now().Add(time.Hour)
-			ctx := context.Background()
-			diskbench.Parallel(b, parallelism, func() error {
-				_, err := q.Put(ctx, queue.Message{Topic: "bench", Payload: payload, DeliverAt: at})
-				return err
+			b.Run(c.name+"/"+due.name+"/redisq", func(b *testing.B) {
+				srv, rdb := redisServer(b, c.args...)
+				if srv == nil {
+					return
+				}
+				q := openRedisq(b, rdb)
+				at := due.at()
+				ctx := context.Background()
+				diskbench.Parallel(b, parallelism, func() error {
+					_, err := q.Put(ctx, queue.Message{Topic: "bench", Payload: payload, DeliverAt: at()})
+					return err
+				})
 			})
-		})
+		}
 	}
 }
 
@@ -158,11 +177,17 @@ func BenchmarkRedisPutCluster(b *testing.B) {
 }
 
 // BenchmarkRedisMemory measures Redis's memory per pending message (used_memory after putting
-// -redis.pending messages of 100 bytes an hour ahead from 256 goroutines, less before, divided by
-// their number), with asynq's scheduled tasks and with redisq:
+// -redis.pending messages of 100 bytes an hour ahead (see dueTimes) from 256 goroutines, less
+// before, divided by their number), with asynq's scheduled tasks and with redisq:
 //
 //	cd bench && go test -run '^$' -bench RedisMemory -benchtime 1x -count 3
 func BenchmarkRedisMemory(b *testing.B) {
+	for _, due := range dueTimes {
+		b.Run(due.name, func(b *testing.B) { benchmarkRedisMemory(b, due.at()) })
+	}
+}
+
+func benchmarkRedisMemory(b *testing.B, at func() time.Time) {
 	payload := make([]byte, 100)
 	n := *redisPending
 	// setup makes a producer with a client of its own, closed before the memory is read again,
@@ -185,12 +210,11 @@ func BenchmarkRedisMemory(b *testing.B) {
 			b.ReportMetric(rate, "msgs/s")
 		}
 	}
-	at := time.Now().Add(time.Hour)
 	b.Run("asynq", func(b *testing.B) {
 		measure(b, func(addr string) (func() error, func()) {
 			client := asynq.NewClient(asynq.RedisClientOpt{Addr: addr, PoolSize: 256})
 			return func() error {
-				_, err := client.Enqueue(asynq.NewTask("bench", payload), asynq.ProcessAt(at))
+				_, err := client.Enqueue(asynq.NewTask("bench", payload), asynq.ProcessAt(at()))
 				return err
 			}, func() { client.Close() }
 		})
@@ -204,7 +228,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 			}
 			ctx := context.Background()
 			return func() error {
-					_, err := q.Put(ctx, queue.Message{Topic: "bench", Payload: payload, DeliverAt: at})
+					_, err := q.Put(ctx, queue.Message{Topic: "bench", Payload: payload, DeliverAt: at()})
 					return err
 				}, func() {
 					q.Close()
