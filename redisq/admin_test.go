@@ -16,13 +16,20 @@ import (
 	"github.com/tockwheel/tock/queue"
 )
 
-var seedFlag = flag.Uint64("redisq.seed", 0, "seed of TestRandomOperationsKeepTheLayout (0: a new one)")
+var (
+	seedFlag  = flag.Uint64("redisq.seed", 0, "seed of TestRandomOperationsKeepTheLayout (0: a new one)")
+	stepsFlag = flag.Int("redisq.steps", 0, "steps of TestRandomOperationsKeepTheLayout (0: 300, or 100 with -short)")
+)
 
 // TestRandomOperationsKeepTheLayout runs random puts (generated and chosen IDs, batches, due at
 // once, soon, or an hour out at the same millisecond), receives, acks, nacks, expiries, cancels,
 // deliveries now, requeues, purges, pauses and promotions in small budgets, and checks every
-// invariant of the layout after each (checkShards). At the end, Messages must list each topic's
-// scheduled messages exactly as the wheel and the ready sets hold them, in order.
+// invariant of the layout after each (checkShards). Batches of up to 250 messages of one topic (in
+// one shard) due at one instant, in a few seconds in random or reverse order, or in order, and
+// cancels and purges of many of them in small budgets, make the topics' wheels split and merge
+// chunks, in the middle and at the tail, and empty and refill their first chunk. At the end,
+// Messages must list each topic's scheduled messages exactly as the wheel and the ready sets hold
+// them, in order.
 func TestRandomOperationsKeepTheLayout(t *testing.T) {
 	t.Parallel()
 	seed := *seedFlag
@@ -52,9 +59,34 @@ func TestRandomOperationsKeepTheLayout(t *testing.T) {
 	message := func() queue.Message {
 		m := queue.Message{Topic: topics[rng.IntN(len(topics))], Payload: []byte("p"), DeliverAt: due()}
 		if rng.IntN(3) == 0 {
-			m.ID = fmt.Sprintf("c%d", rng.IntN(40))
+			// Chosen IDs that are prefixes of each other, and bytes above 0x7f, which Lua's string
+			// comparison would order by the locale.
+			m.ID = fmt.Sprintf("c%d", rng.IntN(40)) + []string{"", "\x00", "\xff", "0"}[rng.IntN(4)]
 		}
 		return m
+	}
+	// bulk returns n messages of one topic for one batch (in one shard), due in an order that
+	// fills the wheel's chunks in the middle, at the tail, or in reverse.
+	bulk := func(n int) []queue.Message {
+		topic := topics[rng.IntN(len(topics))]
+		mode := rng.IntN(4)
+		base := hour.Add(time.Duration(rng.IntN(5000)) * time.Millisecond)
+		ms := make([]queue.Message, n)
+		for i := range ms {
+			var at time.Time
+			switch mode {
+			case 0:
+				at = hour
+			case 1:
+				at = hour.Add(time.Duration(rng.IntN(5000)) * time.Millisecond)
+			case 2:
+				at = base.Add(time.Duration(n-i) * time.Millisecond)
+			default:
+				at = base.Add(time.Duration(i) * time.Millisecond)
+			}
+			ms[i] = queue.Message{Topic: topic, Payload: []byte("b"), DeliverAt: at}
+		}
+		return ms
 	}
 	pick := func(from []string) string {
 		if len(from) == 0 {
@@ -66,9 +98,13 @@ func TestRandomOperationsKeepTheLayout(t *testing.T) {
 	if testing.Short() {
 		steps = 100
 	}
+	if *stepsFlag > 0 {
+		steps = *stepsFlag
+	}
+	maxChunks := int64(0)
 	for step := range steps {
 		var what string
-		switch op := rng.IntN(14); op {
+		switch op := rng.IntN(18); op {
 		case 0, 1, 2:
 			what = "put"
 			if id, err := q.Put(ctx, message()); err == nil {
@@ -161,8 +197,35 @@ func TestRandomOperationsKeepTheLayout(t *testing.T) {
 			if err != nil {
 				t.Fatalf("step %d: %s: %v", step, what, err)
 			}
+		case 14, 15:
+			what = "bulk put"
+			got, err := q.PutBatch(ctx, bulk(20+rng.IntN(230)))
+			if err != nil {
+				t.Fatalf("step %d: PutBatch: %v", step, err)
+			}
+			ids = append(ids, got...)
+		case 16:
+			what = "bulk cancel"
+			for range len(ids) / (2 + rng.IntN(4)) {
+				if _, err := q.Cancel(ctx, pick(ids)); err != nil {
+					t.Fatalf("step %d: Cancel: %v", step, err)
+				}
+			}
+		case 17:
+			what = "purge in a small budget"
+			state := []string{"s", "d", "x"}[rng.IntN(3)]
+			sh := rng.IntN(q.lay.shards())
+			topic := topics[rng.IntN(len(topics))]
+			if err := purgeScript.Run(ctx, rdb, q.lay.keys(sh), topic, state, 1+rng.IntN(150)).Err(); err != nil {
+				t.Fatalf("step %d: purge: %v", step, err)
+			}
 		}
 		mustCheck(t, ctx, rdb, q, fmt.Sprintf("step %d (%s)", step, what))
+		maxChunks = max(maxChunks, chunksOf(t, ctx, rdb, q, topics))
+	}
+	t.Logf("at most %d chunks in a topic's wheel of a shard", maxChunks)
+	if steps >= 300 && maxChunks < 2 {
+		t.Fatalf("the wheels never held more than %d chunks: the test did not split and merge them", maxChunks)
 	}
 	// What Messages lists of the scheduled ones is what the shards hold, in order, at any page size
 	// (those due in the next minute aside, which may fall due while they are compared).
@@ -185,6 +248,18 @@ func TestRandomOperationsKeepTheLayout(t *testing.T) {
 			}
 		}
 	}
+}
+
+// chunksOf returns the most chunks a wheel of one of topics holds in a shard of q.
+func chunksOf(t *testing.T, ctx context.Context, rdb *redis.Client, q *Queue, topics []string) int64 {
+	t.Helper()
+	most := int64(0)
+	for s := range q.lay.shards() {
+		for _, topic := range topics {
+			most = max(most, rdb.ZCard(ctx, "{"+q.lay.tags[s]+"}:xi:"+topic).Val())
+		}
+	}
+	return most
 }
 
 // scheduledOf returns the IDs of topic's scheduled messages due after cutoff, in the wheels and
