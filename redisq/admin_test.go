@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -609,8 +610,10 @@ func TestPurgeOfManyTakesSteps(t *testing.T) {
 	mustCheck(t, ctx, rdb, q, "the purge")
 }
 
-// TestOpenRefusesLayoutVersion1 checks that a deployment made by the first version of the layout is
-// refused with ErrMismatch and a message saying what to do, not read as if it were this one.
+// TestOpenRefusesLayoutVersion1 checks that a deployment made by the first version of the layout
+// (main's before this one) is refused with ErrIncompatible (an ErrMismatch) and a message naming
+// both versions and saying what to do, not read as if it were this one, and that it is left as it
+// was; and that a deployment of a newer layout is refused too.
 func TestOpenRefusesLayoutVersion1(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -621,8 +624,21 @@ func TestOpenRefusesLayoutVersion1(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := Open(ctx, rdb, WithPrefix(prefix))
-	if !errors.Is(err, ErrMismatch) || !bytes.Contains([]byte(err.Error()), []byte("delete its keys")) {
-		t.Fatalf("Open of a deployment of layout version 1: %v; want ErrMismatch saying what to do", err)
+	if !errors.Is(err, ErrIncompatible) || !errors.Is(err, ErrMismatch) {
+		t.Fatalf("Open of a deployment of layout version 1: %v; want ErrIncompatible", err)
+	}
+	for _, want := range []string{"layout version 1", "only layout version 2", "does not migrate", "delete its keys", "WithPrefix"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Open of a deployment of layout version 1: %q; want it to say %q", err, want)
+		}
+	}
+	if v, _ := rdb.HGet(ctx, "{"+prefix+"}:config", "version").Result(); v != "1" {
+		t.Errorf("the refused deployment's version is now %q", v)
+	}
+	newer := newPrefix()
+	rdb.HSet(ctx, "{"+newer+"}:config", "version", "3", "shards", "16", "secret", "00112233445566778899aabbccddeeff")
+	if _, err := Open(ctx, rdb, WithPrefix(newer)); !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), "newer version") {
+		t.Fatalf("Open of a deployment of layout version 3: %v; want ErrIncompatible", err)
 	}
 }
 

@@ -408,9 +408,10 @@
 // repeated by its caller always stores another message.
 //
 // The layout has a version, in {p}:config: this package reads and writes version 2, which added the
-// topics' indexes, leases, dead letters, counters and pauses, and the last failure and origin in
-// the records. Open refuses a deployment of another version with ErrMismatch, and a process of
-// version 1 refuses one of version 2, so that two versions never share a deployment: their scripts
-// would not keep each other's indexes. A deployment of version 1 is drained with that version (or
-// its keys deleted); Open then creates it anew.
+// topics' wheels, leases, dead letters, counters and pauses, and the last failure and origin in the
+// records. Open refuses a deployment of another version with ErrIncompatible (which matches
+// ErrMismatch), naming both versions, and a process of version 1 refuses one of version 2, so that
+// two versions never share a deployment: their scripts would not keep each other's keys. Nothing is
+// migrated: a deployment of version 1 is drained with the processes of that version (or its keys
+// are deleted), and Open then creates it anew; or this version is given another prefix.
 package redisq

@@ -66,7 +66,8 @@ var (
 // Open opens the queue kept in rdb under the prefix of WithPrefix, creating the deployment if it
 // does not exist yet. rdb is a *redis.Client (one server, or a Sentinel failover client) or a
 // *redis.ClusterClient; other clients are refused with ErrInvalidOption, as is any invalid option.
-// Open fails with ErrMismatch when the deployment exists with another shard count, with an error
+// Open fails with ErrMismatch when the deployment exists with another shard count, with
+// ErrIncompatible when it has another layout version (an older one is not migrated), with an error
 // matching queue.ErrUnavailable when Redis cannot be reached or is older than 7.0, and with the
 // context's error if ctx ends first. It returns once the Queue is subscribed to every shard's
 // events and knows their state. Open panics on a nil rdb.
@@ -191,13 +192,14 @@ func (q *Queue) deployment(ctx context.Context, shardsGiven bool) (int, []byte, 
 		return 0, nil, fmt.Errorf("%w: configuration of %q is %v", ErrProtocol, q.cfg.prefix, v)
 	}
 	if v := str(0); v != layoutVersion {
-		hint := "it was made by a newer version of this package: use that version"
+		what := "it was made by a newer version of redisq: open it with that version"
 		if n, err := strconv.Atoi(v); err == nil && n < 2 {
-			hint = "stop its processes, let consumers drain it, delete its keys (prefix " + strconv.Quote(q.cfg.prefix) +
-				"), then Open creates it anew; or give this version another prefix"
+			what = "this version does not migrate it: drain it with the processes of the version that made it, " +
+				"delete its keys (those of prefix " + strconv.Quote(q.cfg.prefix) + "), and Open then creates it anew; " +
+				"or open this version with another prefix (WithPrefix)"
 		}
-		return 0, nil, fmt.Errorf("%w: deployment %q has layout version %s, and this version of redisq reads and writes only version %s: %s",
-			ErrMismatch, q.cfg.prefix, v, layoutVersion, hint)
+		return 0, nil, fmt.Errorf("%w: deployment %q has layout version %s; this version of redisq reads and writes only layout version %s; %s",
+			ErrIncompatible, q.cfg.prefix, v, layoutVersion, what)
 	}
 	shards, err := strconv.Atoi(str(1))
 	sec, err2 := hex.DecodeString(str(2))
