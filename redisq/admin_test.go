@@ -668,6 +668,39 @@ func TestStatsLatenessCountsEveryDueMessage(t *testing.T) {
 	}
 }
 
+// TestStatsLatenessSumsLateMessages checks that Stats.Lateness.Sum, Count and Max add up what the
+// shards measured: a message promoted late (its Queue is closed, so no process promotes it; the
+// tick runs by hand 600 ms after its due time) counts once, late by that much, in the Stats of
+// another Queue. It waits for the Redis server's clock.
+func TestStatsLatenessSumsLateMessages(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	rdb := singleClient(t, s.Addr)
+	prefix := newPrefix()
+	q := openQueue(t, rdb, WithPrefix(prefix), WithShards(1))
+	ctx := testCtx(t, 30*time.Second)
+	at := time.Now().Add(1200 * time.Millisecond)
+	if _, err := q.Put(ctx, queue.Message{Topic: "t", DeliverAt: at}); err != nil {
+		t.Fatal(err)
+	}
+	q.Close()
+	time.Sleep(time.Until(at.Add(600 * time.Millisecond)))
+	if err := tickScript.Run(ctx, rdb, q.lay.lockedKeys(0), append(q.cfgArgs(), "", "", 0, 100)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	sum, err := rdb.HGet(ctx, "{"+q.lay.tags[0]+"}:lat", "sum").Int64()
+	if err != nil || sum < 500 {
+		t.Fatalf("the shard's lateness sum is %d ms, %v; want the message's, 600 ms or so", sum, err)
+	}
+	st, err := openQueue(t, rdb, WithPrefix(prefix)).Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := st.Lateness; l.Count != 1 || l.Sum != time.Duration(sum)*time.Millisecond || l.Max < 500*time.Millisecond {
+		t.Fatalf("Stats.Lateness = %+v; want Count 1, Sum %d ms, Max above 500 ms", l, sum)
+	}
+}
+
 // TestDueCountsCountPromotedMessages checks that DueCounts counts the messages promoted to the
 // ready sets ahead of their due time, which the wheel's seconds no longer hold.
 func TestDueCountsCountPromotedMessages(t *testing.T) {

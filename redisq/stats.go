@@ -47,8 +47,8 @@ func (q *Queue) Stats(ctx context.Context) (queue.Stats, error) {
 }
 
 // DueCounts returns how many messages wait for their due time in each of n steps of step from
-// from; see [queue.Engine.DueCounts]. It counts per second: the wheel's seconds (HLEN of each
-// second's hash) and the messages promoted to their ready sets ahead of their due time (a ZCOUNT
+// from; see [queue.Engine.DueCounts]. It counts per second: the wheel's seconds (as each shard's
+// {T}:sc counts them) and the messages promoted to their ready sets ahead of their due time (a ZCOUNT
 // per second of each topic that has some, a second or two ahead, or more for large seconds), each
 // in the step where its due second begins.
 func (q *Queue) DueCounts(ctx context.Context, from time.Time, step time.Duration, n int) ([]int, error) {
