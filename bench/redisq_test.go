@@ -128,6 +128,7 @@ func BenchmarkRedisPut(b *testing.B) {
 				client := asynq.NewClient(asynq.RedisClientOpt{Addr: srv.Addr, PoolSize: 256})
 				defer client.Close()
 				at := due.at()
+				defer redisCPU(b, srv.Addr)()
 				diskbench.Parallel(b, parallelism, func() error {
 					_, err := client.Enqueue(asynq.NewTask("bench", payload), asynq.ProcessAt(at()))
 					return err
@@ -141,6 +142,7 @@ func BenchmarkRedisPut(b *testing.B) {
 				q := openRedisq(b, rdb)
 				at := due.at()
 				ctx := context.Background()
+				defer redisCPU(b, srv.Addr)()
 				diskbench.Parallel(b, parallelism, func() error {
 					_, err := q.Put(ctx, queue.Message{Topic: "bench", Payload: payload, DeliverAt: at()})
 					return err
@@ -608,6 +610,24 @@ func BenchmarkRedisPage(b *testing.B) {
 			return k < pages
 		})
 	})
+}
+
+// redisCPU reads the CPU time of the redis-server at addr, and returns a function that reports the
+// time it spent since, per op, as redis-µs/msg.
+func redisCPU(b *testing.B, addr string) func() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	cpu := func() float64 {
+		s, err := rdb.Info(context.Background(), "cpu").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return infoFloat(s, "used_cpu_user") + infoFloat(s, "used_cpu_sys")
+	}
+	before := cpu()
+	return func() {
+		b.ReportMetric((cpu()-before)*1e6/float64(b.N), "redis-µs/msg")
+		rdb.Close()
+	}
 }
 
 // infoFloat returns a numeric field of an INFO reply, or 0.
