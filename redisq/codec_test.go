@@ -2,6 +2,7 @@ package redisq
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 )
@@ -106,6 +107,38 @@ func FuzzDecodeRecord(f *testing.F) {
 		rec, err := decodeRecord(s)
 		if err == nil && len(rec.origin)+len(rec.topic)+len(rec.payload) > len(s) {
 			t.Fatalf("decodeRecord(%q) = %+v: longer than its input", s, rec)
+		}
+	})
+}
+
+// TestDecodeCursorRefusesScoresPastTheBounds checks that a cursor is refused when its score has
+// more digits than the wheels' chunk bounds: 2^63-1 reached the list script as a number Lua
+// formats as a negative one, which found the first chunk, so that the page listed messages before
+// the cursor.
+func TestDecodeCursorRefusesScoresPastTheBounds(t *testing.T) {
+	for _, ms := range []int64{maxCursorMs + 1, math.MaxInt64} {
+		if p, ok := decodeCursor(position{ms: ms, id: "x"}.encode()); ok {
+			t.Errorf("decodeCursor of a score of %d = %+v; want it refused", ms, p)
+		}
+	}
+	for _, p := range []position{{0, ""}, {1_700_000_000_123, "a\x00\xff"}, {maxCursorMs, strings.Repeat("i", MaxID)}} {
+		if got, ok := decodeCursor(p.encode()); !ok || got != p {
+			t.Errorf("decodeCursor(%q) = %+v, %v; want %+v", p.encode(), got, ok, p)
+		}
+	}
+}
+
+func FuzzDecodeCursor(f *testing.F) {
+	f.Add(position{ms: 1_700_000_000_123, id: "order-7"}.encode())
+	f.Add("1.9223372036854775807.eA")
+	f.Add("1.-1.")
+	f.Fuzz(func(t *testing.T, s string) {
+		p, ok := decodeCursor(s)
+		if !ok {
+			return
+		}
+		if p.ms < 0 || p.ms > maxCursorMs || len(p.id) > MaxID || p.encode() != s {
+			t.Fatalf("decodeCursor(%q) = %+v, which encodes as %q", s, p, p.encode())
 		}
 	})
 }

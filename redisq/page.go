@@ -24,6 +24,12 @@ func (p position) less(o position) bool {
 	return p.ms < o.ms || (p.ms == o.ms && p.id < o.id)
 }
 
+// maxCursorMs is the largest score a cursor may name: the wheels' chunk bounds write due times in
+// 14 digits (see the package doc), and every score the engine makes (a due time up to
+// queue.MaxDeliverAt, a lease deadline, a time of death) has 13. A larger one would reach the
+// scripts as a number that Lua cannot write in 14 digits, and find the wrong chunk.
+const maxCursorMs = 99_999_999_999_999
+
 // cursorVersion starts every cursor, so that a cursor of another layout is refused, not misread.
 const cursorVersion = "1"
 
@@ -42,14 +48,19 @@ func decodeCursor(s string) (p position, ok bool) {
 		return position{}, false
 	}
 	n, err := strconv.ParseInt(ms, 10, 64)
-	if err != nil || n < 0 || strconv.FormatInt(n, 10) != ms {
+	if err != nil || n < 0 || n > maxCursorMs || strconv.FormatInt(n, 10) != ms {
 		return position{}, false
 	}
 	b, err := cursorEncoding.DecodeString(id)
 	if err != nil || len(b) > MaxID {
 		return position{}, false
 	}
-	return position{ms: n, id: string(b)}, true
+	// The decoder skips newlines: refuse what encode would not have written.
+	p = position{ms: n, id: string(b)}
+	if p.encode() != s {
+		return position{}, false
+	}
+	return p, true
 }
 
 // stateCodes are the list script's names of the states.
