@@ -304,11 +304,13 @@
 //     leave its heads out, so that puts do not wake its receivers. Resume removes it, and each
 //     shard's script publishes the topic's head: the receivers of every process ask at once.
 //
-// Measured with -redis.pending=1000000 (bench/redisq_test.go, on a loaded 2-core machine): a message
-// an hour ahead with a 100-byte payload costs Redis 275 bytes (232 before the index; asynq, in the
-// same run, 646: the ratio is 0.43); a per-topic sorted set of all scheduled IDs would cost 358. A
-// page of 100 scheduled messages out of a million costs about 250 commands in Redis, whatever the
-// backlog.
+// Measured on a loaded 2-core machine (bench/redisq_test.go, medians of 3, beside asynq in the same
+// run): a message an hour ahead with a 100-byte payload costs Redis 276 bytes when each is put with
+// a delay of an hour, 284 when a million are due at one instant (asynq: 646; ratios 0.43 and 0.44;
+// BenchmarkRedisMemory). A page of 100 scheduled messages out of a million costs Redis 440
+// commands and about 1.4 ms of its CPU on 16 shards, and 466 behind 20,000 (asynq's Inspector: 103
+// commands, 0.46 ms, paging by rank); paging through all of them grows Redis's memory by 50 KB
+// (BenchmarkRedisPage).
 //
 // # Durability
 //
