@@ -91,7 +91,9 @@
 // entry has a chunk. A chunk that reaches 128 entries is split in two (the last one, filled in
 // order, splits off only its last few, so that it stays full); an empty one is removed (the first
 // by renaming the second to it); one under 16 entries is merged into the chunk before it when both
-// fit in 96.
+// fit in 96. An ID longer than 64 bytes (Redis's zset-max-listpack-value) makes its chunk a skip
+// list, which it may stay after the ID is gone: about 90 bytes more per entry of that chunk. Chosen
+// IDs that long cost memory, and nothing else.
 //
 // In {T}:meta, adv is the "advanced to" pointer: every second below it has been claimed for
 // promotion, and a message due in such a second goes straight to the ready set. ver counts the
