@@ -375,6 +375,67 @@ func TestIndexChunksSplitAndMerge(t *testing.T) {
 	}
 }
 
+// TestLongIDsInTheWheel puts 300 messages with chosen IDs of up to MaxID bytes, due at one instant
+// and at random, so that chunks holding IDs over 64 bytes (skip lists, not listpacks) split;
+// lists them in order; cancels, delivers now and promotes many; and checks the layout after each.
+func TestLongIDsInTheWheel(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	rdb := singleClient(t, s.Addr)
+	q := openQueue(t, rdb, WithShards(1))
+	ctx := testCtx(t, time.Minute)
+	rng := rand.New(rand.NewPCG(3, 4))
+	at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	type m struct {
+		due time.Time
+		id  string
+	}
+	var all []m
+	for i := range 300 {
+		id := fmt.Sprintf("%d-", i) + strings.Repeat(string(rune('a'+i%26)), rng.IntN(MaxID-8))
+		due := at
+		if i%2 == 1 {
+			due = at.Add(time.Duration(rng.IntN(3000)) * time.Millisecond)
+		}
+		if _, err := q.Put(ctx, queue.Message{ID: id, Topic: "t", DeliverAt: due}); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, m{due, id})
+	}
+	mustCheck(t, ctx, rdb, q, "the puts")
+	if n := rdb.ZCard(ctx, "{"+q.lay.tags[0]+"}:xi:t").Val(); n < 3 {
+		t.Fatalf("300 entries in %d chunks", n)
+	}
+	slices.SortFunc(all, func(a, b m) int { return cmp.Or(a.due.Compare(b.due), cmp.Compare(a.id, b.id)) })
+	want := make([]string, len(all))
+	for i, x := range all {
+		want[i] = x.id
+	}
+	if got := pages(t, ctx, q, "t", queue.Scheduled, 33); !slices.Equal(got, want) {
+		t.Fatalf("listed %d messages, not in (due time, ID) order", len(got))
+	}
+	for i, x := range all {
+		switch i % 3 {
+		case 0:
+			if ok, err := q.Cancel(ctx, x.id); !ok || err != nil {
+				t.Fatalf("Cancel: %v, %v", ok, err)
+			}
+		case 1:
+			if ok, err := q.DeliverNow(ctx, x.id); !ok || err != nil {
+				t.Fatalf("DeliverNow: %v, %v", ok, err)
+			}
+		}
+	}
+	mustCheck(t, ctx, rdb, q, "the cancels and deliveries now")
+	if err := tickScript.Run(ctx, rdb, q.lay.lockedKeys(0), append(q.cfgArgs(), "", "", int(2*time.Hour/time.Millisecond), 1000)...).Err(); err != nil {
+		t.Fatal(err)
+	}
+	mustCheck(t, ctx, rdb, q, "the promotion")
+	if n := rdb.Exists(ctx, "{"+q.lay.tags[0]+"}:xi:t").Val(); n != 0 {
+		t.Fatalf("the wheel of t is left after promoting all of it")
+	}
+}
+
 // TestMessagesPageCostDoesNotGrowWithBacklog pages through a topic's scheduled messages behind a
 // small and a large backlog (of its own and another topic's messages, due in the same seconds), and
 // checks that a page costs Redis about the same number of commands (scripts' commands included).

@@ -15,8 +15,9 @@ import (
 //
 //   - each record of rec is in exactly one place: its topic's wheel, its topic's ready set, or
 //     the leases (and its topic's leases), at its due time or lease deadline, and nothing else is;
-//   - each topic's wheel is in chunks of 1 to 128 entries (listpacks) whose bounds are in order and
-//     cover their entries, the first "", and xt scores the topic by its first entry;
+//   - each topic's wheel is in chunks of 1 to 128 entries (listpacks, unless an ID is over 64
+//     bytes) whose bounds are in order and cover their entries, the first "", and xt scores the
+//     topic by its first entry;
 //   - sc counts the wheel's entries of each second, and secs holds the seconds it counts;
 //   - the dead-letter sets hold exactly the dead letters that are not leased, at their death;
 //   - the shard's and the topics' counters match what they count, and topics names the topics
@@ -124,7 +125,11 @@ func checkShard(ctx context.Context, rdb *redis.Client, q *Queue, s int) error {
 			if len(zs) == 0 || len(zs) > 128 {
 				return fmt.Errorf("chunk %q of %q has %d entries", b, topic, len(zs))
 			}
-			if enc, _ := rdb.ObjectEncoding(ctx, k).Result(); enc != "listpack" {
+			long := false
+			for _, z := range zs {
+				long = long || len(z.Member.(string)) > 64
+			}
+			if enc, _ := rdb.ObjectEncoding(ctx, k).Result(); enc != "listpack" && !long {
 				return fmt.Errorf("chunk %q of %q is a %s", b, topic, enc)
 			}
 			if i == 0 {
