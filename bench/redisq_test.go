@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"strconv"
 	"strings"
@@ -85,10 +86,27 @@ func putAll(b *testing.B, n int, put func(i int) error) float64 {
 	return float64(n) / time.Since(start).Seconds()
 }
 
-// BenchmarkRedisPut schedules 100-byte messages an hour ahead from 256 goroutines, with asynq's
-// scheduled tasks and with redisq, on one redis-server: without persistence, and with
-// appendfsync always (each write fsynced before it is acknowledged: the durable setting of one
-// server). Compare msgs/s within one run:
+// dueTimes are the due times the put and memory benchmarks give their messages: all at one
+// instant an hour ahead (a campaign scheduled for a time, and the worst case of redisq's index of
+// scheduled messages, whose entries then land anywhere), or an hour after each put (a delay, whose
+// entries land at the end).
+var dueTimes = []struct {
+	name string
+	at   func() func() time.Time
+}{
+	{"due=one-instant", func() func() time.Time {
+		at := time.Now().Add(time.Hour)
+		return func() time.Time { return at }
+	}},
+	{"due=rolling", func() func() time.Time {
+		return func() time.Time { return time.Now().Add(time.Hour) }
+	}},
+}
+
+// BenchmarkRedisPut schedules 100-byte messages an hour ahead (see dueTimes) from 256 goroutines,
+// with asynq's scheduled tasks and with redisq, on one redis-server: without persistence, and
+// with appendfsync always (each write fsynced before it is acknowledged: the durable setting of
+// one server). Compare msgs/s within one run:
 //
 //	cd bench && go test -run '^$' -bench RedisPut -benchtime 200000x -count 5
 func BenchmarkRedisPut(b *testing.B) {
@@ -101,32 +119,36 @@ func BenchmarkRedisPut(b *testing.B) {
 		{"server=no-fsync", nil},
 		{"server=appendfsync-always", []string{"--appendonly", "yes", "--appendfsync", "always"}},
 	} {
-		b.Run(c.name+"/asynq", func(b *testing.B) {
-			srv, _ := redisServer(b, c.args...)
-			if srv == nil {
-				return
-			}
-			client := asynq.NewClient(asynq.RedisClientOpt{Addr: srv.Addr, PoolSize: 256})
-			defer client.Close()
-			at := time.Now().Add(time.Hour)
-			diskbench.Parallel(b, parallelism, func() error {
-				_, err := client.Enqueue(asynq.NewTask("bench", payload), asynq.ProcessAt(at))
-				return err
+		for _, due := range dueTimes {
+			b.Run(c.name+"/"+due.name+"/asynq", func(b *testing.B) {
+				srv, _ := redisServer(b, c.args...)
+				if srv == nil {
+					return
+				}
+				client := asynq.NewClient(asynq.RedisClientOpt{Addr: srv.Addr, PoolSize: 256})
+				defer client.Close()
+				at := due.at()
+				defer redisCPU(b, srv.Addr)()
+				diskbench.Parallel(b, parallelism, func() error {
+					_, err := client.Enqueue(asynq.NewTask("bench", payload), asynq.ProcessAt(at()))
+					return err
+				})
 			})
-		})
-		b.Run(c.name+"/redisq", func(b *testing.B) {
-			srv, rdb := redisServer(b, c.args...)
-			if srv == nil {
-				return
-			}
-			q := openRedisq(b, rdb)
-			at := time.Now().Add(time.Hour)
-			ctx := context.Background()
-			diskbench.Parallel(b, parallelism, func() error {
-				_, err := q.Put(ctx, queue.Message{Topic: "bench", Payload: payload, DeliverAt: at})
-				return err
+			b.Run(c.name+"/"+due.name+"/redisq", func(b *testing.B) {
+				srv, rdb := redisServer(b, c.args...)
+				if srv == nil {
+					return
+				}
+				q := openRedisq(b, rdb)
+				at := due.at()
+				ctx := context.Background()
+				defer redisCPU(b, srv.Addr)()
+				diskbench.Parallel(b, parallelism, func() error {
+					_, err := q.Put(ctx, queue.Message{Topic: "bench", Payload: payload, DeliverAt: at()})
+					return err
+				})
 			})
-		})
+		}
 	}
 }
 
@@ -158,11 +180,17 @@ func BenchmarkRedisPutCluster(b *testing.B) {
 }
 
 // BenchmarkRedisMemory measures Redis's memory per pending message (used_memory after putting
-// -redis.pending messages of 100 bytes an hour ahead from 256 goroutines, less before, divided by
-// their number), with asynq's scheduled tasks and with redisq:
+// -redis.pending messages of 100 bytes an hour ahead (see dueTimes) from 256 goroutines, less
+// before, divided by their number), with asynq's scheduled tasks and with redisq:
 //
 //	cd bench && go test -run '^$' -bench RedisMemory -benchtime 1x -count 3
 func BenchmarkRedisMemory(b *testing.B) {
+	for _, due := range dueTimes {
+		b.Run(due.name, func(b *testing.B) { benchmarkRedisMemory(b, due.at()) })
+	}
+}
+
+func benchmarkRedisMemory(b *testing.B, at func() time.Time) {
 	payload := make([]byte, 100)
 	n := *redisPending
 	// setup makes a producer with a client of its own, closed before the memory is read again,
@@ -185,12 +213,11 @@ func BenchmarkRedisMemory(b *testing.B) {
 			b.ReportMetric(rate, "msgs/s")
 		}
 	}
-	at := time.Now().Add(time.Hour)
 	b.Run("asynq", func(b *testing.B) {
 		measure(b, func(addr string) (func() error, func()) {
 			client := asynq.NewClient(asynq.RedisClientOpt{Addr: addr, PoolSize: 256})
 			return func() error {
-				_, err := client.Enqueue(asynq.NewTask("bench", payload), asynq.ProcessAt(at))
+				_, err := client.Enqueue(asynq.NewTask("bench", payload), asynq.ProcessAt(at()))
 				return err
 			}, func() { client.Close() }
 		})
@@ -204,7 +231,7 @@ func BenchmarkRedisMemory(b *testing.B) {
 			}
 			ctx := context.Background()
 			return func() error {
-					_, err := q.Put(ctx, queue.Message{Topic: "bench", Payload: payload, DeliverAt: at})
+					_, err := q.Put(ctx, queue.Message{Topic: "bench", Payload: payload, DeliverAt: at()})
 					return err
 				}, func() {
 					q.Close()
@@ -480,4 +507,136 @@ func BenchmarkRedisIdle(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkRedisPage pages through -redis.pending scheduled messages of 100 bytes (due at random
+// over an hour, an hour ahead), 100 at a time, one page per op: with redisq's Messages (16 shards
+// on one redis-server), and with asynq's Inspector.ListScheduledTasks, each on its own server. It
+// reports per page the commands Redis ran (INFO's total_commands_processed, which counts the
+// commands scripts run too) and Redis's CPU time (used_cpu_user and used_cpu_sys), and the most
+// Redis memory grew while paging (used_memory sampled every 100 pages, less before). With
+// -benchtime 10000x and the default 1,000,000 messages, it pages through all of them:
+//
+//	cd bench && go test -run '^$' -bench RedisPage -benchtime 10000x -count 3
+func BenchmarkRedisPage(b *testing.B) {
+	n := *redisPending
+	const limit = 100
+	payload := make([]byte, 100)
+	due := func() time.Time {
+		return time.Now().Add(time.Hour + time.Duration(rand.Int64N(int64(time.Hour))))
+	}
+	measure := func(b *testing.B, rdb *redis.Client, page func(first bool) (more bool)) {
+		ctx := context.Background()
+		cpu := func() float64 {
+			s, err := rdb.Info(ctx, "cpu").Result()
+			if err != nil {
+				b.Fatal(err)
+			}
+			return infoFloat(s, "used_cpu_user") + infoFloat(s, "used_cpu_sys")
+		}
+		mem0 := info(b, rdb, "memory", "used_memory")
+		grew := int64(0)
+		cmd0, cpu0 := info(b, rdb, "stats", "total_commands_processed"), cpu()
+		b.ResetTimer()
+		first := true
+		for i := range b.N {
+			first = !page(first)
+			if i%100 == 0 {
+				b.StopTimer()
+				grew = max(grew, info(b, rdb, "memory", "used_memory")-mem0)
+				b.StartTimer()
+			}
+		}
+		b.StopTimer()
+		cmds := info(b, rdb, "stats", "total_commands_processed") - cmd0 - 2 - int64(b.N/100+1)*2
+		b.ReportMetric(float64(cmds)/float64(b.N), "cmds/page")
+		b.ReportMetric((cpu()-cpu0)*1e6/float64(b.N), "redis-µs/page")
+		b.ReportMetric(float64(grew), "mem-grew-B")
+	}
+	b.Run("redisq", func(b *testing.B) {
+		srv, rdb := redisServer(b)
+		if srv == nil {
+			return
+		}
+		q := openRedisq(b, rdb)
+		ctx := context.Background()
+		for i := 0; i < n; i += 500 {
+			ms := make([]queue.Message, min(500, n-i))
+			for k := range ms {
+				ms[k] = queue.Message{Topic: "bench", Payload: payload, DeliverAt: due()}
+			}
+			if _, err := q.PutBatch(ctx, ms); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cursor := ""
+		measure(b, rdb, func(first bool) bool {
+			if first {
+				cursor = ""
+			}
+			page, next, err := q.Messages(ctx, "bench", queue.Scheduled, cursor, limit)
+			if err != nil || len(page) == 0 {
+				b.Fatalf("page after %q: %d messages, %v", cursor, len(page), err)
+			}
+			cursor = next
+			return next != ""
+		})
+	})
+	b.Run("asynq", func(b *testing.B) {
+		srv, rdb := redisServer(b)
+		if srv == nil {
+			return
+		}
+		opt := asynq.RedisClientOpt{Addr: srv.Addr, PoolSize: 256}
+		client := asynq.NewClient(opt)
+		putAll(b, n, func(int) error {
+			_, err := client.Enqueue(asynq.NewTask("bench", payload), asynq.ProcessAt(due()))
+			return err
+		})
+		client.Close()
+		insp := asynq.NewInspector(opt)
+		defer insp.Close()
+		pages := (n + limit - 1) / limit
+		k := 0
+		measure(b, rdb, func(first bool) bool {
+			if first {
+				k = 0
+			}
+			k++
+			tasks, err := insp.ListScheduledTasks("default", asynq.PageSize(limit), asynq.Page(k))
+			if err != nil || len(tasks) == 0 {
+				b.Fatalf("page %d: %d tasks, %v", k, len(tasks), err)
+			}
+			return k < pages
+		})
+	})
+}
+
+// redisCPU reads the CPU time of the redis-server at addr, and returns a function that reports the
+// time it spent since, per op, as redis-µs/msg.
+func redisCPU(b *testing.B, addr string) func() {
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	cpu := func() float64 {
+		s, err := rdb.Info(context.Background(), "cpu").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return infoFloat(s, "used_cpu_user") + infoFloat(s, "used_cpu_sys")
+	}
+	before := cpu()
+	return func() {
+		b.ReportMetric((cpu()-before)*1e6/float64(b.N), "redis-µs/msg")
+		rdb.Close()
+	}
+}
+
+// infoFloat returns a numeric field of an INFO reply, or 0.
+func infoFloat(s, field string) float64 {
+	for _, line := range strings.Split(s, "\r\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }

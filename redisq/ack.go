@@ -37,7 +37,7 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 			p = &part{r: &request{kind: opAck, shard: rc.shard}}
 			parts[rc.shard] = p
 		}
-		p.r.acks = append(p.r.acks, ackItem{id: rc.id, hint: q.lay.hint(rc.id), token: rc.token})
+		p.r.acks = append(p.r.acks, ackItem{id: rc.id, token: rc.token})
 		p.idx = append(p.idx, i)
 	}
 	// Send every shard's part at once, so that they share pipelines.
@@ -121,9 +121,8 @@ func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) e
 	if !ok {
 		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)
 	}
-	hint := q.lay.hint(rc.id)
 	r := &request{kind: opScript, shard: rc.shard, script: nackScript, args: func(int, bool) []any {
-		return append(q.cfgArgs(), rc.id, hint, rc.token, millis(delay))
+		return append(q.cfgArgs(), rc.id, rc.token, millis(delay))
 	}}
 	if err := q.writer.do(ctx, r); err != nil {
 		return q.writeErr("nack", err)
@@ -150,9 +149,9 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 	if id == "" || len(id) > MaxID {
 		return false, nil
 	}
-	home, hint := q.lay.home(id)
+	home := q.lay.home(id)
 	r := &request{kind: opScript, shard: home, script: cancelScript, args: func(int, bool) []any {
-		return []any{id, hint}
+		return []any{id}
 	}}
 	if err := q.writer.do(ctx, r); err != nil {
 		return false, q.writeErr("cancel", err)
@@ -172,7 +171,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 			return false, fmt.Errorf("%w: alias %q of %q", ErrProtocol, val, id)
 		}
 		rr := &request{kind: opScript, shard: at, script: resolveScript, args: func(int, bool) []any {
-			return []any{id, hint, token, "cancel"}
+			return []any{id, token, "cancel"}
 		}}
 		if err := q.writer.do(ctx, rr); err != nil {
 			return false, q.writeErr("cancel", err)

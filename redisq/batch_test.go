@@ -17,7 +17,7 @@ func idsInShards(q *Queue, n int) []string {
 	used := make(map[int]bool)
 	for i := 0; len(ids) < n; i++ {
 		id := fmt.Sprintf("job-%d", i)
-		if s, _ := q.lay.home(id); !used[s] {
+		if s := q.lay.home(id); !used[s] {
 			used[s] = true
 			ids = append(ids, id)
 		}
@@ -125,7 +125,7 @@ func TestBatchInterruptedBetweenSteps(t *testing.T) {
 	var token string
 	q.testHookBatch = func(step string) error {
 		// Keep the token, to play the dead process's late write below.
-		home, _ := q.lay.home(ids[1])
+		home := q.lay.home(ids[1])
 		a, err := rdb.HGet(ctx, "{"+q.lay.tags[home]+"}:alias", ids[1]).Result()
 		if err != nil {
 			t.Fatalf("no alias of %q after step %s: %v", ids[1], step, err)
@@ -157,9 +157,9 @@ func TestBatchInterruptedBetweenSteps(t *testing.T) {
 		t.Fatalf("%d aliases left; want none", n)
 	}
 	// The dead process's batch, written late, is refused.
-	shard, _ := q.lay.home(ids[0])
+	shard := q.lay.home(ids[0])
 	r := &request{kind: opScript, shard: shard, script: putScript, args: func(int, bool) []any {
-		return []any{"a", token, 0, 1, ids[1], "", "0", "t", "late", "1", "nonce", ""}
+		return []any{"a", token, 0, 1, ids[1], "0", "t", "late", "1", "nonce", ""}
 	}}
 	if err := q.writer.do(ctx, r); err != nil || anyStr(first(r.reply)) != "aborted" {
 		t.Fatalf("the interrupted batch written late: %v, %v; want aborted", r.reply, err)

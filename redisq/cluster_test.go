@@ -195,7 +195,7 @@ func idsOn(t *testing.T, c *redistest.Cluster, q *Queue, m *redistest.Node, n in
 	var ids []string
 	for i := 0; len(ids) < n; i++ {
 		id := fmt.Sprint("probe-", i)
-		if s, _ := q.lay.home(id); on[s] {
+		if s := q.lay.home(id); on[s] {
 			ids = append(ids, id)
 		}
 	}

@@ -2,6 +2,7 @@ package redisq
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 )
@@ -65,12 +66,33 @@ func FuzzVerifyReceipt(f *testing.F) {
 }
 
 func TestDecodeRecord(t *testing.T) {
-	rec, err := decodeRecord("1700000000123,,2,tok,3.abc,nonce,5;topicpay;load")
+	rec, err := decodeRecord("1700000000123,,2,tok,3.abc,nonce,,,0,5;topicpay;load")
 	if err != nil || rec.due != 1700000000123 || rec.att != 2 || rec.tok != "tok" || rec.topic != "topic" ||
-		!bytes.Equal(rec.payload, []byte("pay;load")) {
+		!bytes.Equal(rec.payload, []byte("pay;load")) || rec.origin != "" || rec.failWhy != 0 {
 		t.Fatalf("decodeRecord = %+v, %v", rec, err)
 	}
-	for _, bad := range []string{"", "1,,0,,,,1", "1,,0,,,;t", "1,,0,,,1;t", "x,,0,,,,1;t", "1,,0,,,,9;short", "1,,0,,,,-1;t", "1,,x,,,,1;t"} {
+	dead, err := decodeRecord("1700000000999,1700000000000,1,,,,x1700000000500,1700000000900.3,1,3;tt.dpay")
+	if why, at := dead.failure(); err != nil || dead.origin != "t" || dead.topic != "t.d" || string(dead.payload) != "pay" ||
+		dead.diedAt != 1700000000900 || dead.diedAtt != 3 || why != "lease expired" || at.UnixMilli() != 1700000000500 {
+		t.Fatalf("decodeRecord of a dead letter = %+v, %v", dead, err)
+	}
+	for _, bad := range []string{
+		"",
+		"1,,0,,,,,,0,1",                     // no body
+		"1,,0,,,,,0,1;t",                    // a field short
+		"1,,0,,,,,,,0,1;t",                  // a field more
+		"x,,0,,,,,,0,1;t",                   // due
+		"1,,x,,,,,,0,1;t",                   // attempts
+		"1,,0,,,,,,0,9;short",               // topic past the end
+		"1,,0,,,,,,0,-1;t",                  // negative length
+		"1,,0,,,,,,5,1;tt",                  // origin and topic past the end
+		"1,,0,,,,q5,,0,1;t",                 // failure of an unknown kind
+		"1,,0,,,,n,,0,1;t",                  // failure without a time
+		"1,,0,,,,,5.1,0,1;t",                // died without an origin
+		"1,,0,,,,,5,1,1;ot",                 // died without attempts
+		"1,,0,,,,,x.1,1,1;ot",               // died at no time
+		"1,,0,,,,,,9999999999999999999,1;t", // length overflow
+	} {
 		if _, err := decodeRecord(bad); err == nil {
 			t.Errorf("decodeRecord(%q) accepted it", bad)
 		}
@@ -78,12 +100,45 @@ func TestDecodeRecord(t *testing.T) {
 }
 
 func FuzzDecodeRecord(f *testing.F) {
-	f.Add("1700000000123,-5,2,tok,,n,5;topicpayload")
-	f.Add("1,,0,,,,0;")
+	f.Add("1700000000123,-5,2,tok,,n,,,0,5;topicpayload")
+	f.Add("1700000000999,1700000000000,1,,,,x1700000000500,1700000000900.3,1,3;tt.dpay")
+	f.Add("1,,0,,,,,,0,0;")
 	f.Fuzz(func(t *testing.T, s string) {
 		rec, err := decodeRecord(s)
-		if err == nil && len(rec.topic)+len(rec.payload) > len(s) {
+		if err == nil && len(rec.origin)+len(rec.topic)+len(rec.payload) > len(s) {
 			t.Fatalf("decodeRecord(%q) = %+v: longer than its input", s, rec)
+		}
+	})
+}
+
+// TestDecodeCursorRefusesScoresPastTheBounds checks that a cursor is refused when its score has
+// more digits than the wheels' chunk bounds: 2^63-1 reached the list script as a number Lua
+// formats as a negative one, which found the first chunk, so that the page listed messages before
+// the cursor.
+func TestDecodeCursorRefusesScoresPastTheBounds(t *testing.T) {
+	for _, ms := range []int64{maxCursorMs + 1, math.MaxInt64} {
+		if p, ok := decodeCursor(position{ms: ms, id: "x"}.encode()); ok {
+			t.Errorf("decodeCursor of a score of %d = %+v; want it refused", ms, p)
+		}
+	}
+	for _, p := range []position{{0, ""}, {1_700_000_000_123, "a\x00\xff"}, {maxCursorMs, strings.Repeat("i", MaxID)}} {
+		if got, ok := decodeCursor(p.encode()); !ok || got != p {
+			t.Errorf("decodeCursor(%q) = %+v, %v; want %+v", p.encode(), got, ok, p)
+		}
+	}
+}
+
+func FuzzDecodeCursor(f *testing.F) {
+	f.Add(position{ms: 1_700_000_000_123, id: "order-7"}.encode())
+	f.Add("1.9223372036854775807.eA")
+	f.Add("1.-1.")
+	f.Fuzz(func(t *testing.T, s string) {
+		p, ok := decodeCursor(s)
+		if !ok {
+			return
+		}
+		if p.ms < 0 || p.ms > maxCursorMs || len(p.id) > MaxID || p.encode() != s {
+			t.Fatalf("decodeCursor(%q) = %+v, which encodes as %q", s, p, p.encode())
 		}
 	})
 }

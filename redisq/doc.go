@@ -48,16 +48,27 @@
 // documented here so that they can be inspected with redis-cli and checked against the sources
 // (lua/*.lua, which are the reference). With T the tag of a shard (keys are "{T}:" and a suffix):
 //
-//	{p}:config        hash: version, shards (N), secret (the receipts' HMAC key, hex); written once
-//	{T}:meta          hash: adv, drain, cur, ver, sched, ready, leased (below)
+//	{p}:config        hash: version (2), shards (N), secret (the receipts' HMAC key, hex); written once
+//	{T}:meta          hash: adv, ver, sched, ready, leased (below)
 //	{T}:guard         never written; every script names it (see Slot migration)
-//	{T}:secs          sorted set: the seconds (Unix, as member and score) that have messages waiting
-//	{T}:w:<sec>       hash: message ID -> record, for the messages due in that second (the wheel)
-//	{T}:ix            hash: ID -> second, for waiting messages whose second the ID does not name
-//	{T}:live          hash: ID -> record, for messages due or leased
-//	{T}:r:<topic>     sorted set: the due messages of a topic, scored by due time in milliseconds
+//	{T}:rec           hash: message ID -> record, for every waiting message
+//	{T}:xi:<topic>    sorted set, every score 0: the bounds of the chunks of the topic's wheel (below)
+//	{T}:xc:<n>:<topic><bound>
+//	                  sorted set: a chunk of the wheel of the topic (of n bytes): IDs of scheduled
+//	                  messages, scored by due time in milliseconds
+//	{T}:xt            sorted set: the topics with scheduled messages, scored by the earliest one's due time
+//	{T}:sc            hash: second (Unix) -> how many scheduled messages are due in it
+//	{T}:secs          sorted set: the seconds {T}:sc counts (member and score)
+//	{T}:r:<topic>     sorted set: the ready messages of a topic, scored by due time in milliseconds
 //	{T}:topics        set: the topics whose {T}:r:<topic> is not empty
 //	{T}:lease         sorted set: leased message IDs, scored by lease deadline in milliseconds
+//	{T}:l:<topic>     sorted set: the same, for the messages of one topic
+//	{T}:d:<topic>     sorted set: the dead letters that died on the topic and are not leased, scored
+//	                  by when they died, in milliseconds
+//	{T}:tc            hash: per topic, counters "s<topic>" (scheduled), "p<topic>" (puts),
+//	                  "v<topic>" (deliveries) and "a<topic>" (acks)
+//	{T}:paused        set: the paused topics
+//	{T}:lat           hash: the lateness of the messages made due: n, sum, max (ms), b1...b17 (see Timing)
 //	{T}:alias         hash: chosen ID -> "<shard>.<batch token>", for IDs whose message lives elsewhere
 //	{T}:abort:<token> string, expires after an hour: a batch that must not be written
 //	{T}:done:<sec>    set, expires after 12 s: tombstones "<nonce>|<id>" of messages acked or
@@ -65,21 +76,34 @@
 //	{T}:ev            sharded pub/sub channel of the shard's events
 //	tock:lock:{T}     the shard's housekeeping lease, a lock of package redislock
 //
-// A message waiting for its due time is one field of its second's hash; it costs its record, its
-// ID and Redis's hash-table overhead (about 200 bytes with a 100-byte payload), and nothing else
-// unless its ID is chosen (a field of {T}:ix). The count of a second is HLEN of its hash, so the
-// wheel's forecast (DueCounts) needs no counters of its own.
+// A waiting message is a field of {T}:rec and one entry of a sorted set: its topic's wheel while it
+// is scheduled, its topic's ready set once promoted (or put due within a second), the leases while
+// leased. A scheduled message with a 100-byte payload costs Redis about 285 bytes (see the figures
+// in Admin): its record and ID in the hash, and its ID and due time in a chunk.
+//
+// The wheel of a topic is its scheduled messages in the order of (due time, ID), cut in chunks:
+// each a sorted set of at most 128 IDs scored by due time, which Redis keeps as a listpack (a
+// compact array, about 35 bytes an entry; a bigger sorted set is a skip list and a hash table, at
+// about 125 bytes an entry). A chunk covers a range of (due time, ID); its key ends with its lower
+// bound, "<due time in ms, 14 digits><ID>", which is also its member in {T}:xi:<topic>, where
+// ZREVRANGEBYLEX finds the chunk of an entry in one command (a message due after the last chunk's
+// bound, as delays counted from now are, needs none). The first chunk's bound is "", so that every
+// entry has a chunk. A chunk that reaches 128 entries is split in two (the last one, filled in
+// order, splits off only its last few, so that it stays full); an empty one is removed (the first
+// by renaming the second to it); one under 16 entries is merged into the chunk before it when both
+// fit in 96. An ID longer than 64 bytes (Redis's zset-max-listpack-value) makes its chunk a skip
+// list, which it may stay after the ID is gone: about 90 bytes more per entry of that chunk. Chosen
+// IDs that long cost memory, and nothing else.
 //
 // In {T}:meta, adv is the "advanced to" pointer: every second below it has been claimed for
-// promotion, and a message due in such a second goes straight to the ready set. drain is the
-// second being promoted, and cur the HSCAN cursor of its hash, so that a second with a million
-// messages is moved in bounded steps. ver counts the scripts that published an event (see Events).
-// sched, ready and leased count the messages in the wheel, in the ready sets (some of which may be
-// due a little ahead: see Promotion) and leased; Stats adds them over the shards.
+// promotion, and a message due in such a second goes straight to the ready set. ver counts the
+// scripts that published an event (see Events). sched, ready and leased count the messages in the
+// wheels, in the ready sets (some of which may be due a little ahead: see Timing) and leased;
+// Stats adds them over the shards.
 //
 // A record is text, then bytes:
 //
-//	<due>,<req>,<att>,<tok>,<aux>,<nonce>,<topic length>;<topic><payload>
+//	<due>,<req>,<att>,<tok>,<aux>,<nonce>,<fail>,<dead>,<origin length>,<topic length>;<origin><topic><payload>
 //
 // due is when the message is (or was) due, in Unix milliseconds by the clock of the Redis server
 // (DeliverAt rounded up to the millisecond, never down, or the time of the Put if later); req is
@@ -88,7 +112,10 @@
 // characters of base64url), empty before the first and after a Nack; aux is "<shard>.<batch
 // token>" for a message put by a batch under an alias in another shard, and empty otherwise; nonce
 // is the Put call's random nonce for a chosen ID (8 bytes of base64url), empty for a generated ID,
-// which is a nonce itself.
+// which is a nonce itself. fail is the last failed delivery, "n<ms>" (nacked at) or "x<ms>" (lease
+// expired at), empty before the first. A dead letter's topic is its dead-letter topic; origin is the
+// topic it died on, and dead "<ms>.<attempts>" when it died and after how many deliveries there
+// (its attempts count from 0 again on the dead-letter topic); both are empty for any other message.
 //
 // # Scripts
 //
@@ -100,8 +127,8 @@
 //     Put (same topic, payload and requested time: nothing is written) or a duplicate (the waiting
 //     one's due time is returned); an alias makes the caller resolve it first. A message due
 //     within a second of the script's clock, or in a second below adv, goes to the ready set of
-//     its topic with its exact due time; any other to the hash of its second. In a batch nothing
-//     is written unless every message can be.
+//     its topic with its exact due time; any other to its topic's wheel. In a batch nothing is
+//     written unless every message can be.
 //   - receive: promotes what is due and expires due leases (as tick does, in a small budget),
 //     then leases up to max messages of the topic whose due time has come by the script's clock,
 //     earliest first: each gets a new lease token (from the caller's random bytes), one more
@@ -117,16 +144,21 @@
 //     expires leases whose deadline has passed (a failed delivery: due again after the backoff, or
 //     a dead letter), each in a bounded budget; replies with what remains.
 //   - reserve, resolve, unalias: the alias steps of cross-shard batches (see Batches).
+//   - delivernow, requeue, purge, pause: the actions of Admin (see there).
 //
-// Read-only scripts (flag no-writes, so they run under maxmemory too): stats (the counters, and
-// how many ready messages are not due yet), due (the count of each second in a range) and peek
-// (the shard's next events and the heads of given topics).
+// Every script that moves a message keeps its topic's wheel, leases, dead letters and counters in
+// step with it, in the same script.
+//
+// Read-only scripts (flag no-writes, so they run under maxmemory too): stats (the counters, how
+// many ready messages are not due yet, and the lateness hash), due (the count of each second in a
+// range), peek (the shard's next events and the heads of given topics), and topics, list and
+// message (see Admin).
 //
 // The scripts declare their flags in a "#!lua" shebang, so that Redis decides before a script
 // starts whether it may run above maxmemory, never at a write halfway through it (which would
 // leave a message half moved): put, reserve and resolve, which add data, are refused as a whole
-// above maxmemory; receive, ack, nack, cancel, tick and unalias, which remove or move it, run
-// there too, so that consumers can drain a full Redis.
+// above maxmemory; the others, which remove or move it, run there too, so that consumers can
+// drain a full Redis and an operator can act on it.
 //
 // # Timing
 //
@@ -135,11 +167,24 @@
 // millisecond, which is rounded down. No process's clock can make a message early; a process
 // whose clock runs ahead only asks too soon and is told when to ask again.
 //
-// Promotion moves a second's records from its hash to the ready sets of their topics, where each
-// is scored by its own due time; it runs ahead of the second (the owner's lead: a quarter of a
-// second, plus more for a second with many messages, about 10 µs per message), so that a second of
-// a million messages is ready in time. A ready message whose due time has not come waits in its
-// ready set; Stats counts it as scheduled, not due.
+// Promotion moves the messages of the seconds that start within the owner's lead from the wheels to
+// the ready sets, where each is scored by its own due time: it takes the topics in the order of
+// {T}:xt, the first chunk of each, at most a budget of messages per script, and leaves the records
+// where they are. It runs ahead of the second (the lead: a quarter of a second, plus more for a
+// second with many messages, about 10 µs per message, from {T}:sc), so that a second of a million
+// messages is ready in time. A ready message whose due time has not come waits in its
+// ready set; Stats counts it as scheduled, not due, and DueCounts counts it in its due second.
+//
+// Lateness is measured where it is decided: every script that makes a message due (a Put due within
+// a second, a promotion, a failed delivery due again, DeliverNow, Requeue) adds how long after its
+// due time it did so (0 when ahead of it) to the shard's {T}:lat: a count, a sum and a maximum in
+// milliseconds, and the count of each bucket with upper bounds 0, 1, 2, 5, 10, 25, 50, 100, 250,
+// 500 ms, 1, 2.5, 5, 10, 30, 60 s, and above. Stats adds the shards' hashes up: Lateness.Count and
+// Sum cover every message made due since the deployment was created, whichever process's script
+// did it (so every process reports the same), and P50, P99 and Max the messages made due since the
+// oldest of this process's Stats calls of the last minute (all of them on its first call), each to
+// the upper bound of its bucket. It measures the engine in Redis: the time a process takes to learn
+// that a message is due, and the round trip of its Receive, are not in it.
 //
 // Processes do not poll. Each keeps, on its tock wheel, the times it learnt from script replies and
 // events: per shard the next second and lease deadline, and per topic it has receivers for, the
@@ -166,6 +211,9 @@
 //	n <ver> <second|-> <count> <lease deadline|-> <owner|->                    a tick's result
 //	o <owner|->                                                                 ownership taken or given up
 //
+// The heads of paused topics are left out of 'm' events (see Admin), except in the event of the
+// script that resumes one, which carries its head whatever it was.
+//
 // # Ownership
 //
 // Each shard has at most one owner, the process holding its housekeeping lease: a redislock lock
@@ -178,8 +226,8 @@
 // Ownership follows work: a process takes a free shard when one of the shard's times comes (each
 // process at its own offset, and later the more shards it owns, which spreads ownership), and lets
 // it go when the shard's next time is further than three leases away, so an idle deployment renews
-// no leases. A new owner rebuilds nothing but the near window: its first tick reads the index of
-// seconds and the lease deadlines.
+// no leases. A new owner rebuilds nothing but the near window: its first tick reads the earliest
+// second and lease deadline.
 //
 // Delivery does not depend on an owner being alive: the receive script promotes and expires what is
 // already due before it leases, and a process that sees a shard's time pass by a second (the grace)
@@ -216,6 +264,55 @@
 // Ack and Cancel of an aliased message remove its alias afterwards (unalias); one left behind by a
 // process that died is removed when next resolved. Batches without chosen IDs, or whose chosen IDs
 // all have the batch's home shard, take one script.
+//
+// # Admin
+//
+// A Queue is a queue.Admin: an operator can list the topics with their counts, page through a
+// topic's messages by state without consuming them, and act on them. Every count and list comes
+// from the sets each shard keeps per topic, in the scripts that move messages, never from a scan of
+// the backlog:
+//
+//   - Topics runs the topics script on every shard in one pipeline. Its work is a few commands per
+//     topic the shard has counters of: scheduled is the counter "s<topic>" plus the ready messages
+//     not due yet, due the ready set up to the script's clock, leased ZCARD of {T}:l:<topic>, dead
+//     ZCARD of {T}:d:<topic>, and puts, deliveries and acks the counters. A topic's counters stay
+//     in each shard once the topic was used there (about 100 bytes per topic and shard), so that
+//     they only grow; a deployment with an unbounded number of topic names grows with them.
+//   - Messages merges the shards' entries in one order: by score (due time, lease deadline, or
+//     time of death) and then by ID, byte by byte, which is the order of every sorted set it reads
+//     and of the wheels' bounds. Its cursor is the position (score, ID) of the last message of a
+//     page, so one cursor resumes every shard, and stays valid however the topic changes. A page
+//     of n asks every shard, in one pipeline, for about 2n/N entries after the position (the list
+//     script finds it with a ZREVRANGEBYLEX in the wheel, or a ZCOUNT and a binary search of
+//     equal scores, then reads forward), and asks again, for twice as many, the shards that may
+//     hold more of the page. Scheduled messages are the wheel's chunks merged with the ready
+//     messages not due yet; due ones the ready set up to the clock; leased ones {T}:l:<topic>; dead
+//     letters {T}:d:<topic>. Payloads are cut to queue.PreviewLen in the script.
+//   - Message reads the message's record, and where it is (one read-only script).
+//   - DeliverNow, Requeue, Purge, Pause and Resume are grouped writes, as Put's are (replica wait,
+//     retries). Purge, and Requeue of every dead letter of a topic, run scripts of at most 500
+//     messages on every shard at once until none is left. Purged messages are done as cancelled
+//     ones are (they leave tombstones, see Retries).
+//   - A dead letter is in state Dead from its death until it is acked, cancelled, purged or
+//     requeued, except while a consumer of the dead-letter topic holds it (state Leased, and then
+//     out of {T}:d:<topic>, back in when its lease fails). It is listed and counted under the topic
+//     it died on, and also, as a message of the dead-letter topic, in that topic's due, scheduled
+//     (waiting after a failure there) or leased messages; MessageInfo gives it the topic it died on
+//     and counts its deliveries there and on the dead-letter topic. Requeue of every dead letter
+//     moves, after those in {T}:d:<topic>, those leased on the dead-letter topic that this Queue's
+//     options name, found among its leases.
+//   - Pause adds the topic to {T}:paused in every shard. The receive script then leases nothing of
+//     it and replies that it has no head, so that a Receive waits without asking again, and events
+//     leave its heads out, so that puts do not wake its receivers. Resume removes it, and each
+//     shard's script publishes the topic's head: the receivers of every process ask at once.
+//
+// Measured on a loaded 2-core machine (bench/redisq_test.go, medians of 3, beside asynq in the same
+// run): a message an hour ahead with a 100-byte payload costs Redis 276 bytes when each is put with
+// a delay of an hour, 284 when a million are due at one instant (asynq: 646; ratios 0.43 and 0.44;
+// BenchmarkRedisMemory). A page of 100 scheduled messages out of a million costs Redis 440
+// commands and about 1.4 ms of its CPU on 16 shards, and 466 behind 20,000 (asynq's Inspector: 103
+// commands, 0.46 ms, paging by rank); paging through all of them grows Redis's memory by 50 KB
+// (BenchmarkRedisPage).
 //
 // # Durability
 //
@@ -283,6 +380,8 @@
 //     after their visibility timeout, counting an attempt.
 //   - nack and cancel: the repeat reports queue.ErrUnknownReceipt, or false, for what the first
 //     run did.
+//   - delivernow, requeue and purge: the repeat finds the work done, and reports false, or counts
+//     only what it did itself; pause is the same whether it runs once or twice.
 //
 // So that only the engine repeats writes, the grouped writes to a single server use a client
 // without go-redis's retries (one of the same options is made if the client given retries); the
@@ -292,10 +391,31 @@
 //
 // Messages due at the same millisecond have no promised order; messages of different shards are
 // ordered by due time within each Receive only as far as it sees them. DueCounts counts to the
-// second, and does not count messages already promoted (those due within about a second).
-// Lateness in Stats is that of this process's promotions. The processes of a deployment should be
-// given the same options: the maximum attempts, backoff and dead-letter topic apply in whichever
-// process runs the script that needs them. Redis's memory is the queue's capacity: with maxmemory
-// reached, writes fail with queue.ErrUnavailable (set maxmemory-policy noeviction: an evicting
-// policy would drop messages).
+// second: each message in the step where its due second begins. The processes of a deployment
+// should be given the same options: the maximum attempts, backoff and dead-letter topic apply in
+// whichever process runs the script that needs them (Requeue looks for leased dead letters on the
+// dead-letter topic of the Queue it is called on). Redis's memory is the queue's capacity: with
+// maxmemory reached, writes fail with queue.ErrUnavailable (set maxmemory-policy noeviction: an
+// evicting policy would drop messages).
+//
+// What a retried Put can tell. A chosen ID makes a Put idempotent while its message waits
+// (scheduled, due, leased, or a dead letter): a Put of it with the same topic, payload and DeliverAt
+// stores nothing and returns nil, whoever repeats it and however late. Once the message is acked,
+// cancelled or purged, its ID is free: a Put of it stores a new message, which is delivered again.
+// Only the engine's own repeats of one Put call are told from a new Put then, by the call's nonce
+// and the tombstone the message leaves for 10 s (when it was put due within 10 s, the only messages
+// that can be done before the engine stops repeating, 8 s after the first send). A Put that the
+// caller repeats itself (after an error saying the outcome is unknown, or a restart) is a new call
+// with a new nonce: if the first one stored the message and it was acked or cancelled before the
+// repeat, the repeat stores it again; no tombstone, and no window, tells the two apart. Nor can
+// Message: queue.ErrNotFound means never stored or already done alike. A Put with a generated ID
+// repeated by its caller always stores another message.
+//
+// The layout has a version, in {p}:config: this package reads and writes version 2, which added the
+// topics' wheels, leases, dead letters, counters and pauses, and the last failure and origin in the
+// records. Open refuses a deployment of another version with ErrIncompatible (which matches
+// ErrMismatch), naming both versions, and a process of version 1 refuses one of version 2, so that
+// two versions never share a deployment: their scripts would not keep each other's keys. Nothing is
+// migrated: a deployment of version 1 is drained with the processes of that version (or its keys
+// are deleted), and Open then creates it anew; or this version is given another prefix.
 package redisq

@@ -134,23 +134,15 @@ func uint40(b []byte) uint64 {
 	return v
 }
 
-// home returns the shard an ID belongs to and the second it names ("" if none), as the scripts
-// take it.
-func (l *layout) home(id string) (shard int, hint string) {
-	if s, sec, ok := parseID(id, l.shards()); ok {
-		return s, strconv.FormatInt(sec, 10)
+// home returns the shard an ID belongs to: the one a generated-form ID names, or FNV-1a of the ID
+// modulo the shard count.
+func (l *layout) home(id string) int {
+	if s, _, ok := parseID(id, l.shards()); ok {
+		return s
 	}
 	h := fnv.New64a()
 	h.Write([]byte(id))
-	return int(h.Sum64() % uint64(l.shards())), ""
-}
-
-// hint returns the second a (generated-form) ID names, as the scripts take it, or "".
-func (l *layout) hint(id string) string {
-	if _, sec, ok := parseID(id, l.shards()); ok {
-		return strconv.FormatInt(sec, 10)
-	}
-	return ""
+	return int(h.Sum64() % uint64(l.shards()))
 }
 
 // parseAlias splits an alias "<shard>.<token>".

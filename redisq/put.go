@@ -27,8 +27,7 @@ var errNothingWritten = errors.New("redisq: nothing written")
 // errUnknownReceipt is the error of each receipt that names no current lease.
 var errUnknownReceipt = fmt.Errorf("redisq: %w", queue.ErrUnknownReceipt)
 
-// item checks m and returns it as the put script takes it (without ID and hint for a generated
-// ID).
+// item checks m and returns it as the put script takes it (without ID for a generated ID).
 func (q *Queue) item(m queue.Message) (putItem, error) {
 	switch {
 	case m.Topic == "":
@@ -46,9 +45,6 @@ func (q *Queue) item(m queue.Message) (putItem, error) {
 	it := putItem{id: m.ID, req: strconv.FormatInt(ceilMillis(m.DeliverAt), 10), topic: m.Topic, payload: m.Payload}
 	if it.payload == nil {
 		it.payload = []byte{}
-	}
-	if m.ID != "" {
-		it.hint = q.lay.hint(m.ID)
 	}
 	return it, nil
 }
@@ -102,7 +98,7 @@ func (q *Queue) Put(ctx context.Context, m queue.Message) (string, error) {
 			return "", fmt.Errorf("%w: put script replied %v", ErrProtocol, r.reply)
 		}
 	}
-	shard, _ := q.lay.home(m.ID)
+	shard := q.lay.home(m.ID)
 	it.nonce = newNonce()
 	for range maxResolves {
 		r := &request{kind: opPut, shard: shard, items: []putItem{it}}
@@ -189,9 +185,8 @@ func (q *Queue) resolve(ctx context.Context, id, alias string, it putItem) (same
 	if !ok {
 		return false, "", fmt.Errorf("%w: alias %q of %q", ErrProtocol, alias, id)
 	}
-	hint := q.lay.hint(id)
 	r := &request{kind: opScript, shard: at, script: resolveScript, args: func(int, bool) []any {
-		return []any{id, hint, token, "check", it.req, it.topic, it.payload}
+		return []any{id, token, "check", it.req, it.topic, it.payload}
 	}}
 	if err := q.writer.do(ctx, r); err != nil {
 		return false, "", q.writeErr("put", err)
@@ -201,7 +196,7 @@ func (q *Queue) resolve(ctx context.Context, id, alias string, it putItem) (same
 	case "same", "dup":
 		return code == "same", val, nil
 	case "aborted":
-		home, _ := q.lay.home(id)
+		home := q.lay.home(id)
 		return false, "", q.unalias(ctx, home, id, alias)
 	}
 	return false, "", fmt.Errorf("%w: resolve script replied %v", ErrProtocol, r.reply)
@@ -239,7 +234,7 @@ func (q *Queue) PutBatch(ctx context.Context, ms []queue.Message) ([]string, err
 			}
 			seen[m.ID] = true
 			if batchShard < 0 {
-				batchShard, _ = q.lay.home(m.ID)
+				batchShard = q.lay.home(m.ID)
 			}
 		}
 		items[i] = it
@@ -260,8 +255,7 @@ func (q *Queue) PutBatch(ctx context.Context, ms []queue.Message) ([]string, err
 		if it.id == "" {
 			due, _ := strconv.ParseInt(it.req, 10, 64)
 			it.id = newID(batchShard, max(due/1000, sec))
-			it.hint = strconv.FormatInt(max(due/1000, sec), 10)
-		} else if home, _ := q.lay.home(it.id); home != batchShard {
+		} else if home := q.lay.home(it.id); home != batchShard {
 			it.home = strconv.Itoa(home)
 		}
 	}
@@ -431,11 +425,11 @@ func (q *Queue) putBatch(ctx context.Context, shard int, items []putItem) (again
 // was written, and otherwise vals holds the script's (code, value) per item.
 func (q *Queue) reserve(ctx context.Context, home int, alias string, items []putItem, idx []int) (code string, vals []any, err error) {
 	r := &request{kind: opScript, shard: home, script: reserveScript, args: func(int, bool) []any {
-		args := make([]any, 0, 2+5*len(idx))
+		args := make([]any, 0, 2+4*len(idx))
 		args = append(args, alias, len(idx))
 		for _, i := range idx {
 			it := items[i]
-			args = append(args, it.id, it.hint, it.req, it.topic, it.payload)
+			args = append(args, it.id, it.req, it.topic, it.payload)
 		}
 		return args
 	}}

@@ -19,7 +19,10 @@ import (
 )
 
 // layoutVersion is the version of the key layout and scripts, kept in the deployment's config.
-const layoutVersion = "1"
+// Version 2 added the per-topic indexes and counters of the admin operations, and the origin and
+// last failure of a message to its record (see the package doc); a deployment of version 1 is
+// refused, as a process of version 1 refuses one of version 2.
+const layoutVersion = "2"
 
 // A Queue is a delay queue in Redis: a [queue.Engine] and a [queue.Reporter]. Open one per process
 // and share it; it is safe for concurrent use by any number of goroutines, and any number of
@@ -54,13 +57,17 @@ type Queue struct {
 	testHookNoCandidacy atomic.Bool             // take no free shard ahead of its time (only when late); tests set it
 }
 
-var _ queue.Engine = (*Queue)(nil)
-var _ queue.Reporter = (*Queue)(nil)
+var (
+	_ queue.Engine   = (*Queue)(nil)
+	_ queue.Reporter = (*Queue)(nil)
+	_ queue.Admin    = (*Queue)(nil)
+)
 
 // Open opens the queue kept in rdb under the prefix of WithPrefix, creating the deployment if it
 // does not exist yet. rdb is a *redis.Client (one server, or a Sentinel failover client) or a
 // *redis.ClusterClient; other clients are refused with ErrInvalidOption, as is any invalid option.
-// Open fails with ErrMismatch when the deployment exists with another shard count, with an error
+// Open fails with ErrMismatch when the deployment exists with another shard count, with
+// ErrIncompatible when it has another layout version (an older one is not migrated), with an error
 // matching queue.ErrUnavailable when Redis cannot be reached or is older than 7.0, and with the
 // context's error if ctx ends first. It returns once the Queue is subscribed to every shard's
 // events and knows their state. Open panics on a nil rdb.
@@ -184,9 +191,15 @@ func (q *Queue) deployment(ctx context.Context, shardsGiven bool) (int, []byte, 
 	if len(v) != 3 || str(0) == "" {
 		return 0, nil, fmt.Errorf("%w: configuration of %q is %v", ErrProtocol, q.cfg.prefix, v)
 	}
-	if str(0) != layoutVersion {
-		return 0, nil, fmt.Errorf("%w: deployment %q has layout version %s; this package writes %s",
-			ErrMismatch, q.cfg.prefix, str(0), layoutVersion)
+	if v := str(0); v != layoutVersion {
+		what := "it was made by a newer version of redisq: open it with that version"
+		if n, err := strconv.Atoi(v); err == nil && n < 2 {
+			what = "this version does not migrate it: drain it with the processes of the version that made it, " +
+				"delete its keys (those of prefix " + strconv.Quote(q.cfg.prefix) + "), and Open then creates it anew; " +
+				"or open this version with another prefix (WithPrefix)"
+		}
+		return 0, nil, fmt.Errorf("%w: deployment %q has layout version %s; this version of redisq reads and writes only layout version %s; %s",
+			ErrIncompatible, q.cfg.prefix, v, layoutVersion, what)
 	}
 	shards, err := strconv.Atoi(str(1))
 	sec, err2 := hex.DecodeString(str(2))

@@ -47,18 +47,26 @@ func loadScripts(ctx context.Context, p redis.Pipeliner) {
 
 // The scripts that add messages run only below maxmemory (Redis refuses them as a whole above it);
 // those that remove or move messages run above it too (allow-oom), so that consumers can drain a
-// full Redis; those that only read run on any node in any state (no-writes).
+// full Redis and an operator can act on it; those that only read run on any node in any state
+// (no-writes).
 var (
-	putScript     = newScript("put", "")
-	reserveScript = newScript("reserve", "")
-	resolveScript = newScript("resolve", "")
-	receiveScript = newScript("receive", "allow-oom")
-	ackScript     = newScript("ack", "allow-oom")
-	nackScript    = newScript("nack", "allow-oom")
-	cancelScript  = newScript("cancel", "allow-oom")
-	tickScript    = newScript("tick", "allow-oom")
-	unaliasScript = newScript("unalias", "allow-oom")
-	statsScript   = newScript("stats", "no-writes")
-	dueScript     = newScript("due", "no-writes")
-	peekScript    = newScript("peek", "no-writes")
+	putScript        = newScript("put", "")
+	reserveScript    = newScript("reserve", "")
+	resolveScript    = newScript("resolve", "")
+	receiveScript    = newScript("receive", "allow-oom")
+	ackScript        = newScript("ack", "allow-oom")
+	nackScript       = newScript("nack", "allow-oom")
+	cancelScript     = newScript("cancel", "allow-oom")
+	tickScript       = newScript("tick", "allow-oom")
+	unaliasScript    = newScript("unalias", "allow-oom")
+	deliverNowScript = newScript("delivernow", "allow-oom")
+	requeueScript    = newScript("requeue", "allow-oom")
+	purgeScript      = newScript("purge", "allow-oom")
+	pauseScript      = newScript("pause", "allow-oom")
+	statsScript      = newScript("stats", "no-writes")
+	dueScript        = newScript("due", "no-writes")
+	peekScript       = newScript("peek", "no-writes")
+	topicsScript     = newScript("topics", "no-writes")
+	listScript       = newScript("list", "no-writes")
+	messageScript    = newScript("message", "no-writes")
 )

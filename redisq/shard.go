@@ -396,7 +396,7 @@ func (s *shard) tick(ctx context.Context, lk *redislock.Lock, wcount int64) erro
 			s.drop(lk)
 			return nil
 		}
-		if len(v) < 7 {
+		if len(v) != 7 {
 			return fmt.Errorf("%w: tick script replied %v", ErrProtocol, v)
 		}
 		nums := make([]int64, len(v))
@@ -407,7 +407,6 @@ func (s *shard) tick(ctx context.Context, lk *redislock.Lock, wcount int64) erro
 		q.clock.observe(now)
 		q.metrics.ticks.Add(1)
 		q.metrics.promoted.Add(uint64(moved))
-		q.metrics.lateness.add(int(moved)-(len(nums)-7), nums[7:])
 		fresh := s.observe(ver)
 		s.mu.Lock()
 		if fresh {

@@ -3,7 +3,6 @@ package redisq
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,8 +13,10 @@ import (
 
 // Stats reports the deployment's counts, added over every shard's counters with one read-only
 // script per shard, sent in one pipeline (one per master on a cluster). Scheduled counts the
-// messages promoted ahead of their due time too. Lateness is that of the messages this process
-// promoted (see the package doc).
+// messages promoted ahead of their due time too. Lateness is measured by the scripts that make
+// messages due, for the whole deployment (see Timing in the package doc): Count and Sum since the
+// deployment was created, P50, P99 and Max over the messages made due since the oldest of this
+// process's Stats calls of the last minute, each to the upper bound of its histogram bucket.
 func (q *Queue) Stats(ctx context.Context) (queue.Stats, error) {
 	if err := q.usable(); err != nil {
 		return queue.Stats{}, err
@@ -25,26 +26,31 @@ func (q *Queue) Stats(ctx context.Context) (queue.Stats, error) {
 		return queue.Stats{}, fmt.Errorf("redisq: stats: %w", unavailable(err))
 	}
 	var st queue.Stats
+	var lat latenessTotals
+	lat.buckets = make([]uint64, len(latenessBounds)+1)
+	const head = 8 // sched, ready, leased, early, NOW, n, sum, max
 	for _, v := range replies {
-		if len(v) != 5 {
+		if len(v) != head+len(lat.buckets) {
 			return queue.Stats{}, fmt.Errorf("%w: stats script replied %v", ErrProtocol, v)
 		}
-		n := make([]int64, 5)
+		n := make([]int64, len(v))
 		for i := range n {
 			n[i], _ = v[i].(int64)
 		}
 		st.Scheduled += n[0] + n[3]
 		st.Due += n[1] - n[3]
 		st.Leased += n[2]
+		lat.add(n[5], n[6], n[7], n[head:])
 	}
-	st.Lateness = q.metrics.lateness.summary()
+	st.Lateness = q.metrics.lateness.summary(time.Now(), lat)
 	return st, nil
 }
 
 // DueCounts returns how many messages wait for their due time in each of n steps of step from
-// from; see [queue.Engine.DueCounts]. It counts per second, from the wheel's seconds (HLEN of each
-// second's hash): a second is counted in the step where it begins, and messages already promoted
-// (those due within about a second) are not counted.
+// from; see [queue.Engine.DueCounts]. It counts per second: the wheel's seconds (as each shard's
+// {T}:sc counts them) and the messages promoted to their ready sets ahead of their due time (a ZCOUNT
+// per second of each topic that has some, a second or two ahead, or more for large seconds), each
+// in the step where its due second begins.
 func (q *Queue) DueCounts(ctx context.Context, from time.Time, step time.Duration, n int) ([]int, error) {
 	if err := q.usable(); err != nil {
 		return nil, err
@@ -81,22 +87,31 @@ func (q *Queue) DueCounts(ctx context.Context, from time.Time, step time.Duratio
 
 // eachShard runs a read-only script on every shard in one pipeline and returns the replies.
 func (q *Queue) eachShard(ctx context.Context, s *redis.Script, args func(shard int) []any) ([][]any, error) {
-	n := q.lay.shards()
+	all := make([]int, q.lay.shards())
+	for i := range all {
+		all[i] = i
+	}
+	return q.onShards(ctx, s, all, args)
+}
+
+// onShards runs a read-only script on the given shards in one pipeline (one per master on a
+// cluster) and returns the replies, in the order of shards.
+func (q *Queue) onShards(ctx context.Context, s *redis.Script, shards []int, args func(shard int) []any) ([][]any, error) {
 	run := func(eval bool, which []int, cmds []*redis.Cmd) error {
 		_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range which {
 				if eval {
-					cmds[i] = s.Eval(ctx, p, q.lay.keys(i), args(i)...)
+					cmds[i] = s.Eval(ctx, p, q.lay.keys(shards[i]), args(shards[i])...)
 				} else {
-					cmds[i] = s.EvalSha(ctx, p, q.lay.keys(i), args(i)...)
+					cmds[i] = s.EvalSha(ctx, p, q.lay.keys(shards[i]), args(shards[i])...)
 				}
 			}
 			return nil
 		})
 		return err
 	}
-	cmds := make([]*redis.Cmd, n)
-	all := make([]int, n)
+	cmds := make([]*redis.Cmd, len(shards))
+	all := make([]int, len(shards))
 	for i := range all {
 		all[i] = i
 	}
@@ -112,7 +127,7 @@ func (q *Queue) eachShard(ctx context.Context, s *redis.Script, args func(shard 
 		_ = run(true, again, cmds)
 	}
 	q.metrics.observeScript(time.Since(start))
-	out := make([][]any, n)
+	out := make([][]any, len(shards))
 	for i, c := range cmds {
 		v, err := c.Slice()
 		if err != nil {
@@ -140,13 +155,12 @@ type metrics struct {
 	promoted            atomic.Uint64
 
 	scripts  histogram
-	lateness latenessRing
+	lateness latenessWindow
 }
 
 func (m *metrics) init() {
 	m.scripts.bounds = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1}
 	m.scripts.counts = make([]uint64, len(m.scripts.bounds))
-	m.lateness.samples = make([]int64, 0, latenessSamples)
 }
 
 func (m *metrics) observeScript(d time.Duration) { m.scripts.observe(d.Seconds()) }
@@ -183,50 +197,6 @@ func (h *histogram) metric(name, help string) queue.Metric {
 		m.Buckets = append(m.Buckets, queue.Bucket{UpperBound: b, Count: c})
 	}
 	return m
-}
-
-// latenessSamples is how many recent promotions Stats.Lateness summarises.
-const latenessSamples = 4096
-
-// latenessRing keeps the lateness of the most recent promotions, in milliseconds.
-type latenessRing struct {
-	mu      sync.Mutex
-	samples []int64
-	next    int
-}
-
-// add records onTime promotions with no lateness and the given late ones.
-func (r *latenessRing) add(onTime int, late []int64) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	put := func(v int64) {
-		if len(r.samples) < latenessSamples {
-			r.samples = append(r.samples, v)
-			return
-		}
-		r.samples[r.next] = v
-		r.next = (r.next + 1) % latenessSamples
-	}
-	for range min(max(onTime, 0), latenessSamples) {
-		put(0)
-	}
-	for _, v := range late {
-		put(v)
-	}
-}
-
-func (r *latenessRing) summary() queue.Lateness {
-	r.mu.Lock()
-	s := slices.Clone(r.samples)
-	r.mu.Unlock()
-	if len(s) == 0 {
-		return queue.Lateness{}
-	}
-	slices.Sort(s)
-	at := func(p float64) time.Duration {
-		return time.Duration(s[min(int(p*float64(len(s))), len(s)-1)]) * time.Millisecond
-	}
-	return queue.Lateness{P50: at(0.5), P99: at(0.99), Max: time.Duration(s[len(s)-1]) * time.Millisecond}
 }
 
 // Metrics reports this process's measurements of the engine, for /metrics: script round trips,

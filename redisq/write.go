@@ -45,10 +45,10 @@ const (
 
 // A putItem is one message of a put request, as the put script takes it.
 type putItem struct {
-	id, hint, req, topic string
-	payload              []byte
-	home                 string // the ID's home shard when it is not the request's, else ""
-	nonce                string // the Put call's nonce for a chosen ID; "" for a generated one
+	id, req, topic string
+	payload        []byte
+	home           string // the ID's home shard when it is not the request's, else ""
+	nonce          string // the Put call's nonce for a chosen ID; "" for a generated one
 }
 
 // append appends the put script's arguments for it; retry says an earlier attempt may have run.
@@ -57,12 +57,12 @@ func (it putItem) append(args []any, retry bool) []any {
 	if retry {
 		flag = "r"
 	}
-	return append(args, it.id, it.hint, it.req, it.topic, it.payload, it.home, it.nonce, flag)
+	return append(args, it.id, it.req, it.topic, it.payload, it.home, it.nonce, flag)
 }
 
 // An ackItem is one receipt of an ack request.
 type ackItem struct {
-	id, hint, token string
+	id, token string
 }
 
 // A request is one caller's part of a grouped write.
@@ -374,7 +374,6 @@ func (w *writer) flush(n *node, reqs []*request) {
 			it := &r.items[i]
 			due, _ := strconv.ParseInt(it.req, 10, 64)
 			it.id = newID(s, max(due/1000, sec))
-			it.hint = strconv.FormatInt(max(due/1000, sec), 10)
 		}
 	}
 	if here != nil {
@@ -486,7 +485,7 @@ func (w *writer) group(reqs []*request) []*call {
 			for _, r := range c.reqs {
 				n += len(r.items)
 			}
-			c.args = make([]any, 0, 4+8*n)
+			c.args = make([]any, 0, 4+7*n)
 			c.args = append(c.args, "1", "", 0, n)
 			for _, r := range c.reqs {
 				for _, it := range r.items {
@@ -499,11 +498,11 @@ func (w *writer) group(reqs []*request) []*call {
 			for _, r := range c.reqs {
 				n += len(r.acks)
 			}
-			c.args = make([]any, 0, 1+3*n)
+			c.args = make([]any, 0, 1+2*n)
 			c.args = append(c.args, n)
 			for _, r := range c.reqs {
 				for _, a := range r.acks {
-					c.args = append(c.args, a.id, a.hint, a.token)
+					c.args = append(c.args, a.id, a.token)
 				}
 			}
 		}

@@ -1,18 +1,18 @@
--- ack ends leases. ARGV: n, then for each receipt: message ID, the second its ID names ('' if
--- none), lease token. Replies {NOW, ver, code1, aux1, ...}: code 1 acked (aux: the alias to remove,
+-- ack ends leases. ARGV: n, then for each receipt: message ID, lease token. Replies {NOW, ver, code1, aux1, ...}: code 1 acked (aux: the alias to remove,
 -- or ''), 0 no such message (done already), -1 the message was leased under another token since.
 local n = tonumber(ARGV[1])
 local out = {NOW, 0}
 for i = 1, n do
-  local o = 1 + (i - 1) * 3
-  local id, hint, tok = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3]
-  local where, rec = locate(id, hint)
+  local o = 1 + (i - 1) * 2
+  local id, tok = ARGV[o + 1], ARGV[o + 2]
+  local rec = locate(id)
   local code, aux = 0, ''
-  if where then
+  if rec then
     local r = parse(rec)
     if r.tok ~= '' and r.tok == tok then
-      remove(id, where, r)
+      remove(id, r)
       bury(id, r)
+      tcount('a', r.topic, 1)
       code, aux = 1, r.aux
     else
       code = -1

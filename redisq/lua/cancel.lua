@@ -1,12 +1,12 @@
--- cancel removes a waiting message. ARGV: ID, the second its ID names ('' if none).
+-- cancel removes a waiting message. ARGV: ID.
 -- Replies {NOW, ver, code, value}: 1 removed (value: its alias to remove, or ''), 2 the ID is an
 -- alias (value: the alias, to resolve on the shard it names), 0 no such message.
-local id, hint = ARGV[1], ARGV[2]
-local where, rec = locate(id, hint)
+local id = ARGV[1]
+local rec = locate(id)
 local code, value = 0, ''
-if where then
+if rec then
   local r = parse(rec)
-  remove(id, where, r)
+  remove(id, r)
   bury(id, r)
   code, value = 1, r.aux
 else

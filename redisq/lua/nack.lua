@@ -1,16 +1,15 @@
 -- nack ends a current lease and makes its message due again after a delay, or a dead letter.
--- ARGV: the delivery configuration (4), ID, the second its ID names, lease token, delay (ms).
+-- ARGV: the delivery configuration (4), ID, lease token, delay (ms).
 -- Replies {NOW, ver, code}: 1 done, -1 the token names no current lease.
 load_cfg(1)
-local id, hint, tok, delay = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
-local where, rec = locate(id, hint)
+local id, tok, delay = ARGV[5], ARGV[6], tonumber(ARGV[7])
+local rec = locate(id)
 local code = -1
-if where == true then
+if rec then
   local r = parse(rec)
-  if r.tok ~= '' and r.tok == tok and redis.call('ZREM', LEASE, id) == 1 then
-    D.leased = D.leased - 1
+  if r.tok ~= '' and r.tok == tok and unlease(id, r.topic) then
     r.tok = ''
-    fail(id, r, payload(rec, r), delay)
+    fail(id, r, payload(rec, r), delay, 'n')
     code = 1
   end
 end

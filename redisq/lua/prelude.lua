@@ -4,8 +4,9 @@
 -- of the shard is named here from KEYS[1]. See doc.go for the layout and the record format.
 local P = string.sub(KEYS[1], 1, -5)
 local META = KEYS[1]
-local SECS, LIVE, LEASE, IX = P .. 'secs', P .. 'live', P .. 'lease', P .. 'ix'
-local ALIAS, TOPICS, CHAN = P .. 'alias', P .. 'topics', P .. 'ev'
+local REC, SECS, SC, XT = P .. 'rec', P .. 'secs', P .. 'sc', P .. 'xt'
+local LEASE, ALIAS, TOPICS, CHAN = P .. 'lease', P .. 'alias', P .. 'topics', P .. 'ev'
+local TC, PAUSED, LAT = P .. 'tc', P .. 'paused', P .. 'lat'
 -- A message due within NEAR ms of the script's clock goes straight to its ready set.
 local NEAR = 1000
 -- MAXMS caps due times: queue.MaxDeliverAt in Unix milliseconds.
@@ -14,6 +15,9 @@ local MAXMS = 9214646400000
 -- tombstone, so that a Put retried after its reply was lost (the engine retries for less than
 -- WINDOW) does not store the message again.
 local WINDOW = 10000
+-- XMAX is the most entries a chunk of a topic's wheel holds: Redis keeps a sorted set of up to
+-- 128 short members as a listpack, at a third of the memory of a larger one.
+local XMAX = 128
 
 -- NOW is the script's clock in Unix milliseconds, rounded down: a message due at d (rounded up
 -- when it was put) is due once d <= NOW, so it is never early by this server's clock.
@@ -24,71 +28,289 @@ do
 end
 
 local function fmt(n) return string.format('%d', n) end
-local function wkey(sec) return P .. 'w:' .. sec end
 local function rkey(topic) return P .. 'r:' .. topic end
+local function lkey(topic) return P .. 'l:' .. topic end
+local function dkey(topic) return P .. 'd:' .. topic end
+local function xikey(topic) return P .. 'xi:' .. topic end
+local function xckey(topic, bound) return P .. 'xc:' .. #topic .. ':' .. topic .. bound end
 
 -- parse decodes a record's header; its payload starts at byte r.body.
 local function parse(rec)
-  local due, req, att, tok, aux, nonce, tlen, p =
-    string.match(rec, '^(%-?%d+),(%-?%d*),(%d+),([^,]*),([^,]*),([^,]*),(%d+);()')
+  local due, req, att, tok, aux, nonce, fail, dead, olen, tlen, p = string.match(rec,
+    '^(%-?%d+),(%-?%d*),(%d+),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),(%d+),(%d+);()')
   if not due then error('redisq: malformed record') end
-  tlen = tonumber(tlen)
+  olen, tlen = tonumber(olen), tonumber(tlen)
   return {due = tonumber(due), req = req, att = tonumber(att), tok = tok, aux = aux, nonce = nonce,
-    topic = string.sub(rec, p, p + tlen - 1), body = p + tlen}
+    fail = fail, dead = dead, origin = string.sub(rec, p, p + olen - 1),
+    topic = string.sub(rec, p + olen, p + olen + tlen - 1), body = p + olen + tlen}
 end
 
 local function payload(rec, r) return string.sub(rec, r.body) end
 
 local function encode(r, pl)
   return fmt(r.due) .. ',' .. r.req .. ',' .. fmt(r.att) .. ',' .. r.tok .. ',' .. r.aux .. ','
-    .. r.nonce .. ',' .. fmt(#r.topic) .. ';' .. r.topic .. pl
+    .. r.nonce .. ',' .. r.fail .. ',' .. r.dead .. ',' .. fmt(#r.origin) .. ',' .. fmt(#r.topic) .. ';'
+    .. r.origin .. r.topic .. pl
 end
 
--- M caches the shard's pointer fields; finish writes them back when dirty.
+-- died returns when a dead letter died (ms), from its record's dead field "<ms>.<attempts>".
+local function died(r) return tonumber(string.match(r.dead, '^(%d+)')) or NOW end
+
+-- M caches the shard's pointer fields; finish writes adv back when dirty.
 local M
 local function meta()
   if not M then
-    local v = redis.call('HMGET', META, 'adv', 'drain', 'cur', 'ver')
-    local drain = v[2]
-    if drain == '' then drain = false end
-    M = {adv = tonumber(v[1]) or 0, drain = drain, cur = v[3] or '0', ver = tonumber(v[4]) or 0}
+    local v = redis.call('HMGET', META, 'adv', 'ver')
+    M = {adv = tonumber(v[1]) or 0, ver = tonumber(v[2]) or 0}
   end
   return M
 end
 
--- D holds the changes of the counters; EW and EL a second and a lease deadline that this script
+-- D holds the changes of the shard's counters; TCD those of the per-topic counters in TC (field
+-- "<kind><topic>": s scheduled, p puts, v deliveries, a acks); SCD those of the scheduled messages
+-- per second in SC (field: the second); EW and EL a second and a lease deadline that this script
 -- made the shard's earliest; ER, per topic given a ready message here, its earlier head and the
--- earliest due time added (ERN keeps the topics in order).
+-- earliest due time added (ERN keeps the topics in order); LN, LS, LB and LMX the lateness observed
+-- (count, sum in ms, per bucket, maximum).
 local D = {sched = 0, ready = 0, leased = 0}
+local TCD, SCD = {}, {}
 local EW, EL = false, false
 local ER, ERN = {}, {}
+local LN, LS, LB, LMX = 0, 0, {}, 0
 
--- IXN tells whether the index of moved messages has entries, so that the common case (generated
--- IDs in the seconds they name) skips it.
-local IXN
-local function ix_used()
-  if IXN == nil then IXN = redis.call('EXISTS', IX) == 1 end
-  return IXN
+local function tcount(kind, topic, n)
+  local f = kind .. topic
+  TCD[f] = (TCD[f] or 0) + n
 end
 
--- locate finds the message id: it returns true and its record if it is due or leased, the second
--- and its record if it waits in the wheel, or false. hint is the second its ID names, or ''.
-local function locate(id, hint)
-  local rec = redis.call('HGET', LIVE, id)
-  if rec then return true, rec end
-  local sec = false
-  if ix_used() then sec = redis.call('HGET', IX, id) end
-  if not sec then
-    if hint == '' then return false end
-    sec = hint
+local function scount(ms, n)
+  local s = fmt(math.floor(ms / 1000))
+  SCD[s] = (SCD[s] or 0) + n
+end
+
+-- LATB are the upper bounds (ms) of the lateness buckets b1.. of LAT; bucket b<#LATB+1> is above
+-- the last. The engine reads them in the same order (latenessBounds in lateness.go).
+local LATB = {0, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000}
+
+local function observe_late(l)
+  LN = LN + 1
+  LS = LS + l
+  local k = #LATB + 1
+  for i, b in ipairs(LATB) do
+    if l <= b then k = i break end
   end
-  rec = redis.call('HGET', wkey(sec), id)
-  if rec then return sec, rec end
-  return false
+  LB[k] = (LB[k] or 0) + 1
+  if l > LMX then LMX = l end
 end
 
--- to_ready makes a message due at due (maybe a little ahead) in its topic's ready set.
-local function to_ready(id, rec, topic, due)
+-- PAUSEDN tells whether any topic is paused in this shard.
+local PAUSEDN
+local function paused(topic)
+  if PAUSEDN == nil then PAUSEDN = redis.call('EXISTS', PAUSED) == 1 end
+  return PAUSEDN and redis.call('SISMEMBER', PAUSED, topic) == 1
+end
+
+-- bytes_lt compares strings byte by byte, as Redis orders the members of a sorted set (Lua's <
+-- follows the server's locale).
+local function bytes_lt(a, b)
+  if a == b then return false end
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
+end
+
+-- after returns the rank of the first member of sorted set z that comes after (ms, id) in the set's
+-- order (score, then member byte by byte).
+local function after(z, ms, id)
+  local lo = redis.call('ZCOUNT', z, '-inf', '(' .. ms)
+  local hi = redis.call('ZCOUNT', z, '-inf', ms)
+  while lo < hi do
+    local mid = math.floor((lo + hi) / 2)
+    local m = redis.call('ZRANGE', z, mid, mid)[1]
+    if bytes_lt(id, m) then hi = mid else lo = mid + 1 end
+  end
+  return lo
+end
+
+-- The wheel: each topic's scheduled messages are a sequence of chunks, sorted sets of message IDs
+-- scored by due time, each of at most XMAX entries and covering a range of (due time, ID).
+-- xi:<topic> is a sorted set of the chunks' lower bounds, "<due ms, 14 digits><ID>", all of score
+-- 0, so that ZREVRANGEBYLEX finds the chunk of an entry; the first chunk's bound is "", so that
+-- every entry has one. A full chunk is split in two; an empty one is removed (the first by
+-- renaming the second to it), and a small one is merged into the one before when they fit. XT
+-- scores each topic with scheduled messages by its earliest due time, the first entry of its first
+-- chunk: promotion takes the topics in that order.
+
+local function xbound(ms, id) return string.format('%014d', ms) .. id end
+
+-- xfloor returns the bound of the chunk of topic's wheel that covers bound b, or nil when the
+-- topic has no scheduled message.
+local function xfloor(topic, b)
+  return redis.call('ZREVRANGEBYLEX', xikey(topic), '[' .. b, '-', 'LIMIT', 0, 1)[1]
+end
+
+-- XN caches the sizes of the chunks this script added to, so that a script adding many messages to
+-- one chunk asks for its size once. XL caches, per topic, the last chunk's bound {ms, id, b}
+-- (false: no chunk), so that messages due after every other (the usual case of delays counted from
+-- now) need no search. XH caches, per topic, its score in XT (false: none).
+local XN, XL, XH = {}, {}, {}
+
+local function xlast(topic)
+  local l = XL[topic]
+  if l == nil then
+    local b = redis.call('ZRANGE', xikey(topic), -1, -1)[1]
+    l = false
+    if b then l = {ms = tonumber(string.sub(b, 1, 14)) or 0, id = string.sub(b, 15), b = b} end
+    XL[topic] = l
+  end
+  return l
+end
+
+local function xhead(topic)
+  local h = XH[topic]
+  if h == nil then
+    h = tonumber(redis.call('ZSCORE', XT, topic)) or false
+    XH[topic] = h
+  end
+  return h
+end
+
+-- xadd schedules message id of topic, due at ms, in the wheel; a message due after the last chunk's
+-- bound needs no search. A full chunk gives its upper half to
+-- a new chunk, added in descending order so that each entry goes to the head of the new listpack;
+-- the last chunk, when the entry added is among its last XMAX/8 (messages put in about the order of
+-- their due times), gives only the entries from it on, so that chunks filled in order stay full.
+local function xadd(topic, ms, id)
+  local xi = xikey(topic)
+  local last = xlast(topic)
+  local b
+  if last and ms > last.ms then
+    b = last.b
+  else
+    b = xfloor(topic, xbound(ms, id))
+  end
+  if not b then
+    b = ''
+    redis.call('ZADD', xi, 0, b)
+    XL[topic] = {ms = 0, id = '', b = b}
+  end
+  local k = xckey(topic, b)
+  local n = XN[k]
+  if not n then n = redis.call('ZCARD', k) end
+  n = n + redis.call('ZADD', k, ms, id)
+  if n >= XMAX then
+    local from = XMAX / 2
+    local tail = XL[topic] and XL[topic].b == b
+    if tail then
+      local r = redis.call('ZRANK', k, id)
+      if r >= n - XMAX / 8 then from = r end
+    end
+    local kv = redis.call('ZRANGE', k, from, -1, 'WITHSCORES')
+    local nms = tonumber(kv[2])
+    local nb = xbound(nms, kv[1])
+    local args = {}
+    for i = #kv - 1, 1, -2 do
+      args[#args + 1] = kv[i + 1]
+      args[#args + 1] = kv[i]
+    end
+    local nk = xckey(topic, nb)
+    redis.call('ZADD', nk, unpack(args))
+    redis.call('ZREMRANGEBYRANK', k, from, -1)
+    redis.call('ZADD', xi, 0, nb)
+    XN[nk] = #args / 2
+    n = from
+    if tail then XL[topic] = {ms = nms, id = kv[1], b = nb} end
+  end
+  XN[k] = n
+  local h = xhead(topic)
+  if not h or ms < h then
+    redis.call('ZADD', XT, ms, topic)
+    XH[topic] = ms
+  end
+  D.sched = D.sched + 1
+  tcount('s', topic, 1)
+  scount(ms, 1)
+end
+
+-- xsettle mends topic's wheel after its first chunk lost entries: an empty first chunk takes the
+-- second's entries (renamed), or the topic leaves XT when it has none; the topic's score in XT
+-- follows its first entry.
+local function xsettle(topic)
+  local k = xckey(topic, '')
+  XN[k] = nil
+  if redis.call('EXISTS', k) == 0 then
+    local xi = xikey(topic)
+    local nb = redis.call('ZRANGE', xi, 1, 1)[1]
+    XL[topic] = nil
+    if not nb then
+      redis.call('DEL', xi)
+      redis.call('ZREM', XT, topic)
+      XH[topic] = false
+      return
+    end
+    local nk = xckey(topic, nb)
+    redis.call('RENAME', nk, k)
+    redis.call('ZREM', xi, nb)
+    XN[nk] = nil
+  end
+  local f = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')
+  local h = tonumber(f[2])
+  if h ~= XH[topic] then
+    redis.call('ZADD', XT, h, topic)
+    XH[topic] = h
+  end
+end
+
+-- xdel removes message id of topic, due at ms, from the wheel; it reports whether it was there.
+local function xdel(topic, ms, id)
+  local b = xfloor(topic, xbound(ms, id))
+  if not b then return false end
+  local k = xckey(topic, b)
+  if redis.call('ZREM', k, id) == 0 then return false end
+  D.sched = D.sched - 1
+  tcount('s', topic, -1)
+  scount(ms, -1)
+  if b == '' then
+    xsettle(topic)
+    return true
+  end
+  local n = redis.call('ZCARD', k)
+  XN[k] = n
+  local xi = xikey(topic)
+  if n == 0 then
+    XL[topic] = nil
+    redis.call('ZREM', xi, b)
+  elseif n < XMAX / 8 then
+    local pb = redis.call('ZREVRANGEBYLEX', xi, '(' .. b, '-', 'LIMIT', 0, 1)[1]
+    local pk = xckey(topic, pb)
+    if redis.call('ZCARD', pk) + n <= XMAX * 3 / 4 then
+      redis.call('ZUNIONSTORE', pk, 2, pk, k)
+      redis.call('DEL', k)
+      redis.call('ZREM', xi, b)
+      XN[k], XN[pk], XL[topic] = nil, nil, nil
+    end
+  end
+  return true
+end
+
+-- locate returns the record of the waiting message id, or false.
+local function locate(id)
+  return redis.call('HGET', REC, id) or false
+end
+
+-- state returns where the waiting message id of topic is: 'l' leased, 'r' in its ready set (due,
+-- or promoted ahead of its due time), 's' in the wheel.
+local function state(id, topic)
+  if redis.call('ZSCORE', LEASE, id) then return 'l' end
+  if redis.call('ZSCORE', rkey(topic), id) then return 'r' end
+  return 's'
+end
+
+-- to_ready makes the message id of topic, whose record is in REC, due at due (maybe a little
+-- ahead) in its topic's ready set.
+local function to_ready(id, topic, due)
   local t = ER[topic]
   if not t then
     local h = redis.call('ZRANGE', rkey(topic), 0, 0, 'WITHSCORES')
@@ -103,61 +325,43 @@ local function to_ready(id, rec, topic, due)
   elseif due < t.min then
     t.min = due
   end
-  redis.call('HSET', LIVE, id, rec)
   redis.call('ZADD', rkey(topic), due, id)
   D.ready = D.ready + 1
+  observe_late(math.max(NOW - due, 0))
 end
 
--- to_wheel puts a message in the hash of its second (a decimal string); index records the second
--- in IX, for a message whose ID does not name it.
-local function to_wheel(id, rec, sec, index)
-  local k = wkey(sec)
-  redis.call('HSET', k, id, rec)
-  if index then
-    redis.call('HSET', IX, id, sec)
-    IXN = true
-  end
-  D.sched = D.sched + 1
-  if redis.call('HLEN', k) == 1 then
-    redis.call('ZADD', SECS, sec, sec)
-    local n = tonumber(sec)
-    if not EW or n < EW then
-      local first = redis.call('ZRANGE', SECS, 0, 0)
-      if first[1] == sec then EW = n end
-    end
-  end
-end
-
--- place puts a message whose record r changed where its due time says: its ready set if it is due
--- soon or its second was promoted already, its second otherwise. fromlive says it is in LIVE now.
-local function place(id, r, pl, fromlive)
-  local rec = encode(r, pl)
-  local sec = math.floor(r.due / 1000)
-  if r.due <= NOW + NEAR or sec < meta().adv then
-    to_ready(id, rec, r.topic, r.due)
+-- place stores a message whose record r changed and puts it where its due time says: its ready
+-- set if it is due soon or its second was promoted already, the wheel otherwise.
+local function place(id, r, pl)
+  redis.call('HSET', REC, id, encode(r, pl))
+  if r.due <= NOW + NEAR or math.floor(r.due / 1000) < meta().adv then
+    to_ready(id, r.topic, r.due)
   else
-    if fromlive then redis.call('HDEL', LIVE, id) end
-    to_wheel(id, rec, fmt(sec), true)
+    xadd(r.topic, r.due, id)
   end
 end
 
--- remove deletes a message found by locate (where) with record r.
-local function remove(id, where, r)
-  if where == true then
-    redis.call('HDEL', LIVE, id)
-    if redis.call('ZREM', LEASE, id) == 1 then
-      D.leased = D.leased - 1
-    elseif redis.call('ZREM', rkey(r.topic), id) == 1 then
-      D.ready = D.ready - 1
-      if redis.call('EXISTS', rkey(r.topic)) == 0 then redis.call('SREM', TOPICS, r.topic) end
-    end
-  else
-    local k = wkey(where)
-    redis.call('HDEL', k, id)
-    if redis.call('EXISTS', k) == 0 then redis.call('ZREM', SECS, where) end
-    if ix_used() then redis.call('HDEL', IX, id) end
-    D.sched = D.sched - 1
-  end
+-- unlease ends the lease of a message of topic; it reports whether it was leased.
+local function unlease(id, topic)
+  if redis.call('ZREM', LEASE, id) == 0 then return false end
+  redis.call('ZREM', lkey(topic), id)
+  D.leased = D.leased - 1
+  return true
+end
+
+-- unready takes a message of topic out of its ready set; it reports whether it was there.
+local function unready(id, topic)
+  if redis.call('ZREM', rkey(topic), id) == 0 then return false end
+  D.ready = D.ready - 1
+  if redis.call('EXISTS', rkey(topic)) == 0 then redis.call('SREM', TOPICS, topic) end
+  return true
+end
+
+-- remove deletes the waiting message id with record r.
+local function remove(id, r)
+  redis.call('HDEL', REC, id)
+  if not unlease(id, r.topic) and not unready(id, r.topic) then xdel(r.topic, r.due, id) end
+  if r.origin ~= '' then redis.call('ZREM', dkey(r.origin), id) end
 end
 
 -- bury leaves the tombstone of a message just acked or cancelled, if a retry of its Put may still
@@ -195,6 +399,11 @@ local function is_dead_topic(t)
   return #t >= 5 and string.sub(t, -5) == '.dead'
 end
 
+local function dead_topic(t)
+  if CFG.dlq ~= '' then return CFG.dlq end
+  return t .. '.dead'
+end
+
 local function backoff(att)
   local d = CFG.first
   for _ = 2, att do
@@ -205,14 +414,18 @@ local function backoff(att)
   return d
 end
 
--- fail records a failed delivery of a message in LIVE, no longer leased: it is due again after
--- delay (or the backoff when delay is nil), or moves to its dead-letter topic.
-local function fail(id, r, pl, delay)
+-- fail records a failed delivery of a message that is no longer leased, and why ('n' nacked, 'x'
+-- lease expired): it is due again after delay (or the backoff when delay is nil), or moves to its
+-- dead-letter topic, keeping the topic it died on, when and after how many attempts. A dead letter
+-- that fails on the dead-letter topic is a dead letter again (it was not one while leased).
+local function fail(id, r, pl, delay, why)
   if r.req == '' then r.req = fmt(r.due) end
+  r.fail = why .. fmt(NOW)
   local dead = CFG.maxatt > 0 and r.att >= CFG.maxatt
   local due
   if dead and not is_dead_topic(r.topic) then
-    if CFG.dlq ~= '' then r.topic = CFG.dlq else r.topic = r.topic .. '.dead' end
+    r.origin, r.dead = r.topic, fmt(NOW) .. '.' .. fmt(r.att)
+    r.topic = dead_topic(r.topic)
     r.att = 0
     due = NOW
   elseif dead then
@@ -224,56 +437,47 @@ local function fail(id, r, pl, delay)
   end
   if due > MAXMS then due = MAXMS end
   r.due = due
-  place(id, r, pl, true)
+  if r.origin ~= '' then redis.call('ZADD', dkey(r.origin), died(r), id) end
+  place(id, r, pl)
 end
 
--- promote moves to the ready sets the seconds that start within lead ms of NOW, at most about
--- budget messages; it returns how many it moved and the lateness (ms) of up to 64 moved late.
+-- promote moves to the ready sets the scheduled messages of the seconds that start within lead
+-- ms of NOW, earliest topic first, at most about budget of them; it returns how many it moved.
+-- Their records stay where they are.
 local function promote(lead, budget)
   local m = meta()
   local limit = math.floor((NOW + lead) / 1000)
-  local moved, late = 0, {}
-  local touched = false
+  local lim = (limit + 1) * 1000
+  local moved = 0
   while budget > 0 do
-    if not m.drain then
-      local first = redis.call('ZRANGE', SECS, 0, 0)
-      if not first[1] or tonumber(first[1]) > limit then break end
-      m.drain, m.cur = first[1], '0'
-      touched = true
-    end
-    local k = wkey(m.drain)
-    local res = redis.call('HSCAN', k, m.cur, 'COUNT', math.min(budget, 500))
-    m.cur = res[1]
-    touched = true
-    local kv = res[2]
-    local ids = {}
+    local h = redis.call('ZRANGE', XT, 0, 0, 'WITHSCORES')
+    if not h[1] or tonumber(h[2]) >= lim then break end
+    local topic = h[1]
+    XH[topic] = tonumber(h[2])
+    local k = xckey(topic, '')
+    local kv = redis.call('ZRANGEBYSCORE', k, '-inf', '(' .. fmt(lim), 'WITHSCORES', 'LIMIT', 0, budget)
+    local n = #kv / 2
     for i = 1, #kv, 2 do
-      local id, rec = kv[i], kv[i + 1]
-      local r = parse(rec)
-      to_ready(id, rec, r.topic, r.due)
-      if r.due < NOW and #late < 64 then late[#late + 1] = NOW - r.due end
-      ids[#ids + 1] = id
+      local ms = tonumber(kv[i + 1])
+      to_ready(kv[i], topic, ms)
+      scount(ms, -1)
     end
-    if #ids > 0 then
-      redis.call('HDEL', k, unpack(ids))
-      if ix_used() then redis.call('HDEL', IX, unpack(ids)) end
-      D.sched = D.sched - #ids
-      moved = moved + #ids
-      budget = budget - #ids
-    end
-    if m.cur == '0' then
-      if redis.call('EXISTS', k) == 0 then
-        redis.call('ZREM', SECS, m.drain)
-        m.drain = false
-      end
-    end
+    if n > 0 then redis.call('ZREMRANGEBYRANK', k, 0, n - 1) end
+    D.sched = D.sched - n
+    tcount('s', topic, -n)
+    local before = XH[topic]
+    xsettle(topic)
+    -- Nothing moved and the head stayed: XT is out of step with the wheel. Stop rather than spin
+    -- (a script must not fail after writing: Redis does not undo its writes).
+    if n == 0 and XH[topic] == before then break end
+    moved = moved + n
+    budget = budget - n
   end
   if limit + 1 > m.adv then
     m.adv = limit + 1
-    touched = true
+    m.dirty = true
   end
-  if touched then m.dirty = true end
-  return moved, late
+  return moved
 end
 
 -- expire fails the leases whose deadline has passed, at most budget of them; it returns how many.
@@ -283,23 +487,49 @@ local function expire(budget)
   redis.call('ZREM', LEASE, unpack(ids))
   D.leased = D.leased - #ids
   for _, id in ipairs(ids) do
-    local rec = redis.call('HGET', LIVE, id)
+    local rec = locate(id)
     if rec then
       local r = parse(rec)
-      fail(id, r, payload(rec, r), nil)
+      redis.call('ZREM', lkey(r.topic), id)
+      fail(id, r, payload(rec, r), nil, 'x')
     end
   end
   return #ids
 end
 
--- next_events returns the shard's earliest second with waiting messages (-1: none) and its count,
--- and its earliest lease deadline (-1: none).
+-- flush_secs applies the changes of the per-second counts: SC counts the scheduled messages of
+-- each second, and SECS holds the seconds whose count is not 0. It notes in EW a second made the
+-- earliest.
+local function flush_secs()
+  if next(SCD) == nil then return end
+  local before = redis.call('ZRANGE', SECS, 0, 0)[1]
+  for s, d in pairs(SCD) do
+    if d ~= 0 then
+      local n = redis.call('HINCRBY', SC, s, d)
+      if n <= 0 then
+        redis.call('HDEL', SC, s)
+        redis.call('ZREM', SECS, s)
+      elseif n == d then
+        redis.call('ZADD', SECS, s, s)
+      end
+    end
+  end
+  SCD = {}
+  local first = redis.call('ZRANGE', SECS, 0, 0)[1]
+  if first and first ~= before and (not before or tonumber(first) < tonumber(before)) then
+    EW = tonumber(first)
+  end
+end
+
+-- next_events returns the shard's earliest second with scheduled messages (-1: none) and its
+-- count, and its earliest lease deadline (-1: none).
 local function next_events()
+  flush_secs()
   local wsec, wcount, lms = -1, 0, -1
-  local first = redis.call('ZRANGE', SECS, 0, 0)
-  if first[1] then
-    wsec = tonumber(first[1])
-    wcount = redis.call('HLEN', wkey(first[1]))
+  local first = redis.call('ZRANGE', SECS, 0, 0)[1]
+  if first then
+    wsec = tonumber(first)
+    wcount = tonumber(redis.call('HGET', SC, first)) or 0
   end
   local l = redis.call('ZRANGE', LEASE, 0, 0, 'WITHSCORES')
   if l[1] then lms = tonumber(l[2]) end
@@ -313,19 +543,32 @@ end
 
 -- finish writes the pointer and the counters back and publishes the script's event, if any: kind
 -- 'm' when a time was made earlier, or kind 'n' (always) with the shard's next times after a tick.
--- It returns the shard's event count.
+-- The heads of paused topics are left out: their receivers have nothing to wait for. It returns
+-- the shard's event count.
 local function finish(kind, owner, wsec, wcount, lms)
+  flush_secs()
   local m = meta()
-  if m.dirty then
-    redis.call('HSET', META, 'adv', fmt(m.adv), 'drain', m.drain or '', 'cur', m.cur)
-  end
+  if m.dirty then redis.call('HSET', META, 'adv', fmt(m.adv)) end
   for k, v in pairs(D) do
     if v ~= 0 then redis.call('HINCRBY', META, k, v) end
+  end
+  for f, v in pairs(TCD) do
+    if v ~= 0 and redis.call('HINCRBY', TC, f, v) == 0 and string.sub(f, 1, 1) == 's' then
+      redis.call('HDEL', TC, f)
+    end
+  end
+  if LN > 0 then
+    redis.call('HINCRBY', LAT, 'n', LN)
+    if LS > 0 then redis.call('HINCRBY', LAT, 'sum', LS) end
+    for k, v in pairs(LB) do redis.call('HINCRBY', LAT, 'b' .. k, v) end
+    if LMX > 0 and LMX > (tonumber(redis.call('HGET', LAT, 'max')) or 0) then
+      redis.call('HSET', LAT, 'max', LMX)
+    end
   end
   local heads = {}
   for _, topic in ipairs(ERN) do
     local t = ER[topic]
-    if not t.old or t.min < t.old then
+    if (not t.old or t.min < t.old) and not paused(topic) then
       heads[#heads + 1] = fmt(t.min) .. ' ' .. #topic .. ':' .. topic
     end
   end

@@ -1,26 +1,27 @@
 -- put stores messages. ARGV: mode ('1': each message on its own, 'a': all or none), the batch token
 -- ('' unless some messages are aliased from other shards), the number of messages put on other
--- shards' word that they are retried Puts (mode 'a'), the count n, then for each message: ID, the
--- second its ID names ('' if none), requested due time (ms), topic, payload, the home shard of its
--- ID when that is another shard ('' otherwise), the nonce of the Put call ('' for a generated ID,
--- which is one), and 'r' when an earlier attempt of this call may have stored it ('' otherwise).
--- Replies {NOW, ver, code1, value1, ...}: per message 'new' (stored; value: 'r' or 'w'), 'same'
--- (a retried Put, or a retry of this call whose message is done already; value: its due time or
--- ''), 'dup' (value: the waiting one's due time) or 'alias' (value: the alias to resolve first); or
--- {NOW, ver, 'aborted'} when the batch token is aborted or too old.
+-- shards' word that they are retried Puts (mode 'a'), the count n, then for each message: ID,
+-- requested due time (ms), topic, payload, the home shard of its ID when that is another shard (''
+-- otherwise), the nonce of the Put call ('' for a generated ID, which is one), and 'r' when an
+-- earlier attempt of this call may have stored it ('' otherwise).
+-- Replies {NOW, ver, code1, value1, ...}: per message 'new' (stored; value: 'r' ready, 'p' ready in
+-- a paused topic, or 'w' in the wheel), 'same' (a retried Put, or a retry of this call whose message
+-- is done already; value: its due time or ''), 'dup' (value: the waiting one's due time) or 'alias'
+-- (value: the alias to resolve first); or {NOW, ver, 'aborted'} when the batch token is aborted or
+-- too old.
 local mode, token, xsame, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local BASE, F = 4, 8
+local BASE, F = 4, 7
 local aliased = nil
 
 local function check(i)
   local o = BASE + (i - 1) * F
-  local id, hint, req, topic = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4]
-  local where, rec = locate(id, hint)
-  if where then
+  local id, req, topic = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3]
+  local rec = locate(id)
+  if rec then
     local r = parse(rec)
     local rq = r.req
     if rq == '' then rq = fmt(r.due) end
-    if r.topic == topic and rq == req and payload(rec, r) == ARGV[o + 5] then return 'same', fmt(r.due) end
+    if r.topic == topic and rq == req and payload(rec, r) == ARGV[o + 4] then return 'same', fmt(r.due) end
     return 'dup', fmt(r.due)
   end
   if aliased == nil then aliased = redis.call('EXISTS', ALIAS) == 1 end
@@ -28,31 +29,38 @@ local function check(i)
     local a = redis.call('HGET', ALIAS, id)
     if a then return 'alias', a end
   end
-  if ARGV[o + 8] == 'r' and buried(id, ARGV[o + 7]) then return 'same', '' end
+  if ARGV[o + 7] == 'r' and buried(id, ARGV[o + 6]) then return 'same', '' end
   return 'new', ''
 end
 
-local function write(i)
+-- write stores message i as new and returns where: 'r' ready, 'p' ready in a paused topic, 'w'
+-- in the wheel; with nx, only if no message waits under its ID (false otherwise).
+local function write(i, nx)
   local o = BASE + (i - 1) * F
-  local id, hint, req, topic, pl, home = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4], ARGV[o + 5], ARGV[o + 6]
+  local id, req, topic, pl, home = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4], ARGV[o + 5]
   local rq = tonumber(req)
   local due = rq
   if due < NOW then due = NOW end
   if due > MAXMS then due = MAXMS end
-  local r = {due = due, req = '', att = 0, tok = '', aux = '', nonce = ARGV[o + 7], topic = topic}
+  local r = {due = due, req = '', att = 0, tok = '', aux = '', nonce = ARGV[o + 6], fail = '', dead = '',
+    origin = '', topic = topic}
   -- 'y' marks a message due within WINDOW of its Put: only its ack or cancel may come before a
   -- retry of the Put, so only it leaves a tombstone (see bury).
   if due - NOW <= WINDOW then r.nonce = 'y' .. r.nonce end
   if due ~= rq then r.req = req end
   if home ~= '' then r.aux = home .. '.' .. token end
-  local rec = encode(r, pl)
-  local sec = math.floor(due / 1000)
-  if due <= NOW + NEAR or sec < meta().adv then
-    to_ready(id, rec, topic, due)
+  if nx then
+    if redis.call('HSETNX', REC, id, encode(r, pl)) == 0 then return false end
+  else
+    redis.call('HSET', REC, id, encode(r, pl))
+  end
+  tcount('p', topic, 1)
+  if due <= NOW + NEAR or math.floor(due / 1000) < meta().adv then
+    to_ready(id, topic, due)
+    if paused(topic) then return 'p' end
     return 'r'
   end
-  local s = fmt(sec)
-  to_wheel(id, rec, s, s ~= hint)
+  xadd(topic, due, id)
   return 'w'
 end
 
@@ -78,7 +86,7 @@ if mode == 'a' then
   if ok and fresh > 0 and (fresh < n or xsame > 0) then ok = false end
   if ok then
     for i = 1, n do
-      if codes[i] == 'new' then vals[i] = write(i) end
+      if codes[i] == 'new' then vals[i] = write(i, false) end
     end
   end
   for i = 1, n do
@@ -86,9 +94,18 @@ if mode == 'a' then
     out[#out + 1] = vals[i]
   end
 else
+  -- Without aliases in the shard or a retry to tell, a message is new unless its ID waits here:
+  -- HSETNX tells, and writes it, in one command.
+  if aliased == nil then aliased = redis.call('EXISTS', ALIAS) == 1 end
   for i = 1, n do
-    local c, v = check(i)
-    if c == 'new' then v = write(i) end
+    local c, v
+    if aliased or ARGV[BASE + (i - 1) * F + 7] == 'r' then
+      c, v = check(i)
+      if c == 'new' then v = write(i, false) end
+    else
+      v = write(i, true)
+      if v then c = 'new' else c, v = check(i) end
+    end
     out[#out + 1] = c
     out[#out + 1] = v
   end

@@ -1,9 +1,10 @@
 -- receive promotes what is due and expires due leases (HK messages at most each), then leases up
--- to max due messages of a topic. ARGV: the delivery configuration (4, see load_cfg), topic, max
--- (0: only report), visibility (ms), then max lease tokens.
+-- to max due messages of a topic unless the topic is paused. ARGV: the delivery configuration (4,
+-- see load_cfg), topic, max (0: only report), visibility (ms), then max lease tokens.
 -- Replies {NOW, ver, head, wsec, wcount, lms, more, id1, record1, ...}: head is the topic's next
--- due time (-1: none), wsec/wcount/lms the shard's next events (see next_events), more 1 when the
--- housekeeping left work behind; then each leased message with its new record.
+-- due time (-1: none, or the topic is paused), wsec/wcount/lms the shard's next events (see
+-- next_events), more 1 when the housekeeping left work behind; then each leased message with its
+-- new record.
 local HK = 100
 load_cfg(1)
 local topic, max, vis = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -12,34 +13,40 @@ local expired = expire(HK)
 local more = 0
 if moved >= HK or expired >= HK then more = 1 end
 local out = {}
-if max > 0 then
+local stopped = paused(topic)
+if max > 0 and not stopped then
   local ids = redis.call('ZRANGEBYSCORE', rkey(topic), '-inf', NOW, 'LIMIT', 0, max)
   if #ids > 0 then
     local deadline = NOW + vis
     local lh = redis.call('ZRANGE', LEASE, 0, 0, 'WITHSCORES')
     if not lh[1] or deadline < tonumber(lh[2]) then EL = deadline end
     for i, id in ipairs(ids) do
-      local rec = redis.call('HGET', LIVE, id)
+      local rec = locate(id)
       if rec then
         local r = parse(rec)
         r.att = r.att + 1
         r.tok = ARGV[7 + i]
         rec = encode(r, payload(rec, r))
-        redis.call('HSET', LIVE, id, rec)
+        redis.call('HSET', REC, id, rec)
         redis.call('ZADD', LEASE, deadline, id)
+        redis.call('ZADD', lkey(topic), deadline, id)
+        if r.origin ~= '' then redis.call('ZREM', dkey(r.origin), id) end
         D.leased = D.leased + 1
         out[#out + 1] = id
         out[#out + 1] = rec
       end
     end
+    tcount('v', topic, #out / 2)
     redis.call('ZREM', rkey(topic), unpack(ids))
     D.ready = D.ready - #ids
     if redis.call('EXISTS', rkey(topic)) == 0 then redis.call('SREM', TOPICS, topic) end
   end
 end
 local head = -1
-local h = redis.call('ZRANGE', rkey(topic), 0, 0, 'WITHSCORES')
-if h[1] then head = tonumber(h[2]) end
+if not stopped then
+  local h = redis.call('ZRANGE', rkey(topic), 0, 0, 'WITHSCORES')
+  if h[1] then head = tonumber(h[2]) end
+end
 local wsec, wcount, lms = next_events()
 local reply = {NOW, finish('m'), head, wsec, wcount, lms, more}
 for _, v in ipairs(out) do reply[#reply + 1] = v end

@@ -1,21 +1,21 @@
 -- reserve writes the aliases of a batch's chosen IDs whose home is this shard, all or none.
--- ARGV: the alias ("<batch shard>.<batch token>"), n, then for each ID: ID, the second it names,
--- requested due time (ms), topic, payload.
+-- ARGV: the alias ("<batch shard>.<batch token>"), n, then for each ID: ID, requested due time
+-- (ms), topic, payload.
 -- Replies {NOW, ver, code1, value1, ...}: 'ok' reserved, 'same' (value: due time) the message waits
 -- here as put, 'dup' (value: its due time) another message waits here, 'alias' (value: the alias)
 -- another batch holds it. Nothing is written unless every code is 'ok'.
 local alias, n = ARGV[1], tonumber(ARGV[2])
 local codes, vals, ok = {}, {}, true
 for i = 1, n do
-  local o = 2 + (i - 1) * 5
-  local id, hint, req, topic = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4]
-  local where, rec = locate(id, hint)
+  local o = 2 + (i - 1) * 4
+  local id, req, topic = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3]
+  local rec = locate(id)
   local c, v = 'ok', ''
-  if where then
+  if rec then
     local r = parse(rec)
     local rq = r.req
     if rq == '' then rq = fmt(r.due) end
-    if r.topic == topic and rq == req and payload(rec, r) == ARGV[o + 5] then c = 'same' else c = 'dup' end
+    if r.topic == topic and rq == req and payload(rec, r) == ARGV[o + 4] then c = 'same' else c = 'dup' end
     v = fmt(r.due)
   else
     local a = redis.call('HGET', ALIAS, id)
@@ -25,7 +25,7 @@ for i = 1, n do
   codes[i], vals[i] = c, v
 end
 if ok then
-  for i = 1, n do redis.call('HSET', ALIAS, ARGV[2 + (i - 1) * 5 + 1], alias) end
+  for i = 1, n do redis.call('HSET', ALIAS, ARGV[2 + (i - 1) * 4 + 1], alias) end
 end
 local out = {NOW, finish('m')}
 for i = 1, n do

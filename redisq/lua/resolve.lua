@@ -1,22 +1,22 @@
 -- resolve settles an alias on the shard it names: is the aliased message here, put by the batch
--- with that token? ARGV: ID, the second it names, batch token, mode ('check' or 'cancel'), then for
--- 'check' the requested due time (ms), topic and payload of a message being put under the ID.
+-- with that token? ARGV: ID, batch token, mode ('check' or 'cancel'), then for 'check' the
+-- requested due time (ms), topic and payload of a message being put under the ID.
 -- Replies {NOW, ver, code, value}: 'same'/'dup' (value: due time) it is here and the message put
 -- is/is not a retry of it; 'cancelled' (value: its aux) it was here and is removed; 'aborted' it is
 -- not here, and the token is marked so that its batch can never be written.
-local id, hint, token, mode = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local where, rec = locate(id, hint)
-if where then
+local id, token, mode = ARGV[1], ARGV[2], ARGV[3]
+local rec = locate(id)
+if rec then
   local r = parse(rec)
   if r.aux ~= '' and string.match(r.aux, '%.(.*)$') == token then
     if mode == 'cancel' then
-      remove(id, where, r)
+      remove(id, r)
       bury(id, r)
       return {NOW, finish('m'), 'cancelled', r.aux}
     end
     local rq = r.req
     if rq == '' then rq = fmt(r.due) end
-    if r.topic == ARGV[6] and rq == ARGV[5] and payload(rec, r) == ARGV[7] then
+    if r.topic == ARGV[5] and rq == ARGV[4] and payload(rec, r) == ARGV[6] then
       return {NOW, finish('m'), 'same', fmt(r.due)}
     end
     return {NOW, finish('m'), 'dup', fmt(r.due)}

@@ -3,7 +3,7 @@
 -- times. KEYS[3] is the shard's lock. ARGV: the delivery configuration (4), fencing token and owner
 -- ('' and '' for a process acting without the lock), lead (ms), budget.
 -- Replies {'fenced'} when the token is not the lock's, else {NOW, ver, wsec, wcount, lms, more,
--- moved, late1, ...} (late: the lateness in ms of up to 64 messages promoted after their due time).
+-- moved}.
 load_cfg(1)
 local token, owner = ARGV[5], ARGV[6]
 if token ~= '' then
@@ -11,12 +11,10 @@ if token ~= '' then
   if h[1] ~= token or h[2] ~= owner then return {'fenced'} end
 end
 local lead, budget = tonumber(ARGV[7]), tonumber(ARGV[8])
-local moved, late = promote(lead, budget)
+local moved = promote(lead, budget)
 local expired = expire(budget)
 local more = 0
 if moved >= budget or expired >= budget then more = 1 end
 local wsec, wcount, lms = next_events()
 if owner == '' then owner = '-' end
-local reply = {NOW, finish('n', owner, wsec, wcount, lms), wsec, wcount, lms, more, moved}
-for _, v in ipairs(late) do reply[#reply + 1] = v end
-return reply
+return {NOW, finish('n', owner, wsec, wcount, lms), wsec, wcount, lms, more, moved}
