@@ -21,72 +21,20 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 	if err := q.waitRoom(); err != nil {
 		return false, err
 	}
-	r := q.log.NewReader()
-	var read map[string]readRecord
-	for try := 0; ; try++ {
-		q.mu.Lock()
-		if err := q.usableLocked(); err != nil {
-			q.mu.Unlock()
-			return false, err
-		}
-		if e := q.mem.lookup(id); e != nil {
-			end, err := q.commitLocked(&wal.Record{Kind: wal.KindCancel, ID: id}, nil)
-			q.cancelledLocked(err)
-			q.mu.Unlock()
-			return err == nil, q.waitFor(end, err)
-		}
-		if loc, ok := q.disk.ids[id]; ok {
-			// A chosen ID is unique among waiting messages, and ids holds it only while its
-			// message is in the wheel: its record tells the topic the Cancel names.
-			if loc.slot <= q.disk.loaded {
-				q.mu.Unlock()
-				return false, nil // left by damage: the message was lost
-			}
-			need := map[string]idLoc{id: loc}
-			if rr, ok := read[id]; !ok || rr.loc != loc {
-				if try < listTries {
-					q.mu.Unlock()
-					read = q.readRecords(r, need)
-					continue
-				}
-				read = q.readRecords(r, need) // under mu at last; from memory or the page cache
-			}
-			rec := read[id].rec
-			if rec == nil {
-				q.mu.Unlock()
-				return false, nil // lost to damage
-			}
-			end, err := q.cancelThreadedLocked(id, rec.Topic, loc.slot)
-			q.mu.Unlock()
-			return err == nil, q.waitFor(end, err)
-		}
-		at, origin, ok := parseID(id)
-		if !ok || q.disk.slotOf(at) <= q.disk.loaded {
-			q.mu.Unlock()
-			return false, nil
-		}
-		list := q.disk.listFor(q.disk.slotOf(at))
-		q.mu.Unlock()
-
-		// The message is in list, if it is waiting: a live Put with its ID.
-		recs, ok, err := q.lockList(r, list, origin, func() bool { return q.usableLocked() == nil && q.disk.loaded < list })
-		if !ok {
-			q.mu.Unlock()
-			continue // loaded meanwhile: it is in memory now, if anywhere
-		}
-		if err != nil {
-			q.mu.Unlock()
-			return false, err
-		}
-		put := findPut(recs, id)
-		if put == nil {
-			q.mu.Unlock()
-			return false, nil
-		}
-		end, err := q.cancelThreadedLocked(id, put.rec.Topic, q.disk.slotOf(at))
-		q.mu.Unlock()
-		return err == nil, q.waitFor(end, err)
+	var end wal.Pos
+	var err error
+	found, ferr := q.findWaiting(ctx, id, func(*entry) {
+		end, err = q.commitLocked(&wal.Record{Kind: wal.KindCancel, ID: id}, nil)
+		q.cancelledLocked(err)
+	}, func(rec *wal.Record, _ wal.Pos, slot int64) error {
+		// The record tells the topic the Cancel names, for the disk wheel's counts by topic.
+		end, err = q.cancelThreadedLocked(id, rec.Topic, slot)
+		return nil
+	})
+	if ferr != nil || !found {
+		return false, ferr
 	}
+	return err == nil, q.waitFor(end, err)
 }
 
 // findPut returns the live Put with the given ID among the records of a list, newest first, or nil.
