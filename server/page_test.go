@@ -22,6 +22,9 @@ import (
 
 	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/redistest"
+	"github.com/tockwheel/tock/queue"
+	"github.com/tockwheel/tock/redisq"
 )
 
 var pageScreenshotOut = flag.String("page-screenshot", "", "also write the screenshot of the status page open on a topic to this `file`")
@@ -177,23 +180,35 @@ func jsCell(topic, k string) string {
 	return fmt.Sprintf(`(document.querySelector('#topics-table tr[data-topic=%q] td.%s') || {}).textContent`, topic, k)
 }
 
-// pageQueue is a server on a real delayq queue whose messages die after
-// two attempts, serving the handler in h (so that a test can swap the
-// server, keeping the queue).
+// pageQueue is a server on a real engine whose messages die after two
+// attempts, serving the handler in h (so that a test can swap the server,
+// keeping the queue).
 type pageQueue struct {
-	q  *delayq.Queue
+	q  queue.Engine
 	h  atomic.Pointer[Server]
 	ts *httptest.Server
 	// auth is the header of the API calls the test makes itself.
 	auth []string
 }
 
+// newPageQueue serves a delayq queue.
 func newPageQueue(t *testing.T, opts ...Option) *pageQueue {
 	t.Helper()
 	q, err := delayq.Open(t.TempDir(), delayq.WithMaxAttempts(2))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return servePage(t, q, opts...)
+}
+
+// newPageQueueRedis serves a redisq queue on a redis-server of its own.
+func newPageQueueRedis(t *testing.T, opts ...Option) *pageQueue {
+	t.Helper()
+	return servePage(t, openRedisq(t, redistest.Start(t).Addr, redisq.WithMaxAttempts(2)), opts...)
+}
+
+// servePage serves q, which it closes when the test ends.
+func servePage(t *testing.T, q queue.Engine, opts ...Option) *pageQueue {
 	t.Cleanup(func() {
 		if err := q.Close(); err != nil {
 			t.Error(err)
@@ -283,14 +298,18 @@ func ids(ms []api.Delivery) []string {
 }
 
 // TestPageOperatesQueue drives the status page in headless Chromium over a
-// real server on a real delayq queue as an operator would: open a topic
+// real server on each engine as an operator would: open a topic
 // from the topics table, page through its scheduled messages, look at one
 // and cancel it, deliver one now, find a dead letter and requeue it (and
 // see a consumer get it), requeue a selected one and then all, pause the
 // topic (and see a receive wait), and purge its scheduled messages through
 // the confirmation dialog.
 func TestPageOperatesQueue(t *testing.T) {
-	p := newPageQueue(t)
+	t.Run("delayq", func(t *testing.T) { pageOperatesQueue(t, newPageQueue(t)) })
+	t.Run("redisq", func(t *testing.T) { pageOperatesQueue(t, newPageQueueRedis(t)) })
+}
+
+func pageOperatesQueue(t *testing.T, p *pageQueue) {
 	for i := 1; i <= 5; i++ {
 		p.put(t, "orders", fmt.Sprintf("s%d", i), fmt.Sprintf(`{"n":%d,"sku":"tea"}`, i), fmt.Sprintf("%dh", i))
 	}
