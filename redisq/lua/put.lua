@@ -12,6 +12,10 @@
 local mode, token, xsame, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local BASE, F = 4, 7
 local aliased = nil
+XDEFER = true
+-- TH caches, per topic, the end of a new record's header: the empty fail, dead and origin fields,
+-- the origin's and the topic's lengths, and the topic.
+local TH = {}
 
 local function check(i)
   local o = BASE + (i - 1) * F
@@ -42,17 +46,24 @@ local function write(i, nx)
   local due = rq
   if due < NOW then due = NOW end
   if due > MAXMS then due = MAXMS end
-  local r = {due = due, req = '', att = 0, tok = '', aux = '', nonce = ARGV[o + 6], fail = '', dead = '',
-    origin = '', topic = topic}
+  local nonce, rqf, aux = ARGV[o + 6], '', ''
   -- 'y' marks a message due within WINDOW of its Put: only its ack or cancel may come before a
   -- retry of the Put, so only it leaves a tombstone (see bury).
-  if due - NOW <= WINDOW then r.nonce = 'y' .. r.nonce end
-  if due ~= rq then r.req = req end
-  if home ~= '' then r.aux = home .. '.' .. token end
+  if due - NOW <= WINDOW then nonce = 'y' .. nonce end
+  local dues = req
+  if due ~= rq then rqf, dues = req, fmt(due) end
+  if home ~= '' then aux = home .. '.' .. token end
+  -- The record of a new message, as encode would write it, with the topic's part built once.
+  local th = TH[topic]
+  if not th then
+    th = ',,,0,' .. fmt(#topic) .. ';' .. topic
+    TH[topic] = th
+  end
+  local rec = dues .. ',' .. rqf .. ',0,,' .. aux .. ',' .. nonce .. th .. pl
   if nx then
-    if redis.call('HSETNX', REC, id, encode(r, pl)) == 0 then return false end
+    if redis.call('HSETNX', REC, id, rec) == 0 then return false end
   else
-    redis.call('HSET', REC, id, encode(r, pl))
+    redis.call('HSET', REC, id, rec)
   end
   tcount('p', topic, 1)
   if due <= NOW + NEAR or math.floor(due / 1000) < meta().adv then
@@ -60,7 +71,7 @@ local function write(i, nx)
     if paused(topic) then return 'p' end
     return 'r'
   end
-  xadd(topic, due, id)
+  xadd(topic, due, id, dues)
   return 'w'
 end
 
@@ -110,5 +121,6 @@ else
     out[#out + 1] = v
   end
 end
+xflush()
 out[2] = finish('m')
 return out
