@@ -39,8 +39,11 @@
 // except when a batch puts it elsewhere (see Batches).
 //
 // Generated IDs are 24 characters of base32 ("0123456789abcdefghijklmnopqrstuv"), encoding 15
-// bytes: the shard (2 bytes, big-endian), the Unix second the message was due when put (5 bytes)
-// and 8 random bytes. Put draws a new one in the unlikely case that it names a waiting message.
+// bytes: the shard (2 bytes, big-endian), the Unix second the message was due when put (5 bytes),
+// the Unix millisecond of the put by the process's estimate of the Redis clock, modulo 2^16 (2
+// bytes), and 6 random bytes. So the IDs of messages put for one instant grow with time, and go to
+// the end of their topic's wheel (see Key layout). Put draws a new one in the unlikely case that
+// it names a waiting message.
 //
 // # Key layout
 //
@@ -86,8 +89,8 @@
 // compact array, about 35 bytes an entry; a bigger sorted set is a skip list and a hash table, at
 // about 125 bytes an entry). A chunk covers a range of (due time, ID); its key ends with its lower
 // bound, "<due time in ms, 14 digits><ID>", which is also its member in {T}:xi:<topic>, where
-// ZREVRANGEBYLEX finds the chunk of an entry in one command (a message due after the last chunk's
-// bound, as delays counted from now are, needs none). The first chunk's bound is "", so that every
+// ZREVRANGEBYLEX finds the chunk of an entry in one command (an entry after the last chunk's
+// bound, as delays counted from now are, and generated IDs put for one instant, needs none). The first chunk's bound is "", so that every
 // entry has a chunk. A chunk that reaches 128 entries is split in two (the last one, filled in
 // order, splits off only its last few, so that it stays full); an empty one is removed (the first
 // by renaming the second to it); one under 16 entries is merged into the chunk before it when both

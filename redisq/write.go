@@ -369,11 +369,12 @@ func (w *writer) flush(n *node, reqs []*request) {
 		s := here[n.mu.rr%len(here)]
 		n.mu.Unlock()
 		r.shard = s
-		sec := q.clock.now() / 1000
+		now := q.clock.now()
+		sec := now / 1000
 		for i := range r.items {
 			it := &r.items[i]
 			due, _ := strconv.ParseInt(it.req, 10, 64)
-			it.id = newID(s, max(due/1000, sec))
+			it.id = newID(s, max(due/1000, sec), now)
 		}
 	}
 	if here != nil {

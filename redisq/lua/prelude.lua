@@ -145,7 +145,16 @@ end
 -- follows the server's locale).
 local function bytes_lt(a, b)
   if a == b then return false end
-  for i = 1, math.min(#a, #b) do
+  local n = math.min(#a, #b)
+  if n <= 64 then
+    -- One call for all the bytes of each: IDs share long prefixes, and a call per byte costs more.
+    local x, y = {string.byte(a, 1, n)}, {string.byte(b, 1, n)}
+    for i = 1, n do
+      if x[i] ~= y[i] then return x[i] < y[i] end
+    end
+    return #a < #b
+  end
+  for i = 1, n do
     local x, y = string.byte(a, i), string.byte(b, i)
     if x ~= y then return x < y end
   end
@@ -231,16 +240,16 @@ local function xhead(topic)
   return h
 end
 
--- xadd schedules message id of topic, due at ms, in the wheel; a message due after the last chunk's
--- bound needs no search. A full chunk gives its upper half to
--- a new chunk, added in descending order so that each entry goes to the head of the new listpack;
--- the last chunk, when the entry added is among its last XMAX/8 (messages put in about the order of
+-- xadd schedules message id of topic, due at ms (mss: the same as a string, or nil), in the wheel;
+-- a message after the last chunk's bound (as delays counted from now are, and generated IDs put
+-- for one instant) needs no search. A full chunk gives its upper half to a new chunk, added in
+-- descending order so that each entry goes to the head of the new listpack; the last chunk, when the entry added is among its last XMAX/8 (messages put in about the order of
 -- their due times), gives only the entries from it on, so that chunks filled in order stay full.
 local function xadd(topic, ms, id, mss)
   local xi = xikey(topic)
   local last = xlast(topic)
   local b
-  if last and ms > last.ms then
+  if last and (ms > last.ms or (ms == last.ms and bytes_lt(last.id, id))) then
     b = last.b
   else
     b = xfloor(topic, xbound(ms, id))
