@@ -37,9 +37,20 @@ local function check(i)
   return 'new', ''
 end
 
+-- RECS holds the records of write's deferred calls (ID, record, ...), for one HSET.
+local RECS = {}
+
+local function flush_recs()
+  for j = 1, #RECS, 7000 do
+    redis.call('HSET', REC, unpack(RECS, j, math.min(j + 6999, #RECS)))
+  end
+  RECS = {}
+end
+
 -- write stores message i as new and returns where: 'r' ready, 'p' ready in a paused topic, 'w'
--- in the wheel; with nx, only if no message waits under its ID (false otherwise).
-local function write(i, nx)
+-- in the wheel. how is 'nx' to write only if no message waits under its ID (false otherwise),
+-- 'defer' to leave the record in RECS, and nil to write it.
+local function write(i, how)
   local o = BASE + (i - 1) * F
   local id, req, topic, pl, home = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4], ARGV[o + 5]
   local rq = tonumber(req)
@@ -60,7 +71,10 @@ local function write(i, nx)
     TH[topic] = th
   end
   local rec = dues .. ',' .. rqf .. ',0,,' .. aux .. ',' .. nonce .. th .. pl
-  if nx then
+  if how == 'defer' then
+    RECS[#RECS + 1] = id
+    RECS[#RECS + 1] = rec
+  elseif how == 'nx' then
     if redis.call('HSETNX', REC, id, rec) == 0 then return false end
   else
     redis.call('HSET', REC, id, rec)
@@ -97,7 +111,7 @@ if mode == 'a' then
   if ok and fresh > 0 and (fresh < n or xsame > 0) then ok = false end
   if ok then
     for i = 1, n do
-      if codes[i] == 'new' then vals[i] = write(i, false) end
+      if codes[i] == 'new' then vals[i] = write(i) end
     end
   end
   for i = 1, n do
@@ -105,22 +119,36 @@ if mode == 'a' then
     out[#out + 1] = vals[i]
   end
 else
-  -- Without aliases in the shard or a retry to tell, a message is new unless its ID waits here:
-  -- HSETNX tells, and writes it, in one command.
+  -- Without aliases in the shard or a retry to tell, a message is new unless its ID waits here or
+  -- came earlier in this call: one HMGET tells for every message, and one HSET writes the records.
+  -- check reads the records, so those deferred are written before it runs.
   if aliased == nil then aliased = redis.call('EXISTS', ALIAS) == 1 end
-  for i = 1, n do
-    local c, v
-    if aliased or ARGV[BASE + (i - 1) * F + 7] == 'r' then
-      c, v = check(i)
-      if c == 'new' then v = write(i, false) end
-    else
-      v = write(i, true)
-      if v then c = 'new' else c, v = check(i) end
+  local waiting = {}
+  if not aliased then
+    local ids = {}
+    for i = 1, n do ids[i] = ARGV[BASE + (i - 1) * F + 1] end
+    for j = 1, n, 7000 do
+      local v = redis.call('HMGET', REC, unpack(ids, j, math.min(j + 6999, n)))
+      for k = 1, #v do waiting[j + k - 1] = v[k] ~= false end
     end
+  end
+  local seen = {}
+  for i = 1, n do
+    local o = BASE + (i - 1) * F
+    local c, v
+    if aliased or ARGV[o + 7] == 'r' or waiting[i] or seen[ARGV[o + 1]] then
+      flush_recs()
+      c, v = check(i)
+      if c == 'new' then v = write(i) end
+    else
+      c, v = 'new', write(i, 'defer')
+    end
+    seen[ARGV[o + 1]] = true
     out[#out + 1] = c
     out[#out + 1] = v
   end
 end
+flush_recs()
 xflush()
 out[2] = finish('m')
 return out
