@@ -81,7 +81,7 @@
 //
 // A waiting message is a field of {T}:rec and one entry of a sorted set: its topic's wheel while it
 // is scheduled, its topic's ready set once promoted (or put due within a second), the leases while
-// leased. A scheduled message with a 100-byte payload costs Redis about 285 bytes (see the figures
+// leased. A scheduled message with a 100-byte payload costs Redis about 276 bytes (see the figures
 // in Admin): its record and ID in the hash, and its ID and due time in a chunk.
 //
 // The wheel of a topic is its scheduled messages in the order of (due time, ID), cut in chunks:
@@ -310,8 +310,8 @@
 //     shard's script publishes the topic's head: the receivers of every process ask at once.
 //
 // Measured on a loaded 2-core machine (bench/redisq_test.go, medians of 3, beside asynq in the same
-// run): a message an hour ahead with a 100-byte payload costs Redis 276 bytes when each is put with
-// a delay of an hour, 284 when a million are due at one instant (asynq: 646; ratios 0.43 and 0.44;
+// run): a message an hour ahead with a 100-byte payload costs Redis 278 bytes when each is put with
+// a delay of an hour, 275 when a million are due at one instant (asynq: 646; ratio 0.43 for both;
 // BenchmarkRedisMemory). A page of 100 scheduled messages out of a million costs Redis 440
 // commands and about 1.4 ms of its CPU on 16 shards, and 466 behind 20,000 (asynq's Inspector: 103
 // commands, 0.46 ms, paging by rank); paging through all of them grows Redis's memory by 50 KB
