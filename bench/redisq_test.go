@@ -87,9 +87,10 @@ func putAll(b *testing.B, n int, put func(i int) error) float64 {
 }
 
 // dueTimes are the due times the put and memory benchmarks give their messages: all at one
-// instant an hour ahead (a campaign scheduled for a time, and the worst case of redisq's index of
-// scheduled messages, whose entries then land anywhere), or an hour after each put (a delay, whose
-// entries land at the end).
+// instant an hour ahead (a campaign scheduled for a time: redisq orders entries of equal due time
+// by ID, and its generated IDs grow with the put's millisecond, so that they land near the end of
+// its index of scheduled messages, as chosen IDs would not), or an hour after each put (a delay,
+// whose entries land at the end).
 var dueTimes = []struct {
 	name string
 	at   func() func() time.Time

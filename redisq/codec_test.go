@@ -11,7 +11,7 @@ func testSigner() signer { return signer{secret: []byte("0123456789abcdef0123456
 
 func TestReceiptsVerifyAsIssued(t *testing.T) {
 	g := testSigner()
-	for _, id := range []string{"a", "order-7", newID(5, 1_700_000_000), "with\x00bytes\xff", strings.Repeat("x", MaxID)} {
+	for _, id := range []string{"a", "order-7", newID(5, 1_700_000_000, 1_700_000_000_000), "with\x00bytes\xff", strings.Repeat("x", MaxID)} {
 		tok := newToken()
 		rc := g.issue(5, tok, id)
 		got, ok := g.verify(rc, 16)

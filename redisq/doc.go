@@ -39,8 +39,11 @@
 // except when a batch puts it elsewhere (see Batches).
 //
 // Generated IDs are 24 characters of base32 ("0123456789abcdefghijklmnopqrstuv"), encoding 15
-// bytes: the shard (2 bytes, big-endian), the Unix second the message was due when put (5 bytes)
-// and 8 random bytes. Put draws a new one in the unlikely case that it names a waiting message.
+// bytes: the shard (2 bytes, big-endian), the Unix second the message was due when put (5 bytes),
+// the Unix millisecond of the put by the process's estimate of the Redis clock, modulo 2^16 (2
+// bytes), and 6 random bytes. So the IDs of messages put for one instant grow with time, and go to
+// the end of their topic's wheel (see Key layout). Put draws a new one in the unlikely case that
+// it names a waiting message.
 //
 // # Key layout
 //
@@ -78,7 +81,7 @@
 //
 // A waiting message is a field of {T}:rec and one entry of a sorted set: its topic's wheel while it
 // is scheduled, its topic's ready set once promoted (or put due within a second), the leases while
-// leased. A scheduled message with a 100-byte payload costs Redis about 285 bytes (see the figures
+// leased. A scheduled message with a 100-byte payload costs Redis about 276 bytes (see the figures
 // in Admin): its record and ID in the hash, and its ID and due time in a chunk.
 //
 // The wheel of a topic is its scheduled messages in the order of (due time, ID), cut in chunks:
@@ -86,8 +89,8 @@
 // compact array, about 35 bytes an entry; a bigger sorted set is a skip list and a hash table, at
 // about 125 bytes an entry). A chunk covers a range of (due time, ID); its key ends with its lower
 // bound, "<due time in ms, 14 digits><ID>", which is also its member in {T}:xi:<topic>, where
-// ZREVRANGEBYLEX finds the chunk of an entry in one command (a message due after the last chunk's
-// bound, as delays counted from now are, needs none). The first chunk's bound is "", so that every
+// ZREVRANGEBYLEX finds the chunk of an entry in one command (an entry after the last chunk's
+// bound, as delays counted from now are, and generated IDs put for one instant, needs none). The first chunk's bound is "", so that every
 // entry has a chunk. A chunk that reaches 128 entries is split in two (the last one, filled in
 // order, splits off only its last few, so that it stays full); an empty one is removed (the first
 // by renaming the second to it); one under 16 entries is merged into the chunk before it when both
@@ -307,8 +310,8 @@
 //     shard's script publishes the topic's head: the receivers of every process ask at once.
 //
 // Measured on a loaded 2-core machine (bench/redisq_test.go, medians of 3, beside asynq in the same
-// run): a message an hour ahead with a 100-byte payload costs Redis 276 bytes when each is put with
-// a delay of an hour, 284 when a million are due at one instant (asynq: 646; ratios 0.43 and 0.44;
+// run): a message an hour ahead with a 100-byte payload costs Redis 278 bytes when each is put with
+// a delay of an hour, 275 when a million are due at one instant (asynq: 646; ratio 0.43 for both;
 // BenchmarkRedisMemory). A page of 100 scheduled messages out of a million costs Redis 440
 // commands and about 1.4 ms of its CPU on 16 shards, and 466 behind 20,000 (asynq's Inspector: 103
 // commands, 0.46 ms, paging by rank); paging through all of them grows Redis's memory by 50 KB

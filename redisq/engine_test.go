@@ -596,3 +596,40 @@ func TestTombstonesOnlyForSoonDueMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestOneCallPuttingAnIDTwiceStoresItOnce runs the put script as the writer does for concurrent
+// Puts of one shard, with a chosen ID three times in the same call: the first is stored, the
+// second (the same message) is a retried Put, and the third (another payload) a duplicate; the
+// shard then holds one message. The script checks every ID before writing the records of the
+// call at once, so an ID met earlier in the call must count as waiting.
+func TestOneCallPuttingAnIDTwiceStoresItOnce(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	rdb := singleClient(t, s.Addr)
+	q := openQueue(t, rdb, WithShards(1))
+	ctx := testCtx(t, 10*time.Second)
+	req := fmt.Sprint(time.Now().Add(time.Hour).UnixMilli())
+	args := []any{"1", "", 0, 4}
+	for _, m := range []struct{ id, payload string }{{"a", "x"}, {"a", "x"}, {"b", "y"}, {"a", "z"}} {
+		args = append(args, m.id, req, "t", m.payload, "", "nonce", "")
+	}
+	reply, err := putScript.Run(ctx, rdb, q.lay.keys(0), args...).Slice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var codes []string
+	for i := range 4 {
+		c, _ := replyStr(reply[2:], i)
+		codes = append(codes, c)
+	}
+	if want := []string{"new", "same", "new", "dup"}; fmt.Sprint(codes) != fmt.Sprint(want) {
+		t.Fatalf("put script replied %v; want codes %v", reply, want)
+	}
+	if st, err := q.Stats(ctx); err != nil || st.Scheduled != 2 {
+		t.Fatalf("Stats = %+v, %v; want 2 scheduled", st, err)
+	}
+	info, err := q.Message(ctx, "a")
+	if err != nil || string(info.Payload) != "x" {
+		t.Fatalf("Message(a) = %+v, %v; want the first payload", info, err)
+	}
+}

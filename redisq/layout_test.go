@@ -38,7 +38,7 @@ func TestGeneratedIDsNameTheirShardAndSecond(t *testing.T) {
 		shard int
 		sec   int64
 	}{{0, 0}, {15, 1_700_000_000}, {7, 1 << 39}} {
-		id := newID(tc.shard, tc.sec)
+		id := newID(tc.shard, tc.sec, 1_700_000_000_123)
 		if len(id) != idLen {
 			t.Fatalf("newID = %q, %d characters; want %d", id, len(id), idLen)
 		}
@@ -50,8 +50,19 @@ func TestGeneratedIDsNameTheirShardAndSecond(t *testing.T) {
 			t.Fatalf("home(%q) = %d", id, home)
 		}
 	}
-	if newID(3, 5) == newID(3, 5) {
+	if newID(3, 5, 7) == newID(3, 5, 7) {
 		t.Fatal("two generated IDs are equal")
+	}
+}
+
+// The IDs put for one instant must grow with the time of their put, so that they go to the end of
+// their topic's wheel (see newID).
+func TestGeneratedIDsGrowWithThePutTime(t *testing.T) {
+	for ms := int64(1_700_003_840_000); ms < 1_700_003_840_000+300; ms++ { // no wrap of the 16 bits
+		a, b := newID(3, 1_700_003_600, ms), newID(3, 1_700_003_600, ms+1)
+		if a >= b {
+			t.Fatalf("newID put at %d = %q, not before %q put a millisecond later", ms, a, b)
+		}
 	}
 }
 
@@ -70,7 +81,7 @@ func TestChosenIDsHashToTheirHome(t *testing.T) {
 		t.Fatalf("1000 chosen IDs fell in %d of 16 shards", len(seen))
 	}
 	// A generated ID naming a shard beyond the deployment's is a chosen ID like any other.
-	id := newID(20, 1)
+	id := newID(20, 1, 1000)
 	if _, _, ok := parseID(id, 16); ok {
 		t.Fatalf("parseID(%q) accepted shard 20 of 16", id)
 	}

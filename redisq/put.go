@@ -245,7 +245,8 @@ func (q *Queue) PutBatch(ctx context.Context, ms []queue.Message) ([]string, err
 	if batchShard < 0 {
 		batchShard = q.writer.pickShard("")
 	}
-	sec := q.clock.now() / 1000
+	now := q.clock.now()
+	sec := now / 1000
 	nonce := newNonce()
 	for i := range items {
 		it := &items[i]
@@ -254,7 +255,7 @@ func (q *Queue) PutBatch(ctx context.Context, ms []queue.Message) ([]string, err
 		}
 		if it.id == "" {
 			due, _ := strconv.ParseInt(it.req, 10, 64)
-			it.id = newID(batchShard, max(due/1000, sec))
+			it.id = newID(batchShard, max(due/1000, sec), now)
 		} else if home := q.lay.home(it.id); home != batchShard {
 			it.home = strconv.Itoa(home)
 		}

@@ -1,9 +1,11 @@
 package redisq
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -369,11 +371,12 @@ func (w *writer) flush(n *node, reqs []*request) {
 		s := here[n.mu.rr%len(here)]
 		n.mu.Unlock()
 		r.shard = s
-		sec := q.clock.now() / 1000
+		now := q.clock.now()
+		sec := now / 1000
 		for i := range r.items {
 			it := &r.items[i]
 			due, _ := strconv.ParseInt(it.req, 10, 64)
-			it.id = newID(s, max(due/1000, sec))
+			it.id = newID(s, max(due/1000, sec), now)
 		}
 	}
 	if here != nil {
@@ -481,6 +484,7 @@ func (w *writer) group(reqs []*request) []*call {
 		switch c.kind {
 		case opPut:
 			c.script = putScript
+			sortPuts(c.reqs)
 			n := 0
 			for _, r := range c.reqs {
 				n += len(r.items)
@@ -508,6 +512,27 @@ func (w *writer) group(reqs []*request) []*call {
 		}
 	}
 	return calls
+}
+
+// sortPuts orders the Puts of a call by (due time, ID), the order of a topic's wheel: the script
+// adds each message after the one before it, where it needs no search, and the last chunk, filled
+// in order, splits only at the end. The replies follow the requests, in this order.
+func sortPuts(reqs []*request) {
+	key := func(r *request) (int64, string) {
+		if len(r.items) == 0 {
+			return 0, ""
+		}
+		ms, _ := strconv.ParseInt(r.items[0].req, 10, 64)
+		return ms, r.items[0].id
+	}
+	slices.SortStableFunc(reqs, func(a, b *request) int {
+		ams, aid := key(a)
+		bms, bid := key(b)
+		if c := cmp.Compare(ams, bms); c != 0 {
+			return c
+		}
+		return strings.Compare(aid, bid)
+	})
 }
 
 // dispatch hands each request its part of a call's reply.

@@ -31,8 +31,26 @@ local function fmt(n) return string.format('%d', n) end
 local function rkey(topic) return P .. 'r:' .. topic end
 local function lkey(topic) return P .. 'l:' .. topic end
 local function dkey(topic) return P .. 'd:' .. topic end
-local function xikey(topic) return P .. 'xi:' .. topic end
-local function xckey(topic, bound) return P .. 'xc:' .. #topic .. ':' .. topic .. bound end
+local XIK = {}
+local function xikey(topic)
+  local k = XIK[topic]
+  if not k then
+    k = P .. 'xi:' .. topic
+    XIK[topic] = k
+  end
+  return k
+end
+-- XKP caches, per topic, the prefix of its chunks' keys: a number in a concatenation is formatted
+-- as a double by the C library, which costs more than the rest of the key.
+local XKP = {}
+local function xckey(topic, bound)
+  local p = XKP[topic]
+  if not p then
+    p = P .. 'xc:' .. string.format('%d', #topic) .. ':' .. topic
+    XKP[topic] = p
+  end
+  return p .. bound
+end
 
 -- parse decodes a record's header; its payload starts at byte r.body.
 local function parse(rec)
@@ -78,13 +96,26 @@ local EW, EL = false, false
 local ER, ERN = {}, {}
 local LN, LS, LB, LMX = 0, 0, {}, 0
 
+-- TCF caches the counters' field names per kind and topic, so that a script counting many
+-- messages of a topic builds each name once.
+local TCF = {}
 local function tcount(kind, topic, n)
-  local f = kind .. topic
+  local fs = TCF[kind]
+  if not fs then
+    fs = {}
+    TCF[kind] = fs
+  end
+  local f = fs[topic]
+  if not f then
+    f = kind .. topic
+    fs[topic] = f
+  end
   TCD[f] = (TCD[f] or 0) + n
 end
 
+-- SCD is keyed by the second as a number; flush_secs formats it.
 local function scount(ms, n)
-  local s = fmt(math.floor(ms / 1000))
+  local s = math.floor(ms / 1000)
   SCD[s] = (SCD[s] or 0) + n
 end
 
@@ -114,7 +145,16 @@ end
 -- follows the server's locale).
 local function bytes_lt(a, b)
   if a == b then return false end
-  for i = 1, math.min(#a, #b) do
+  local n = math.min(#a, #b)
+  if n <= 64 then
+    -- One call for all the bytes of each: IDs share long prefixes, and a call per byte costs more.
+    local x, y = {string.byte(a, 1, n)}, {string.byte(b, 1, n)}
+    for i = 1, n do
+      if x[i] ~= y[i] then return x[i] < y[i] end
+    end
+    return #a < #b
+  end
+  for i = 1, n do
     local x, y = string.byte(a, i), string.byte(b, i)
     if x ~= y then return x < y end
   end
@@ -157,6 +197,29 @@ end
 -- now) need no search. XH caches, per topic, its score in XT (false: none).
 local XN, XL, XH = {}, {}, {}
 
+-- XDEFER makes xadd hold a chunk's new entries in XP (key -> score, member, ...; XPK keeps the
+-- keys in order) until the chunk must split or xflush writes them, so that a script adding many
+-- messages to a chunk adds them with one ZADD. Only a script that reads no chunk after adding to
+-- it (put) sets it, and calls xflush before it ends.
+local XDEFER = false
+local XP, XPK = {}, {}
+
+local function xflush1(k)
+  local a = XP[k]
+  if not a then return end
+  XP[k] = nil
+  local added = 0
+  for i = 1, #a, 7000 do
+    added = added + redis.call('ZADD', k, unpack(a, i, math.min(i + 6999, #a)))
+  end
+  if XN[k] then XN[k] = XN[k] - (#a / 2 - added) end
+end
+
+local function xflush()
+  for _, k in ipairs(XPK) do xflush1(k) end
+  XPK = {}
+end
+
 local function xlast(topic)
   local l = XL[topic]
   if l == nil then
@@ -177,16 +240,16 @@ local function xhead(topic)
   return h
 end
 
--- xadd schedules message id of topic, due at ms, in the wheel; a message due after the last chunk's
--- bound needs no search. A full chunk gives its upper half to
--- a new chunk, added in descending order so that each entry goes to the head of the new listpack;
--- the last chunk, when the entry added is among its last XMAX/8 (messages put in about the order of
+-- xadd schedules message id of topic, due at ms (mss: the same as a string, or nil), in the wheel;
+-- a message after the last chunk's bound (as delays counted from now are, and generated IDs put
+-- for one instant) needs no search. A full chunk gives its upper half to a new chunk, added in
+-- descending order so that each entry goes to the head of the new listpack; the last chunk, when the entry added is among its last XMAX/8 (messages put in about the order of
 -- their due times), gives only the entries from it on, so that chunks filled in order stay full.
-local function xadd(topic, ms, id)
+local function xadd(topic, ms, id, mss)
   local xi = xikey(topic)
   local last = xlast(topic)
   local b
-  if last and ms > last.ms then
+  if last and (ms > last.ms or (ms == last.ms and bytes_lt(last.id, id))) then
     b = last.b
   else
     b = xfloor(topic, xbound(ms, id))
@@ -199,8 +262,23 @@ local function xadd(topic, ms, id)
   local k = xckey(topic, b)
   local n = XN[k]
   if not n then n = redis.call('ZCARD', k) end
-  n = n + redis.call('ZADD', k, ms, id)
+  if XDEFER then
+    local a = XP[k]
+    if not a then
+      a = {}
+      XP[k] = a
+      XPK[#XPK + 1] = k
+    end
+    a[#a + 1] = mss or ms
+    a[#a + 1] = id
+    n = n + 1
+  else
+    n = n + redis.call('ZADD', k, mss or ms, id)
+  end
   if n >= XMAX then
+    XN[k] = n
+    xflush1(k)
+    n = XN[k]
     local from = XMAX / 2
     local tail = XL[topic] and XL[topic].b == b
     if tail then
@@ -503,8 +581,9 @@ end
 local function flush_secs()
   if next(SCD) == nil then return end
   local before = redis.call('ZRANGE', SECS, 0, 0)[1]
-  for s, d in pairs(SCD) do
+  for sn, d in pairs(SCD) do
     if d ~= 0 then
+      local s = fmt(sn)
       local n = redis.call('HINCRBY', SC, s, d)
       if n <= 0 then
         redis.call('HDEL', SC, s)

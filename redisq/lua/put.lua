@@ -12,6 +12,10 @@
 local mode, token, xsame, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local BASE, F = 4, 7
 local aliased = nil
+XDEFER = true
+-- TH caches, per topic, the end of a new record's header: the empty fail, dead and origin fields,
+-- the origin's and the topic's lengths, and the topic.
+local TH = {}
 
 local function check(i)
   local o = BASE + (i - 1) * F
@@ -33,26 +37,47 @@ local function check(i)
   return 'new', ''
 end
 
+-- RECS holds the records of write's deferred calls (ID, record, ...), for one HSET.
+local RECS = {}
+
+local function flush_recs()
+  for j = 1, #RECS, 7000 do
+    redis.call('HSET', REC, unpack(RECS, j, math.min(j + 6999, #RECS)))
+  end
+  RECS = {}
+end
+
 -- write stores message i as new and returns where: 'r' ready, 'p' ready in a paused topic, 'w'
--- in the wheel; with nx, only if no message waits under its ID (false otherwise).
-local function write(i, nx)
+-- in the wheel. how is 'nx' to write only if no message waits under its ID (false otherwise),
+-- 'defer' to leave the record in RECS, and nil to write it.
+local function write(i, how)
   local o = BASE + (i - 1) * F
   local id, req, topic, pl, home = ARGV[o + 1], ARGV[o + 2], ARGV[o + 3], ARGV[o + 4], ARGV[o + 5]
   local rq = tonumber(req)
   local due = rq
   if due < NOW then due = NOW end
   if due > MAXMS then due = MAXMS end
-  local r = {due = due, req = '', att = 0, tok = '', aux = '', nonce = ARGV[o + 6], fail = '', dead = '',
-    origin = '', topic = topic}
+  local nonce, rqf, aux = ARGV[o + 6], '', ''
   -- 'y' marks a message due within WINDOW of its Put: only its ack or cancel may come before a
   -- retry of the Put, so only it leaves a tombstone (see bury).
-  if due - NOW <= WINDOW then r.nonce = 'y' .. r.nonce end
-  if due ~= rq then r.req = req end
-  if home ~= '' then r.aux = home .. '.' .. token end
-  if nx then
-    if redis.call('HSETNX', REC, id, encode(r, pl)) == 0 then return false end
+  if due - NOW <= WINDOW then nonce = 'y' .. nonce end
+  local dues = req
+  if due ~= rq then rqf, dues = req, fmt(due) end
+  if home ~= '' then aux = home .. '.' .. token end
+  -- The record of a new message, as encode would write it, with the topic's part built once.
+  local th = TH[topic]
+  if not th then
+    th = ',,,0,' .. fmt(#topic) .. ';' .. topic
+    TH[topic] = th
+  end
+  local rec = dues .. ',' .. rqf .. ',0,,' .. aux .. ',' .. nonce .. th .. pl
+  if how == 'defer' then
+    RECS[#RECS + 1] = id
+    RECS[#RECS + 1] = rec
+  elseif how == 'nx' then
+    if redis.call('HSETNX', REC, id, rec) == 0 then return false end
   else
-    redis.call('HSET', REC, id, encode(r, pl))
+    redis.call('HSET', REC, id, rec)
   end
   tcount('p', topic, 1)
   if due <= NOW + NEAR or math.floor(due / 1000) < meta().adv then
@@ -60,7 +85,7 @@ local function write(i, nx)
     if paused(topic) then return 'p' end
     return 'r'
   end
-  xadd(topic, due, id)
+  xadd(topic, due, id, dues)
   return 'w'
 end
 
@@ -86,7 +111,7 @@ if mode == 'a' then
   if ok and fresh > 0 and (fresh < n or xsame > 0) then ok = false end
   if ok then
     for i = 1, n do
-      if codes[i] == 'new' then vals[i] = write(i, false) end
+      if codes[i] == 'new' then vals[i] = write(i) end
     end
   end
   for i = 1, n do
@@ -94,21 +119,36 @@ if mode == 'a' then
     out[#out + 1] = vals[i]
   end
 else
-  -- Without aliases in the shard or a retry to tell, a message is new unless its ID waits here:
-  -- HSETNX tells, and writes it, in one command.
+  -- Without aliases in the shard or a retry to tell, a message is new unless its ID waits here or
+  -- came earlier in this call: one HMGET tells for every message, and one HSET writes the records.
+  -- check reads the records, so those deferred are written before it runs.
   if aliased == nil then aliased = redis.call('EXISTS', ALIAS) == 1 end
-  for i = 1, n do
-    local c, v
-    if aliased or ARGV[BASE + (i - 1) * F + 7] == 'r' then
-      c, v = check(i)
-      if c == 'new' then v = write(i, false) end
-    else
-      v = write(i, true)
-      if v then c = 'new' else c, v = check(i) end
+  local waiting = {}
+  if not aliased then
+    local ids = {}
+    for i = 1, n do ids[i] = ARGV[BASE + (i - 1) * F + 1] end
+    for j = 1, n, 7000 do
+      local v = redis.call('HMGET', REC, unpack(ids, j, math.min(j + 6999, n)))
+      for k = 1, #v do waiting[j + k - 1] = v[k] ~= false end
     end
+  end
+  local seen = {}
+  for i = 1, n do
+    local o = BASE + (i - 1) * F
+    local c, v
+    if aliased or ARGV[o + 7] == 'r' or waiting[i] or seen[ARGV[o + 1]] then
+      flush_recs()
+      c, v = check(i)
+      if c == 'new' then v = write(i) end
+    else
+      c, v = 'new', write(i, 'defer')
+    end
+    seen[ARGV[o + 1]] = true
     out[#out + 1] = c
     out[#out + 1] = v
   end
 end
+flush_recs()
+xflush()
 out[2] = finish('m')
 return out
