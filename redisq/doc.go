@@ -320,8 +320,8 @@
 // # Durability
 //
 // Put, PutBatch, Ack, Nack and Cancel are grouped: concurrent calls for the shards of one Redis
-// master share a pipeline, in which the scripts of one shard share a call, followed by WAIT for
-// the master's replicas. By default (WithReplicaWait) each such pipeline waits for one replica where
+// master share a pipeline (two are kept in flight to each master), in which the scripts of one
+// shard share a call, followed by WAIT for the master's replicas. By default (WithReplicaWait) each such pipeline waits for one replica where
 // the master has one (INFO replication, read again every few seconds) for up to a second; a
 // write that no replica confirmed in time returns an error matching queue.ErrUnavailable, although
 // it was made on the master and may survive (retry with the same chosen ID to be safe).
