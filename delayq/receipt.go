@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io/fs"
 	"os"
@@ -49,7 +50,7 @@ func (q *Queue) makeReceipt(origin wal.Pos, lease uint64) string {
 	b[0] = receiptVersion
 	binary.BigEndian.PutUint64(b[1:], uint64(origin))
 	binary.BigEndian.PutUint64(b[9:], lease)
-	copy(b[17:], q.receiptMAC(b[:17]))
+	q.receiptMAC(b[17:], b[:17])
 	return receiptEncoding.EncodeToString(b[:])
 }
 
@@ -63,16 +64,28 @@ func (q *Queue) parseReceipt(s string) (origin wal.Pos, lease uint64, ok bool) {
 	if n, err := receiptEncoding.Decode(b[:], []byte(s)); err != nil || n != receiptBytes || b[0] != receiptVersion {
 		return 0, 0, false
 	}
-	if !hmac.Equal(b[17:], q.receiptMAC(b[:17])) {
+	var mac [receiptMAC]byte
+	q.receiptMAC(mac[:], b[:17])
+	if !hmac.Equal(b[17:], mac[:]) {
 		return 0, 0, false
 	}
 	return wal.Pos(binary.BigEndian.Uint64(b[1:])), binary.BigEndian.Uint64(b[9:]), true
 }
 
-func (q *Queue) receiptMAC(b []byte) []byte {
-	m := hmac.New(sha256.New, q.secret[:])
+// receiptMAC writes the MAC of b to mac. Keyed HMAC states are reused (the secret never changes
+// once the queue is open): keying one anew costs more than the MAC itself, and a burst of a million
+// deliveries makes a million receipts.
+func (q *Queue) receiptMAC(mac, b []byte) {
+	m, _ := q.macs.Get().(hash.Hash)
+	if m == nil {
+		m = hmac.New(sha256.New, q.secret[:])
+	} else {
+		m.Reset()
+	}
 	m.Write(b)
-	return m.Sum(nil)[:receiptMAC]
+	var sum [sha256.Size]byte
+	copy(mac, m.Sum(sum[:0]))
+	q.macs.Put(m)
 }
 
 // The secret file holds the key of the receipts' MACs. It is created with the queue (or, for a
