@@ -34,17 +34,6 @@ const loadClients = 32
 
 var loadPayload = json.RawMessage(`{"user":12345,"event":"reminder","note":"0123456789abcdef0123456789abcdef0123456789"}`)
 
-// serveLoopback serves a durable queue in a fresh directory on a loopback
-// TCP port.
-func serveLoopback(b *testing.B) (*delayq.Queue, *client.Client) {
-	b.Helper()
-	q, err := delayq.Open(b.TempDir())
-	if err != nil {
-		b.Fatal(err)
-	}
-	return q, serveEngine(b, q)
-}
-
 // serveEngine serves e on a loopback TCP port and returns a client of it.
 // e is closed when the benchmark ends.
 func serveEngine(b *testing.B, e queue.Engine) *client.Client {
@@ -107,46 +96,12 @@ func runLoad(b *testing.B, workers, per int, op func() error) {
 }
 
 func BenchmarkLoopback(b *testing.B) {
-	ctx := context.Background()
-	msg := func() delayq.Message {
-		return delayq.Message{Topic: "load", Payload: loadPayload, DeliverAt: time.Now().Add(time.Hour)}
-	}
-	b.Run("put/direct-32", func(b *testing.B) {
-		q, _ := serveLoopback(b)
-		runLoad(b, loadClients, 1, func() error {
-			_, err := q.Put(ctx, msg())
-			return err
-		})
-	})
-	b.Run("put/http-32", func(b *testing.B) {
-		_, c := serveLoopback(b)
-		runLoad(b, loadClients, 1, func() error {
-			_, err := c.Put(ctx, "load", client.Message{Payload: loadPayload, Delay: time.Hour})
-			return err
-		})
-	})
-	const batch = 1000
-	b.Run("batch1000/direct-4", func(b *testing.B) {
-		q, _ := serveLoopback(b)
-		runLoad(b, 4, batch, func() error {
-			ms := make([]delayq.Message, batch)
-			for i := range ms {
-				ms[i] = msg()
-			}
-			_, err := q.PutBatch(ctx, ms)
-			return err
-		})
-	})
-	b.Run("batch1000/http-4", func(b *testing.B) {
-		_, c := serveLoopback(b)
-		ms := make([]client.Message, batch)
-		for i := range ms {
-			ms[i] = client.Message{Payload: loadPayload, Delay: time.Hour}
+	benchmarkLoopback(b, func(b *testing.B) queue.Engine {
+		q, err := delayq.Open(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
 		}
-		runLoad(b, 4, batch, func() error {
-			_, err := c.PutBatch(ctx, "load", ms)
-			return err
-		})
+		return q
 	})
 }
 
@@ -157,29 +112,35 @@ func BenchmarkLoopback(b *testing.B) {
 //
 //	go test ./server -run '^$' -bench LoopbackRedis -benchtime 3s
 func BenchmarkLoopbackRedis(b *testing.B) {
-	ctx := context.Background()
-	open := func(b *testing.B) (*redisq.Queue, *client.Client) {
+	benchmarkLoopback(b, func(b *testing.B) queue.Engine {
 		srv := redistest.Start(b, "--appendonly", "yes", "--appendfsync", "always")
 		rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 256})
 		b.Cleanup(func() { rdb.Close() })
-		q, err := redisq.Open(ctx, rdb)
+		q, err := redisq.Open(context.Background(), rdb)
 		if err != nil {
 			b.Fatal(err)
 		}
-		return q, serveEngine(b, q)
-	}
+		return q
+	})
+}
+
+// benchmarkLoopback runs the load on engines that open opens, a fresh one
+// for each case: called directly, and through a server and the client.
+func benchmarkLoopback(b *testing.B, open func(*testing.B) queue.Engine) {
+	ctx := context.Background()
 	msg := func() queue.Message {
 		return queue.Message{Topic: "load", Payload: loadPayload, DeliverAt: time.Now().Add(time.Hour)}
 	}
 	b.Run("put/direct-32", func(b *testing.B) {
-		q, _ := open(b)
+		q := open(b)
+		b.Cleanup(func() { q.Close() })
 		runLoad(b, loadClients, 1, func() error {
 			_, err := q.Put(ctx, msg())
 			return err
 		})
 	})
 	b.Run("put/http-32", func(b *testing.B) {
-		_, c := open(b)
+		c := serveEngine(b, open(b))
 		runLoad(b, loadClients, 1, func() error {
 			_, err := c.Put(ctx, "load", client.Message{Payload: loadPayload, Delay: time.Hour})
 			return err
@@ -187,7 +148,8 @@ func BenchmarkLoopbackRedis(b *testing.B) {
 	})
 	const batch = 1000
 	b.Run("batch1000/direct-4", func(b *testing.B) {
-		q, _ := open(b)
+		q := open(b)
+		b.Cleanup(func() { q.Close() })
 		runLoad(b, 4, batch, func() error {
 			ms := make([]queue.Message, batch)
 			for i := range ms {
@@ -198,7 +160,7 @@ func BenchmarkLoopbackRedis(b *testing.B) {
 		})
 	})
 	b.Run("batch1000/http-4", func(b *testing.B) {
-		_, c := open(b)
+		c := serveEngine(b, open(b))
 		ms := make([]client.Message, batch)
 		for i := range ms {
 			ms[i] = client.Message{Payload: loadPayload, Delay: time.Hour}
