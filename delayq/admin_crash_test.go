@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -53,73 +51,40 @@ func TestAdminCrash(t *testing.T) {
 	dead := map[string]string{}      // ID on d that died -> its round
 	const gens = 5
 	for gen := range gens {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestAdminCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "DELAYQ_ADMIN_CRASH_DIR="+dir, fmt.Sprintf("DELAYQ_ADMIN_CRASH_GEN=%d", gen))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1024)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
+		env := []string{"DELAYQ_ADMIN_CRASH_DIR=" + dir, fmt.Sprintf("DELAYQ_ADMIN_CRASH_GEN=%d", gen)}
+		runUntilKilled(t, "TestAdminCrashChild", env, time.Duration(200+rng.IntN(800))*time.Millisecond, func(line string) {
+			f := strings.Fields(line)
+			if len(f) != 3 {
+				if strings.HasPrefix(line, "fatal") {
+					t.Fatalf("child: %s", line)
+				}
+				return // test-framework output, or a line cut short by the kill
 			}
-			close(lines)
-		}()
-		kill := time.After(time.Duration(200+rng.IntN(800)) * time.Millisecond)
-		killed := false
-		for lines != nil {
-			select {
-			case line, ok := <-lines:
-				if !ok {
-					lines = nil
-					break
+			seq++
+			switch f[0] {
+			case "put": // put ID round
+				puts[f[1]] = seq
+			case "begin":
+				act(f[1] + " " + f[2]).began = true
+				if f[1] == "purge" {
+					purgeBegan = append(purgeBegan, seq)
+					purgeOf[f[2]] = seq
 				}
-				f := strings.Fields(line)
-				if len(f) != 3 {
-					if strings.HasPrefix(line, "fatal") {
-						t.Fatalf("child: %s", line)
-					}
-					continue // test-framework output, or a line cut short by the kill
+				if f[1] == "pause" || f[1] == "resume" {
+					pauseRounds = append(pauseRounds, f[2])
 				}
-				seq++
-				switch f[0] {
-				case "put": // put ID round
-					puts[f[1]] = seq
-				case "begin":
-					act(f[1] + " " + f[2]).began = true
-					if f[1] == "purge" {
-						purgeBegan = append(purgeBegan, seq)
-						purgeOf[f[2]] = seq
-					}
-					if f[1] == "pause" || f[1] == "resume" {
-						pauseRounds = append(pauseRounds, f[2])
-					}
-				case "end":
-					act(f[1] + " " + f[2]).ended = true
-					if f[1] == "purge" {
-						purgeEnded = append(purgeEnded, purgeOf[f[2]])
-					}
-					if f[1] == "pause" || f[1] == "resume" {
-						lastPause = f[1] + " " + f[2]
-					}
-				case "dead": // dead ID round
-					dead[f[1]] = f[2]
+			case "end":
+				act(f[1] + " " + f[2]).ended = true
+				if f[1] == "purge" {
+					purgeEnded = append(purgeEnded, purgeOf[f[2]])
 				}
-			case <-kill:
-				cmd.Process.Signal(syscall.SIGKILL)
-				killed = true
+				if f[1] == "pause" || f[1] == "resume" {
+					lastPause = f[1] + " " + f[2]
+				}
+			case "dead": // dead ID round
+				dead[f[1]] = f[2]
 			}
-		}
-		err = cmd.Wait()
-		if !killed {
-			t.Fatalf("child %d exited by itself: %v", gen, err)
-		}
+		})
 	}
 
 	q := open(t, dir, WithMaxAttempts(1))

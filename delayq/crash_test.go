@@ -187,6 +187,50 @@ func (l *crashLog) parse(t *testing.T, line string, gen int) {
 	// Anything else is test-framework output, or a line cut short by the kill.
 }
 
+// runUntilKilled runs the test function child of this test binary in a process of its own, with
+// env added to its environment, hands each line it prints to line, and kills it with SIGKILL after
+// the given time. It fails t if the child exits by itself before.
+func runUntilKilled(t *testing.T, child string, env []string, after time.Duration, line func(string)) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.count=1")
+	cmd.Env = append(os.Environ(), env...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 1024)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	kill := time.After(after)
+	killed := false
+	for lines != nil {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				lines = nil
+				break
+			}
+			line(l)
+		case <-kill:
+			cmd.Process.Signal(syscall.SIGKILL)
+			killed = true
+		}
+	}
+	err = cmd.Wait()
+	if !killed {
+		t.Fatalf("%s exited by itself: %v", child, err)
+	}
+}
+
 func TestCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test runs child processes")
@@ -201,44 +245,11 @@ func TestCrash(t *testing.T) {
 	l := &crashLog{deliverAt: map[string]int64{}, acked: map[string]int64{}, cancelled: map[string]int64{}, tried: map[string]bool{}}
 	const rounds = 6
 	for gen := range rounds {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), crashEnv+"="+dir, fmt.Sprintf("DELAYQ_CRASH_SEED=%d", seed+uint64(gen)))
-		stdout, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stderr = os.Stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		lines := make(chan string, 1024)
-		go func() {
-			sc := bufio.NewScanner(stdout)
-			for sc.Scan() {
-				lines <- sc.Text()
-			}
-			close(lines)
-		}()
 		// The child's sequence numbers restart at 1; make them global by offsetting each child's.
-		kill := time.After(time.Duration(150+rng.IntN(700)) * time.Millisecond)
-		killed := false
-		for lines != nil {
-			select {
-			case line, ok := <-lines:
-				if !ok {
-					lines = nil
-					break
-				}
-				l.parse(t, offsetSeq(line, int64(gen)<<40), gen)
-			case <-kill:
-				cmd.Process.Signal(syscall.SIGKILL)
-				killed = true
-			}
-		}
-		err = cmd.Wait()
-		if !killed {
-			t.Fatalf("child %d exited by itself: %v", gen, err)
-		}
+		env := []string{crashEnv + "=" + dir, fmt.Sprintf("DELAYQ_CRASH_SEED=%d", seed+uint64(gen))}
+		runUntilKilled(t, "TestCrashChild", env, time.Duration(150+rng.IntN(700))*time.Millisecond, func(line string) {
+			l.parse(t, offsetSeq(line, int64(gen)<<40), gen)
+		})
 	}
 
 	// Drain: everything put and neither acked nor cancelled must come.
