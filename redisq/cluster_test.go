@@ -202,6 +202,22 @@ func idsOn(t *testing.T, c *redistest.Cluster, q *Queue, m *redistest.Node, n in
 	return ids
 }
 
+// producerAndConsumer opens two queues, closed when the test ends, on one new deployment of the
+// given number of shards on cluster c: one for a workload's producers, one for its consumers.
+func producerAndConsumer(ctx context.Context, t *testing.T, c *redistest.Cluster, shards int) (prod, cons *Queue) {
+	t.Helper()
+	prefix := newPrefix()
+	open := func() *Queue {
+		q, err := Open(ctx, clusterClient(t, c.Addrs()), WithPrefix(prefix), WithShards(shards))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { q.Close() })
+		return q
+	}
+	return open(), open()
+}
+
 // TestMasterKilledUnderLoad kills a master with SIGKILL while producers and consumers run, after
 // its replica is in sync: its replica takes over; no message whose Put returned nil is lost, none
 // is delivered early or after its Ack returned nil; and the test measures how long the killed
@@ -209,18 +225,9 @@ func idsOn(t *testing.T, c *redistest.Cluster, q *Queue, m *redistest.Node, n in
 func TestMasterKilledUnderLoad(t *testing.T) {
 	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1,
 		Args: []string{"--cluster-require-full-coverage", "no"}})
-	prefix := newPrefix()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	open := func() *Queue {
-		q, err := Open(ctx, clusterClient(t, c.Addrs()), WithPrefix(prefix), WithShards(6))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { q.Close() })
-		return q
-	}
-	prod, cons := open(), open()
+	prod, cons := producerAndConsumer(ctx, t, c, 6)
 	w := newWorkload(t, prod, cons)
 	w.chosen = true
 	stopPuts := make(chan struct{})
@@ -339,18 +346,9 @@ func TestReplicaStoppedThenMasterKilled(t *testing.T) {
 // its Ack.
 func TestSlotMigrationUnderLoad(t *testing.T) {
 	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 2})
-	prefix := newPrefix()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	open := func() *Queue {
-		q, err := Open(ctx, clusterClient(t, c.Addrs()), WithPrefix(prefix), WithShards(2))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { q.Close() })
-		return q
-	}
-	prod, cons := open(), open()
+	prod, cons := producerAndConsumer(ctx, t, c, 2)
 	w := newWorkload(t, prod, cons)
 	w.chosen = true
 	stopPuts := make(chan struct{})
