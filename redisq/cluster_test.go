@@ -376,3 +376,85 @@ func TestSlotMigrationUnderLoad(t *testing.T) {
 		t.Log("no write was refused during the migrations")
 	}
 }
+
+// TestAdminActionsSurviveMasterKill pauses a topic, purges another and requeues a dead letter, and
+// then kills a master with SIGKILL at once, without waiting for its replica to catch up beyond what
+// the actions waited for themselves (WAIT): after the failover, a process that opens the deployment
+// anew finds every action that returned in force: the topic paused (a Receive waits) until Resume,
+// the purged messages gone, the requeued one due on its topic again.
+func TestAdminActionsSurviveMasterKill(t *testing.T) {
+	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1,
+		Args: []string{"--cluster-require-full-coverage", "no"}})
+	ctx := testCtx(t, 60*time.Second)
+	prefix := newPrefix()
+	q := openQueue(t, clusterClient(t, c.Addrs()), WithPrefix(prefix), WithShards(6), WithMaxAttempts(1))
+	const n = 60
+	var due, later []queue.Message
+	for i := range n {
+		due = append(due, queue.Message{ID: fmt.Sprintf("due-%d", i), Topic: "paused"})
+		later = append(later, queue.Message{ID: fmt.Sprintf("later-%d", i), Topic: "purged", DeliverAt: time.Now().Add(time.Hour)})
+	}
+	for _, m := range append(due, later...) {
+		if _, err := q.Put(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := q.Put(ctx, queue.Message{ID: "failed", Topic: "work"}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := q.Receive(ctx, "work", 1, time.Minute)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("Receive: %v, %v", ds, err)
+	}
+	if err := q.Nack(ctx, ds[0].Receipt, 0); err != nil { // the only attempt: a dead letter
+		t.Fatal(err)
+	}
+	if err := q.Pause(ctx, "paused"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := q.Purge(ctx, "purged", queue.Scheduled); got != n || err != nil {
+		t.Fatalf("Purge = %d, %v; want %d", got, err, n)
+	}
+	if got, err := q.Requeue(ctx, "work", "failed"); got != 1 || err != nil {
+		t.Fatalf("Requeue = %d, %v; want 1", got, err)
+	}
+	victim := c.Masters()[1]
+	c.Kill(victim.Addr)
+	c.WaitPromoted(victim)
+	q.Close()
+
+	after := openQueue(t, clusterClient(t, c.Addrs()), WithPrefix(prefix), WithShards(6), WithMaxAttempts(1))
+	ti, ok, err := topicOf(ctx, after, "paused")
+	if err != nil || !ok || !ti.Paused || ti.Due != n {
+		t.Fatalf("topic paused after the failover: %+v, %v, %v; want paused with %d due", ti, ok, err, n)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	ds, err = after.Receive(wctx, "paused", 10, time.Minute)
+	cancel()
+	if len(ds) != 0 || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Receive on the paused topic after the failover: %d messages, %v; want it to wait", len(ds), err)
+	}
+	if ti, ok, err := topicOf(ctx, after, "purged"); err != nil || ok {
+		t.Fatalf("purged topic after the failover: %+v, %v, %v; want it gone", ti, ok, err)
+	}
+	for _, m := range later {
+		if _, err := after.Message(ctx, m.ID); !errors.Is(err, queue.ErrNotFound) {
+			t.Fatalf("purged message %s after the failover: %v; want ErrNotFound", m.ID, err)
+		}
+	}
+	ds, err = after.Receive(ctx, "work", 1, time.Minute)
+	if err != nil || len(ds) != 1 || ds[0].ID != "failed" || ds[0].Attempt != 1 {
+		t.Fatalf("the requeued message after the failover: %+v, %v; want it due on work, attempt 1", ds, err)
+	}
+	if err := after.Resume(ctx, "paused"); err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for got < n {
+		ds, err := after.Receive(ctx, "paused", n, time.Minute)
+		if err != nil {
+			t.Fatalf("Receive after Resume, with %d of %d: %v", got, n, err)
+		}
+		got += len(ds)
+	}
+}
