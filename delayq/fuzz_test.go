@@ -2,15 +2,20 @@ package delayq
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tockwheel/tock/queue"
 )
 
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -138,6 +143,72 @@ func FuzzRecover(f *testing.F) {
 		}
 		if _, err := q.Put(context.Background(), Message{Topic: "t"}); err != nil {
 			t.Fatalf("Put: %v", err)
+		}
+	})
+}
+
+// FuzzMessagesCursor pages with cursors a client made up (a cursor reaches the queue from a URL):
+// Messages answers a page or ErrInvalid, at once, whatever the key a cursor holds; it never
+// panics, and never walks the disk wheel's slots from a due time no message can have.
+func FuzzMessagesCursor(f *testing.F) {
+	q := open(f, f.TempDir(), WithNoSync(), WithLogger(quiet))
+	ctx := context.Background()
+	now := time.Now()
+	for i := range 20 {
+		q.Put(ctx, Message{Topic: "t", DeliverAt: now.Add(time.Duration(i) * 90 * time.Minute)})
+	}
+	q.Put(ctx, Message{Topic: "t"})
+	cursor := func(state byte, a int64, b uint64) string {
+		var c [cursorBytes]byte
+		c[0], c[1] = 1, state
+		binary.BigEndian.PutUint64(c[2:], uint64(a))
+		binary.BigEndian.PutUint64(c[10:], b)
+		return base64.RawURLEncoding.EncodeToString(c[:])
+	}
+	for _, a := range []int64{math.MinInt64, -1, 0, now.UnixNano(), now.Add(100 * 365 * 24 * time.Hour).UnixNano(), math.MaxInt64} {
+		for s := range byte(5) {
+			f.Add(cursor(s, a, math.MaxUint64), s)
+		}
+	}
+	f.Add("", byte(1))
+	f.Add("not a cursor", byte(2))
+	states := []queue.State{queue.Scheduled, queue.Due, queue.Leased, queue.Dead}
+	f.Fuzz(func(t *testing.T, c string, s byte) {
+		state := states[int(s)%len(states)]
+		start := time.Now()
+		_, _, err := q.Messages(ctx, "t", state, c, 10)
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Messages(%q, %s): %v; want a page or ErrInvalid", c, state, err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("Messages(%q, %s) took %v", c, state, took)
+		}
+	})
+}
+
+// FuzzAckReceipt acks receipts a client made up: each is refused as unknown (ErrUnknownReceipt),
+// never taken for a lease it does not name, never a panic; one real receipt, bytes flipped, is a
+// made-up one too.
+func FuzzAckReceipt(f *testing.F) {
+	q := open(f, f.TempDir(), WithNoSync(), WithLogger(quiet))
+	ctx := context.Background()
+	q.Put(ctx, Message{Topic: "t"})
+	ds, err := q.Receive(ctx, "t", 1, time.Hour)
+	if err != nil || len(ds) != 1 {
+		f.Fatalf("Receive: %v, %v", ds, err)
+	}
+	real := ds[0].Receipt
+	f.Add(real[:len(real)-1] + "A")
+	f.Add(real[:10])
+	f.Add("")
+	f.Add(string(make([]byte, len(real))))
+	f.Fuzz(func(t *testing.T, receipt string) {
+		if receipt == real {
+			return
+		}
+		err := q.Ack(ctx, receipt)
+		if !errors.Is(err, ErrUnknownReceipt) {
+			t.Fatalf("Ack(%q): %v; want ErrUnknownReceipt", receipt, err)
 		}
 	})
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-func open(t *testing.T, dir string, opts ...Option) *Queue {
+func open(t testing.TB, dir string, opts ...Option) *Queue {
 	t.Helper()
 	q, err := Open(dir, opts...)
 	if err != nil {
