@@ -27,7 +27,7 @@ import (
 // pipelinesInFlight is how many pipelines the writer keeps in flight to one master. With one, the
 // master idles while a pipeline's reply travels back and the next one is built; with two, one
 // pipeline's scripts run while the other's reply is on its way, and under appendfsync always both
-// can share the master's fsync. (BenchmarkRedisPut with appendfsync always, on 2 cores: 4 to 9%
+// can share the master's fsync. (BenchmarkRedisPut with appendfsync always, on 2 cores: 3 to 9%
 // more puts a second than with one.)
 const pipelinesInFlight = 2
 
