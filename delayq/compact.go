@@ -193,7 +193,9 @@ func (q *Queue) compactTargets(c *compactor, live float64) ([]uint32, error) {
 // errStopScan ends a scan of the log early.
 var errStopScan = errors.New("delayq: stop scan")
 
-// scanSegment calls fn for each record of the closed segment seg.
+// scanSegment calls fn for each valid record of the closed segment seg. Damage met is reported
+// and skipped: what a damaged record held is lost to compaction as it is to the loader, and the
+// rest of the segment is still compacted.
 func (q *Queue) scanSegment(seg uint32, fn func(wal.Pos, *wal.Record)) error {
 	err := q.log.Scan(wal.MakePos(seg, wal.SegmentHeader), wal.MakePos(seg+1, 0), func(p wal.Pos, rec wal.Record) error {
 		if p.Segment() != seg {
@@ -201,7 +203,10 @@ func (q *Queue) scanSegment(seg uint32, fn func(wal.Pos, *wal.Record)) error {
 		}
 		fn(p, &rec)
 		return nil
-	}, nil)
+	}, func(ce *wal.CorruptError) error {
+		q.damaged(ce)
+		return nil
+	})
 	if errors.Is(err, errStopScan) {
 		return nil
 	}
