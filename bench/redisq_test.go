@@ -155,7 +155,9 @@ func BenchmarkRedisPut(b *testing.B) {
 
 // BenchmarkRedisPutCluster puts as BenchmarkRedisPut does with redisq on a Redis Cluster of one
 // master and of three (each with a replica, and the replica wait on): the cluster's reason to
-// be is that three masters take more than one.
+// be is that three masters take more than one. Besides the throughput it reports the bound the
+// busiest master's CPU time sets (see clusterCPU): on a machine with fewer cores than the
+// cluster's processes need, the throughput measured is the machine's and the bound is Redis's.
 //
 //	cd bench && go test -run '^$' -bench RedisPutCluster -benchtime 200000x -count 5
 func BenchmarkRedisPutCluster(b *testing.B) {
@@ -172,11 +174,52 @@ func BenchmarkRedisPutCluster(b *testing.B) {
 			q := openRedisq(b, rdb)
 			at := time.Now().Add(time.Hour)
 			ctx := context.Background()
+			defer clusterCPU(b, c)()
 			diskbench.Parallel(b, parallelism, func() error {
 				_, err := q.Put(ctx, queue.Message{Topic: "bench", Payload: payload, DeliverAt: at})
 				return err
 			})
 		})
+	}
+}
+
+// clusterCPU reads the CPU time of every node of c and of this process, and returns a function
+// that reports, for the time since:
+//   - busiest-µs/msg: the CPU time per op of the master that spent the most;
+//   - redis-bound-msgs/s: 1e6 / busiest-µs/msg, the most ops a second the masters can take, since
+//     a redis-server runs commands on one thread and so spends at most one CPU-second a second;
+//   - cores-busy: the CPU-seconds a second spent by all nodes (replicas too) and this process
+//     together, which shows when the machine, not Redis, bounds the throughput measured.
+func clusterCPU(b *testing.B, c *redistest.Cluster) func() {
+	masters := c.Masters()
+	isMaster := make(map[string]bool)
+	for _, m := range masters {
+		isMaster[m.Addr] = true
+	}
+	nodes := c.Nodes()
+	reads := make([]func() float64, len(nodes))
+	before := make([]float64, len(nodes))
+	for i, n := range nodes {
+		reads[i] = cpuReader(b, n.Addr)
+		before[i] = reads[i]()
+	}
+	self := processCPU(b)
+	start := time.Now()
+	return func() {
+		elapsed := time.Since(start).Seconds()
+		busy := (processCPU(b) - self).Seconds()
+		busiest := 0.0
+		for i, n := range nodes {
+			spent := reads[i]() - before[i]
+			busy += spent
+			if isMaster[n.Addr] {
+				busiest = max(busiest, spent)
+			}
+		}
+		perOp := busiest * 1e6 / float64(b.N)
+		b.ReportMetric(perOp, "busiest-µs/msg")
+		b.ReportMetric(1e6/perOp, "redis-bound-msgs/s")
+		b.ReportMetric(busy/elapsed, "cores-busy")
 	}
 }
 
@@ -616,18 +659,24 @@ func BenchmarkRedisPage(b *testing.B) {
 // redisCPU reads the CPU time of the redis-server at addr, and returns a function that reports the
 // time it spent since, per op, as redis-µs/msg.
 func redisCPU(b *testing.B, addr string) func() {
+	read := cpuReader(b, addr)
+	before := read()
+	return func() {
+		b.ReportMetric((read()-before)*1e6/float64(b.N), "redis-µs/msg")
+	}
+}
+
+// cpuReader returns a function that reads the CPU time, in seconds, the redis-server at addr has
+// spent since it started. Its connection is closed when the benchmark ends.
+func cpuReader(b *testing.B, addr string) func() float64 {
 	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	cpu := func() float64 {
+	b.Cleanup(func() { rdb.Close() })
+	return func() float64 {
 		s, err := rdb.Info(context.Background(), "cpu").Result()
 		if err != nil {
 			b.Fatal(err)
 		}
 		return infoFloat(s, "used_cpu_user") + infoFloat(s, "used_cpu_sys")
-	}
-	before := cpu()
-	return func() {
-		b.ReportMetric((cpu()-before)*1e6/float64(b.N), "redis-µs/msg")
-		rdb.Close()
 	}
 }
 
