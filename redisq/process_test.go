@@ -189,6 +189,16 @@ func ownerSetup(t *testing.T) (*helper, *Queue, map[string]time.Time) {
 	}
 	// The helper is to own the shard: this process does not compete for it until then.
 	h.await(t, "owned 1", 10*time.Second)
+	// However long that took, one message comes due well after the helper's lease (600ms) could
+	// run out once it is stopped: this process has a reason to take the shard over. Without it,
+	// this process could deliver the rest in the owner's place before the lease ran out, and then
+	// have nothing to take the shard for.
+	at := time.Now().Add(3 * time.Second)
+	id, err := q.Put(ctx, queue.Message{Topic: "t", DeliverAt: at})
+	if err != nil {
+		t.Fatal(err)
+	}
+	due[id] = at
 	q.testHookNoCandidacy.Store(false)
 	return h, q, due
 }
