@@ -185,6 +185,22 @@ func TestCompactCrash(t *testing.T) {
 	})
 }
 
+// ackDueNow receives up to 100 messages of topic that are due now and acks them, and returns how
+// many there were.
+func ackDueNow(t *testing.T, q *Queue, topic string) int {
+	t.Helper()
+	ctx := context.Background()
+	rctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+	ds, _ := q.Receive(rctx, topic, 100, time.Hour)
+	cancel()
+	for _, d := range ds {
+		if err := q.Ack(ctx, d.Receipt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return len(ds)
+}
+
 // TestCompactPolicy checks which segments a round compacts: one mostly dead whose remaining
 // messages wait long (moved, and the segment deleted at the next checkpoint), one mostly dead
 // whose remaining messages are due soon compared with its age (left to empty by itself), and one
@@ -232,16 +248,8 @@ func TestCompactPolicy(t *testing.T) {
 					t.Fatalf("compaction of fresh segments: %d lists moved, %v", n, err)
 				}
 				time.Sleep(31 * time.Minute)
-				rctx, cancel := context.WithTimeout(ctx, time.Millisecond)
-				ds, _ := q.Receive(rctx, "t", 100, time.Hour)
-				cancel()
-				for _, d := range ds {
-					if err := q.Ack(ctx, d.Receipt); err != nil {
-						t.Fatal(err)
-					}
-				}
-				if len(ds) != c.early {
-					t.Fatalf("%d messages due after 31 minutes, want %d", len(ds), c.early)
+				if n := ackDueNow(t, q, "t"); n != c.early {
+					t.Fatalf("%d messages due after 31 minutes, want %d", n, c.early)
 				}
 				moved, err := q.compact(comp, 0.5)
 				if err != nil {
