@@ -245,12 +245,25 @@ func copyDir(t testing.TB, src, dst string) {
 // crashed to recover from the crash.
 func crashCopy(t testing.TB, rng *rand.Rand, q *Queue, dir, crashed string) {
 	t.Helper()
-	if err := q.log.WaitWritten(q.log.End()); err != nil {
+	// A kill -9 stops every goroutine at one instant; a copy is one only if nothing writes while
+	// it is taken. Holding ckptMu and then mu (the lock order) stops checkpoints, retention and
+	// appends: the loader, compaction and callers wait, as the killed process would have.
+	durable, err := func() (wal.Pos, error) {
+		q.ckptMu.Lock()
+		defer q.ckptMu.Unlock()
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if err := q.log.WaitWritten(q.log.End()); err != nil {
+			return 0, err
+		}
+		copyDir(t, dir, crashed)
+		return q.log.DurableEnd(), nil
+	}()
+	if err != nil {
 		t.Fatal(err)
 	}
-	copyDir(t, dir, crashed)
 	if rng != nil && rng.IntN(2) == 0 {
-		loseUnsynced(t, rng, crashed, q.log.DurableEnd())
+		loseUnsynced(t, rng, crashed, durable)
 	}
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
