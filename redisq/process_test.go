@@ -240,41 +240,46 @@ func consume(t *testing.T, q *Queue, due map[string]time.Time) (wait func() time
 }
 
 // TestOwnerProcessKilled kills the process that owns the shard, with SIGKILL, while messages come
-// due: the other process delivers them (in the owner's place at first, then as the new owner once
-// the lease ran out), each once and none early.
+// due: the other process promotes them in the owner's place while the lease lasts (if any come due
+// then), takes the shard over once it ran out, and delivers each once and none early. Nobody receives until the
+// takeover: a waiting Receive promotes what is due itself, and would leave the shard nothing late
+// to take over for.
 func TestOwnerProcessKilled(t *testing.T) {
 	t.Parallel()
 	h, q, due := ownerSetup(t)
-	wait := consume(t, q, due)
 	if err := h.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
-	killed := time.Now()
-	worst := wait()
+	awaitTakeover(t, q, "killed")
+	worst := consume(t, q, due)()
 	t.Logf("owner killed; latest delivery %v after its due time; this process: %d acquisitions, %d fallback ticks",
 		worst, q.metrics.acquisitions.Load(), q.metrics.fallbackTicks.Load())
-	if q.metrics.acquisitions.Load() == 0 {
-		t.Fatalf("this process never took the shard over in %v", time.Since(killed))
+}
+
+// awaitTakeover waits until q has taken the shard over from the helper, stopped as what says.
+func awaitTakeover(t *testing.T, q *Queue, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for q.metrics.acquisitions.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("this process did not take the shard over from the %s one: %s", what, q.shards[0])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
 // TestOwnerProcessPaused stops the owning process with SIGSTOP past its lease, lets the other take
-// the shard over, and resumes it: the resumed process does not act as owner (its lock is lost, and
-// the tick script refuses its fencing token if it tries), and every message is delivered once.
+// the shard over (nobody receiving meanwhile, as in TestOwnerProcessKilled), and resumes it: the
+// resumed process does not act as owner (its lock is lost, and the tick script refuses its fencing
+// token if it tries), and every message is delivered once.
 func TestOwnerProcessPaused(t *testing.T) {
 	t.Parallel()
 	h, q, due := ownerSetup(t)
-	wait := consume(t, q, due)
 	if err := h.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for q.metrics.owned.Load() != 1 {
-		if time.Now().After(deadline) {
-			t.Fatalf("this process did not take the shard over from the paused one: %s", q.shards[0])
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	awaitTakeover(t, q, "paused")
+	wait := consume(t, q, due)
 	if err := h.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
