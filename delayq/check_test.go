@@ -204,6 +204,9 @@ func (q *Queue) checkMem(pins map[uint32]int64) error {
 			if e.st != ready || e.t != t || x.byOrigin[e.origin] != e {
 				return fmt.Errorf("topic %q lists entry %v in state %d of topic %q", name, e.pos, e.st, e.t.name)
 			}
+			if e.prev != nil && e.prev.seq >= e.seq || e.seq > x.seq {
+				return fmt.Errorf("topic %q: ready entry %v numbered %d after %d (last %d): paging would skip or repeat it", name, e.pos, e.seq, e.prev.seq, x.seq)
+			}
 			n++
 		}
 		timed := 0

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/queue"
 )
 
 // receiveOne receives one message of topic, failing if none comes within wait.
@@ -523,5 +526,70 @@ func TestReceiveOnManyTopicsKeepsNoMemory(t *testing.T) {
 			t.Fatalf("%d topics remembered after every Receive returned and every message is done", n)
 		}
 		check(t, q)
+	})
+}
+
+// TestReadyInDueOrderWhenTimersFireOutOfOrder makes the timers of five buckets a millisecond apart
+// fire latest first, as the shards of a loaded wheel may: Receive still delivers earliest due
+// first (the conformance case OrderByDueTime failed over HTTP on a loaded machine), and paging
+// through the due messages gives the same order, each once.
+func TestReadyInDueOrderWhenTimersFireOutOfOrder(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, dir)
+		start := time.Now().Add(time.Second)
+		var want []string
+		for i := range 5 {
+			id, err := q.Put(ctx, Message{Topic: "t", DeliverAt: start.Add(time.Duration(i) * time.Millisecond)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, id)
+		}
+		// Fire the buckets' timers, latest first, a little early (the test's stand-in for a wheel
+		// whose shards ran apart); Receive is called once all are due.
+		q.mu.Lock()
+		keys := slices.Sorted(maps.Keys(q.mem.buckets))
+		for _, k := range slices.Backward(keys) {
+			q.mem.take(q.mem.buckets[k], q.mem.makeReady)
+		}
+		q.mu.Unlock()
+		if len(keys) != 5 {
+			t.Fatalf("%d buckets; want one per message", len(keys))
+		}
+		if err := q.checkState(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Until(start) + 5*time.Millisecond)
+
+		var paged []string
+		cursor := ""
+		for {
+			page, next, err := q.Messages(ctx, "t", queue.Due, cursor, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range page {
+				paged = append(paged, m.ID)
+			}
+			if cursor = next; cursor == "" {
+				break
+			}
+		}
+		if !slices.Equal(paged, want) {
+			t.Errorf("due messages paged %v; want %v, earliest due first", paged, want)
+		}
+		ds, err := q.Receive(ctx, "t", 5, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, d := range ds {
+			got = append(got, d.ID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("delivered %v; want %v, earliest due first", got, want)
+		}
 	})
 }

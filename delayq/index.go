@@ -30,7 +30,7 @@ type deliveryIndex struct {
 	ready    int
 	leased   int
 	lateness latenessRing // of messages coming due for the first time
-	seq      uint64       // numbers entries as they become ready, for paging through ready lists
+	seq      uint64       // the number of the last entry put at a ready list's tail (see makeReady)
 
 	// ops are the changes to the entries since the last checkpoint (see checkpoint.go): one op per
 	// entry, kept up to date in place, and none for an entry added and removed in between, so that
@@ -119,7 +119,7 @@ type entry struct {
 
 	st    entryState
 	lease uint64 // number of the current or last lease; receipts carry it
-	seq   uint64 // when it became ready (deliveryIndex.seq), while ready
+	seq   uint64 // its place in its topic's ready list, while ready (see makeReady)
 
 	// The entry's op in the checkpoint journal (see deliveryIndex.ops): valid while jepoch is the
 	// journal's epoch; jnew: the op adds the entry.
@@ -379,20 +379,61 @@ func (x *deliveryIndex) take(b *bucket, fn func(*entry)) bool {
 	return true
 }
 
+// Ready lists are in due order. Buckets usually fire in order, so an entry becoming ready goes at
+// the tail; but the timers of two buckets a millisecond apart may fire the other way round on a
+// loaded machine (a wheel's shards run apart), so makeReady looks back from the tail, at most
+// readyReorder entries, for the entry's place. Entries are numbered (seq) in list order for paging;
+// numbers are readyGap apart at the tail, and an entry placed between two takes the number halfway.
+// Where there is no place within reach, or no number left between, it goes at the tail: order then
+// is the order of becoming ready, never anything worse.
+const (
+	readyReorder = 64
+	readyGap     = 1 << 16
+)
+
 // makeReady moves e to its topic's ready list and wakes a Receive waiting on the topic, unless the
 // topic is paused.
 func (x *deliveryIndex) makeReady(e *entry) {
 	e.st = ready
-	x.seq++
-	e.seq = x.seq
 	t := e.t
-	e.prev, e.next = t.tail, nil
-	if t.tail != nil {
-		t.tail.next = e
+	prev := t.tail
+	for n := 0; prev != nil && prev.deliverAt > e.deliverAt && n < readyReorder; n++ {
+		prev = prev.prev
+	}
+	var next *entry
+	switch {
+	case prev == t.tail:
+	case prev == nil:
+		next = t.head
+	default:
+		next = prev.next
+	}
+	if next != nil {
+		lo := uint64(0)
+		if prev != nil {
+			lo = prev.seq
+		}
+		if prev != nil && prev.deliverAt > e.deliverAt || next.seq-lo < 2 {
+			prev, next = t.tail, nil // out of reach, or no number left: at the tail
+		} else {
+			e.seq = lo + (next.seq-lo)/2
+		}
+	}
+	if next == nil {
+		x.seq += readyGap
+		e.seq = x.seq
+	}
+	e.prev, e.next = prev, next
+	if prev != nil {
+		prev.next = e
 	} else {
 		t.head = e
 	}
-	t.tail = e
+	if next != nil {
+		next.prev = e
+	} else {
+		t.tail = e
+	}
 	x.count(e, 1)
 	if e.attempt == 0 {
 		x.lateness.add(time.Duration(time.Now().UnixNano() - e.deliverAt))
