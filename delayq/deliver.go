@@ -28,8 +28,9 @@ func (q *Queue) fire(b *bucket) {
 	})
 }
 
-// Receive leases up to max due messages of topic, oldest due first, blocking until at least one
-// is due, ctx ends (it returns ctx.Err()) or the queue closes (ErrClosed). On a paused topic (see
+// Receive leases up to max due messages of topic, oldest due first (those already due before a
+// restart come back in nearly that order: each is placed by due time among the 64 before it in the
+// log), blocking until at least one is due, ctx ends (it returns ctx.Err()) or the queue closes (ErrClosed). On a paused topic (see
 // [Queue.Pause]) it waits as on an empty one, until the topic is resumed. Each message stays
 // leased for the visibility timeout: Ack it within that time, or it is due again after a backoff
 // and its delivery counts as failed. Messages are delivered at least once: a crash, an expired
