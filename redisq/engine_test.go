@@ -484,8 +484,9 @@ func TestMaxMemory(t *testing.T) {
 	}
 }
 
-// TestOwnershipSpreads has three processes share sixteen shards that all get work at once: each
-// takes some of them, none takes (nearly) all.
+// TestOwnershipSpreads has three processes share sixteen shards that all get work at once: none
+// takes (nearly) all. (Each usually takes some; on a loaded machine one process's timers can run
+// so late that the others take every shard first, [8 0 8] once with two race-enabled runs.)
 func TestOwnershipSpreads(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
@@ -515,8 +516,8 @@ func TestOwnershipSpreads(t *testing.T) {
 	}
 	t.Logf("shards taken by each process: %v", took)
 	for _, n := range took {
-		if n == 0 || n > total*3/4 {
-			t.Fatalf("shards taken by each process: %v; want each to take some, none nearly all", took)
+		if total == 0 || n > total*3/4 {
+			t.Fatalf("shards taken by each process: %v; want none to take nearly all", took)
 		}
 	}
 }
