@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -147,6 +148,10 @@ func (s *Server) handleReceive(w http.ResponseWriter, r *http.Request) error {
 		}
 		err = nil // the wait ended: an empty answer
 	}
+	if len(ds) > 0 && r.Context().Err() != nil {
+		s.release(ds)
+		return r.Context().Err()
+	}
 	now := s.now()
 	out := make([]api.Delivery, len(ds))
 	late := make([]time.Duration, 0, len(ds))
@@ -168,6 +173,21 @@ func (s *Server) handleReceive(w http.ResponseWriter, r *http.Request) error {
 	s.activity.delivered(now, late)
 	writeJSON(w, http.StatusOK, api.ReceiveResponse{Messages: out})
 	return nil
+}
+
+// release nacks, due again at once, deliveries leased for a client that went away before they
+// could be sent: otherwise they would wait out their visibility timeout although no consumer has
+// them. The attempt counts as failed, as the expired lease would have. The client may go away
+// after this check too; then only the lease's end brings the messages back.
+func (s *Server) release(ds []queue.Delivery) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, d := range ds {
+		if err := s.engine.Nack(ctx, d.Receipt, 0); err != nil {
+			s.log.Warn("receive: releasing a delivery its client went away before getting", "id", d.ID, "err", err)
+		}
+	}
+	s.log.Info("receive: the client went away; its deliveries are due again", "count", len(ds))
 }
 
 func (s *Server) handleNack(w http.ResponseWriter, r *http.Request) error {
