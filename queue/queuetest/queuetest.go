@@ -33,9 +33,8 @@ const (
 )
 
 // MaxLate bounds how late the suite lets a message be: it is loose, to survive a loaded machine,
-// and says nothing about an engine's precision, which each engine measures on its own. (2 s was
-// exceeded once over HTTP on Redis with three race-enabled test runs sharing 2 cores.)
-const MaxLate = 5 * time.Second
+// and says nothing about an engine's precision, which each engine measures on its own.
+const MaxLate = 2 * time.Second
 
 // An Opener opens a new, empty engine configured with [MaxAttempts], [Backoff] and [MaxPayload],
 // on storage that no other engine of the run uses. Run closes the engine; the Opener cleans up
