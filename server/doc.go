@@ -55,6 +55,12 @@
 // is the same again only if its due time is: a retry-safe put names its id
 // and an absolute deliver_at, since a delay counts from each put's now.
 //
+// A receive whose client goes away while the engine leases messages for it
+// nacks them (due again at once, the attempt counted), so that they do not
+// wait out their visibility with no consumer; a client that goes away after
+// that check leaves them leased until the visibility ends, as with any
+// consumer that does not ack.
+//
 // An ack answers for each receipt. 204 means every receipt was acked (one
 // whose message is already done counts as acked, where the engine can tell
 // it from a forged one). Otherwise the answer is 400 with code
