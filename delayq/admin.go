@@ -71,15 +71,7 @@ func (q *Queue) setPaused(ctx context.Context, topic string, paused bool) error 
 	if err := checkTopic(topic); err != nil {
 		return err
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delayq: %w", err)
-	}
-	if err := q.waitRoom(); err != nil {
-		return err
-	}
-	q.mu.Lock()
-	if err := q.usableLocked(); err != nil {
-		q.mu.Unlock()
+	if err := q.lockToWrite(ctx); err != nil {
 		return err
 	}
 	var end wal.Pos
@@ -123,7 +115,7 @@ func (q *Queue) Message(ctx context.Context, id string) (queue.MessageInfo, erro
 // letter, or not waiting at all). It is durable when it returns. A message in the disk wheel is
 // taken out of its slot's list and written again due now, in one atomic group of records.
 func (q *Queue) DeliverNow(ctx context.Context, id string) (bool, error) {
-	if err := q.waitRoom(); err != nil {
+	if err := q.waitRoom(ctx); err != nil {
 		return false, err
 	}
 	done := false
@@ -285,15 +277,7 @@ func (q *Queue) act(ctx context.Context, topic string, pick func(*topicState) []
 	n := 0
 	var end wal.Pos
 	for {
-		if err := ctx.Err(); err != nil {
-			return n, fmt.Errorf("delayq: %w", err)
-		}
-		if err := q.waitRoom(); err != nil {
-			return n, err
-		}
-		q.mu.Lock()
-		if err := q.usableLocked(); err != nil {
-			q.mu.Unlock()
+		if err := q.lockToWrite(ctx); err != nil {
 			return n, err
 		}
 		t := q.mem.topics[topic]
@@ -410,10 +394,7 @@ func (q *Queue) purgeDisk(ctx context.Context, topic string) (int, error) {
 	n := 0
 	var end wal.Pos
 	for _, list := range lists {
-		if err := ctx.Err(); err != nil {
-			return n, fmt.Errorf("delayq: %w", err)
-		}
-		if err := q.waitRoom(); err != nil {
+		if err := q.waitRoom(ctx); err != nil {
 			return n, err
 		}
 		recs, ok, err := q.lockList(r, list, 0, func() bool { return q.usableLocked() == nil && q.disk.peek(list).head != 0 })

@@ -2,7 +2,6 @@ package delayq
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
@@ -15,10 +14,7 @@ import (
 // its slot written after it (generated ID), without holding the queue's lock. Cancel keeps nothing
 // in memory, however many messages are cancelled.
 func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
-	if err := ctx.Err(); err != nil {
-		return false, fmt.Errorf("delayq: %w", err)
-	}
-	if err := q.waitRoom(); err != nil {
+	if err := q.waitRoom(ctx); err != nil {
 		return false, err
 	}
 	var end wal.Pos

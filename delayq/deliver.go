@@ -128,15 +128,7 @@ func (q *Queue) leasedLocked(receipt string) (e *entry, done bool, err error) {
 // carry a MAC under the directory's secret (see [Open]), so a forged receipt cannot pass for one
 // whose message is done.
 func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delayq: %w", err)
-	}
-	if err := q.waitRoom(); err != nil {
-		return err
-	}
-	q.mu.Lock()
-	if err := q.usableLocked(); err != nil {
-		q.mu.Unlock()
+	if err := q.lockToWrite(ctx); err != nil {
 		return err
 	}
 	var failed []ReceiptError
@@ -178,15 +170,7 @@ func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) e
 	if delay < 0 {
 		return fmt.Errorf("delayq: Nack delay %v: %w", delay, ErrInvalid)
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delayq: %w", err)
-	}
-	if err := q.waitRoom(); err != nil {
-		return err
-	}
-	q.mu.Lock()
-	if err := q.usableLocked(); err != nil {
-		q.mu.Unlock()
+	if err := q.lockToWrite(ctx); err != nil {
 		return err
 	}
 	e, _, err := q.leasedLocked(receipt)

@@ -47,10 +47,7 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 			return nil, batchErr(msgs, i, err)
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("delayq: %w", err)
-	}
-	if err := q.waitRoom(); err != nil {
+	if err := q.waitRoom(ctx); err != nil {
 		return nil, err
 	}
 	r := q.log.NewReader()

@@ -1,6 +1,7 @@
 package delayq
 
 import (
+	"context"
 	crand "crypto/rand"
 	"errors"
 	"fmt"
@@ -207,13 +208,31 @@ func (q *Queue) failLocked(err error) {
 	}
 }
 
-// waitRoom holds a producer back while the log's writer lags. It is called before taking mu: no
-// wait for the writer may happen under mu.
-func (q *Queue) waitRoom() error {
+// waitRoom begins a call that writes: it returns ctx's error if ctx has ended, and holds the
+// caller back while the log's writer lags. It is called before taking mu: no wait for the writer
+// may happen under mu.
+func (q *Queue) waitRoom(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delayq: %w", err)
+	}
 	if err := q.log.WaitRoom(); err != nil {
 		if errors.Is(err, wal.ErrClosed) {
 			return errClosed
 		}
+		return err
+	}
+	return nil
+}
+
+// lockToWrite begins a call that writes (see waitRoom) and takes mu, for a queue still usable.
+// On error, mu is not held.
+func (q *Queue) lockToWrite(ctx context.Context) error {
+	if err := q.waitRoom(ctx); err != nil {
+		return err
+	}
+	q.mu.Lock()
+	if err := q.usableLocked(); err != nil {
+		q.mu.Unlock()
 		return err
 	}
 	return nil
