@@ -7,6 +7,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tockwheel/tock/internal/testlong"
 )
 
 // TestDiskUseOverADay simulates a day of puts and acks (in a synctest bubble: a day takes seconds)
@@ -17,9 +19,7 @@ import (
 // make disk use about twice the live data (plus the acks); compaction moves the messages still
 // waiting out of segments less than half live, which brings it near 1.5 times.
 func TestDiskUseOverADay(t *testing.T) {
-	if testing.Short() {
-		t.Skip("simulates a day")
-	}
+	testlong.Skip(t) // a day of puts and acks runs minutes, more under load
 	for _, c := range []struct {
 		name     string
 		delay    func(*rand.Rand) time.Duration
