@@ -104,9 +104,25 @@
 // address, a Host other than localhost or a loopback IP (421, against DNS
 // rebinding; see [WithAllowedHosts]). The status page may run only its own
 // script and may not be framed. [Limits.BodyTimeout] bounds the time a
-// request body may take; the timeouts of headers and idle connections, and
-// a cap on connections, belong to the [http.Server] in front (tockd sets
-// them).
+// request body may take.
+//
+// # Serving
+//
+// A Server is an [http.Handler] that any [http.Server] can serve, but
+// [Server.Serve] is the way to put it on a network: it holds the
+// connection policy that a server open to slow, idle or hostile clients
+// needs, which tockd uses and a program that embeds the server gets the
+// same way. Its connections are capped ([ConnLimits]: at the cap the idlest
+// or slowest connection makes room, and a new one is turned away with 503
+// only when every open one is serving a request), headers and idle
+// connections are timed, a client that does not read its answers cannot
+// hold a handler, and the answers net/http writes itself before any
+// handler runs (a malformed request, headers too large or too slow) are
+// JSON errors like every other. [Server.Shutdown] stops it: long polls end
+// at once, requests in flight get until its context ends, and the
+// connections still open then are closed. /metrics counts the connections
+// (tock_http_connections, and tock_http_connections_shed_total and
+// tock_http_connections_refused_total at the cap).
 //
 // # Caveats
 //

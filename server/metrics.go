@@ -56,7 +56,7 @@ type routeMetrics struct {
 	codes    sync.Map // status code (int) -> prometheus.Counter
 }
 
-func newMetrics(engine queue.Engine, log *slog.Logger) *metrics {
+func newMetrics(engine queue.Engine, conns *connLimiter, log *slog.Logger) *metrics {
 	m := &metrics{
 		log: log,
 		reg: prometheus.NewRegistry(),
@@ -120,6 +120,17 @@ func newMetrics(engine queue.Engine, log *slog.Logger) *metrics {
 	m.reg.MustRegister(m.puts, m.deliveries, m.acks, m.nacks, m.cancels, m.lateness, m.writes, m.requests, m.inFlight, m.duration,
 		m.actions, m.moved,
 		engineCollector{engine},
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tock_http_connections", Help: "Connections open to Serve.",
+		}, func() float64 { return float64(conns.stats().Open) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tock_http_connections_shed_total",
+			Help: "Connections to Serve closed at the connection limit to make room for new ones: the idlest, or the slowest to send a request.",
+		}, func() float64 { return float64(conns.shed.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "tock_http_connections_refused_total",
+			Help: "Connections to Serve turned away at the connection limit because every open one was serving a request.",
+		}, func() float64 { return float64(conns.refused.Load()) }),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -37,6 +38,10 @@ type Server struct {
 
 	drainOnce sync.Once
 	drained   chan struct{} // closed by Drain
+
+	// The connection policy of Serve.
+	conns *connLimiter
+	http  *http.Server
 }
 
 // An Option configures a Server. A nil Option is ignored.
@@ -51,6 +56,8 @@ type config struct {
 	origins []string
 	hosts   []string
 	now     func() time.Time
+	conns   ConnLimits
+	tls     *tls.Config
 }
 
 // WithToken requires "Authorization: Bearer token" (or token as the Basic
@@ -112,6 +119,9 @@ func New(engine queue.Engine, opts ...Option) *Server {
 	if err := c.limits.Validate(); err != nil {
 		panic("server: WithLimits: " + strings.TrimPrefix(err.Error(), "server: "))
 	}
+	if err := c.conns.Validate(); err != nil {
+		panic("server: WithConnLimits: " + strings.TrimPrefix(err.Error(), "server: "))
+	}
 	origins, err := newOriginPolicy(c.origins, c.hosts)
 	if err != nil {
 		panic(err.Error())
@@ -138,7 +148,8 @@ func New(engine queue.Engine, opts ...Option) *Server {
 		sum := sha256.Sum256([]byte(c.token))
 		s.tokenSum = sum[:]
 	}
-	s.metrics = newMetrics(engine, c.log)
+	s.newHTTPServer(c)
+	s.metrics = newMetrics(engine, s.conns, c.log)
 	s.route(api.RoutePut, s.handlePut)
 	s.route(api.RouteBatch, s.handleBatch)
 	s.route(api.RouteCancel, s.handleCancel)

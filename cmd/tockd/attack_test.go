@@ -199,9 +199,10 @@ func TestSlowBodyGets408(t *testing.T) {
 	}
 }
 
-// TestMalformedRequestsGetJSON is the regression test of net/http's own
-// plain-text answers, written before any handler runs: they are JSON
-// errors too, and headers that do not arrive in time get a 408 rather than
+// TestMalformedRequestsGetJSON checks that tockd serves with package
+// server's connection policy (its own tests try every kind of request
+// net/http answers itself): a malformed request gets a JSON error, and
+// headers that do not arrive within -header-timeout a JSON 408 rather than
 // a silent close.
 func TestMalformedRequestsGetJSON(t *testing.T) {
 	d := startTockd(t, t.TempDir(), nil, "-header-timeout", "500ms")
@@ -211,12 +212,7 @@ func TestMalformedRequestsGetJSON(t *testing.T) {
 		code      string
 	}{
 		{"garbage", "GARBAGE\r\n\r\n", 400, "bad_request"},
-		{"no Host", "GET /healthz HTTP/1.1\r\n\r\n", 400, "bad_request"},
-		{"bad header", "GET /healthz HTTP/1.1\r\nHost: x\r\nBad Header: x\r\n\r\n", 400, "bad_request"},
 		{"headers over 64 KiB", "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n", 431, "headers_too_large"},
-		{"HTTP/3.0", "GET /healthz HTTP/3.0\r\nHost: x\r\n\r\n", 505, "http_version"},
-		{"unknown transfer encoding", "POST /v1/ack HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501, "not_implemented"},
-		{"unknown expectation", "POST /v1/ack HTTP/1.1\r\nHost: x\r\nExpect: magic\r\nContent-Length: 2\r\n\r\n", 417, "expectation_failed"},
 		{"slow headers", "GET /healthz HTTP/1.1\r\nHost: x\r\n", 408, "header_timeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

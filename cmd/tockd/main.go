@@ -94,10 +94,8 @@ type config struct {
 	noSync            bool
 	maxAttempts       int
 	limits            server.Limits
-	headerTimeout     time.Duration
-	idleTimeout       time.Duration
+	conns             server.ConnLimits
 	shutdownTimeout   time.Duration
-	maxConns          int
 	tlsCert, tlsKey   string
 	origins, hosts    listFlag
 }
@@ -124,27 +122,9 @@ func envOr(key, def string) string {
 	return def
 }
 
-// maxConnsCap bounds the default of -max-conns, and fdReserve is what the
-// default leaves of the open-files limit for the queue's files and the
-// process's own.
-const (
-	maxConnsCap = 10000
-	fdReserve   = 128
-)
-
 // maxPayloadLimit bounds -max-payload: the embedded engine's limit, the
 // smaller of the two engines'.
 const maxPayloadLimit = delayq.MaxPayloadLimit
-
-// defaultMaxConns is the default of -max-conns: the open-files limit less
-// a reserve, at most maxConnsCap.
-func defaultMaxConns() int {
-	n := openFilesLimit()
-	if n <= 0 {
-		return maxConnsCap
-	}
-	return max(16, min(maxConnsCap, n-fdReserve))
-}
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	var c config
@@ -170,9 +150,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.limits.MaxWait, "max-wait", 20*time.Second, "longest long poll a receive may ask for")
 	fs.DurationVar(&c.limits.DefaultVisibility, "visibility", 30*time.Second, "lease of a receive that names none")
 	fs.DurationVar(&c.limits.BodyTimeout, "body-timeout", 30*time.Second, "a request body must arrive within this `duration` (408 after)")
-	fs.DurationVar(&c.headerTimeout, "header-timeout", 10*time.Second, "request headers must arrive within this `duration`")
-	fs.DurationVar(&c.idleTimeout, "idle-timeout", time.Minute, "close a connection idle between requests for this `duration`")
-	fs.IntVar(&c.maxConns, "max-conns", defaultMaxConns(), "most connections open at once; at the limit the idlest or slowest makes room")
+	fs.DurationVar(&c.conns.HeaderTimeout, "header-timeout", 10*time.Second, "request headers must arrive within this `duration`")
+	fs.DurationVar(&c.conns.IdleTimeout, "idle-timeout", time.Minute, "close a connection idle between requests for this `duration`")
+	fs.IntVar(&c.conns.MaxConns, "max-conns", server.DefaultMaxConns(), "most connections open at once; at the limit the idlest or slowest makes room")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 5*time.Second, "on SIGTERM, let requests in flight finish for this long, then close them")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -190,14 +170,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if err := c.limits.Validate(); err != nil {
 		return c, fmt.Errorf("tockd: %v", strings.TrimPrefix(err.Error(), "server: "))
 	}
-	for name, d := range map[string]time.Duration{"-header-timeout": c.headerTimeout, "-idle-timeout": c.idleTimeout,
+	for name, d := range map[string]time.Duration{"-header-timeout": c.conns.HeaderTimeout, "-idle-timeout": c.conns.IdleTimeout,
 		"-shutdown-timeout": c.shutdownTimeout, "-body-timeout": c.limits.BodyTimeout} {
 		if d <= 0 {
 			return c, fmt.Errorf("tockd: %s %v must be positive", name, d)
 		}
 	}
-	if c.maxConns < 1 {
-		return c, fmt.Errorf("tockd: -max-conns %d must be positive", c.maxConns)
+	if c.conns.MaxConns < 1 {
+		return c, fmt.Errorf("tockd: -max-conns %d must be positive", c.conns.MaxConns)
 	}
 	if (c.tlsCert == "") != (c.tlsKey == "") {
 		return c, errors.New("tockd: give -tls-cert and -tls-key together")
@@ -235,7 +215,7 @@ func run(args []string, stderr io.Writer) int {
 			log.Error("cannot load the TLS certificate", "cert", c.tlsCert, "key", c.tlsKey, "err", err)
 			return 1
 		}
-		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
@@ -258,28 +238,12 @@ func run(args []string, stderr io.Writer) int {
 		_ = q.Close()
 		return 1
 	}
-	ln := newConnLimiter(tcp, c.maxConns, tlsConfig, log)
 	srv := server.New(q,
-		server.WithToken(c.token), server.WithLimits(c.limits), server.WithLogger(log), server.WithWheel(wheel),
+		server.WithToken(c.token), server.WithLimits(c.limits), server.WithConnLimits(c.conns), server.WithTLS(tlsConfig),
+		server.WithLogger(log), server.WithWheel(wheel),
 		server.WithAllowedOrigins(c.origins...), server.WithAllowedHosts(c.hosts...))
-	var http1 http.Protocols
-	http1.SetHTTP1(true)
-	hs := &http.Server{
-		Handler:           ln.handler(srv),
-		ReadHeaderTimeout: c.headerTimeout,
-		// Covers the body, the handling (a long poll's wait at most) and the
-		// answer, so that a client that does not read its answer cannot
-		// hold a handler either.
-		WriteTimeout:   c.limits.BodyTimeout + c.limits.MaxWait + 30*time.Second,
-		IdleTimeout:    c.idleTimeout,
-		MaxHeaderBytes: 64 << 10,
-		ConnState:      ln.connState,
-		ConnContext:    ln.connContext,
-		Protocols:      &http1,
-		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
 	served := make(chan error, 1)
-	go func() { served <- hs.Serve(ln) }()
+	go func() { served <- srv.Serve(tcp) }()
 	scheme := "http"
 	if tlsConfig != nil {
 		scheme = "https"
@@ -292,7 +256,7 @@ func run(args []string, stderr io.Writer) int {
 			log.Warn("serving plain HTTP on a non-loopback address: put a TLS proxy in front, or set -tls-cert and -tls-key")
 		}
 	}
-	log.Info("tockd listening", "addr", tcp.Addr().String(), "url", scheme+"://"+tcp.Addr().String()+"/", "max_conns", c.maxConns)
+	log.Info("tockd listening", "addr", tcp.Addr().String(), "url", scheme+"://"+tcp.Addr().String()+"/", "max_conns", c.conns.MaxConns)
 
 	code := 0
 	select {
@@ -303,25 +267,19 @@ func run(args []string, stderr io.Writer) int {
 		log.Info("shutting down: finishing requests in flight", "timeout", c.shutdownTimeout)
 	}
 	stop()
-	srv.Drain()
 	sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil {
-		open, _, _ := ln.stats()
-		log.Warn("closing the connections still open at the shutdown timeout", "connections", open)
-		_ = hs.Close()
-	}
-	// Closed connections end their handlers' reads and writes at once; a
-	// handler waiting for the queue's fsync finishes within milliseconds.
-	if !ln.waitHandlers(2 * time.Second) {
-		log.Warn("handlers still running; closing the queue under them")
+	if err := srv.Shutdown(sctx); err != nil {
+		// The queue is closed under any handler still running: its calls
+		// fail with ErrClosed.
+		log.Warn("requests still in flight at the shutdown timeout", "err", err)
 	}
 	if err := q.Close(); err != nil {
 		log.Error("closing the queue", "err", err)
 		return 1
 	}
-	_, shed, refused := ln.stats()
-	log.Info("queue closed; bye", "conns_shed", shed, "conns_refused", refused)
+	st := srv.ConnStats()
+	log.Info("queue closed; bye", "conns_shed", st.Shed, "conns_refused", st.Refused)
 	return code
 }
 

@@ -1,18 +1,14 @@
-package main
+package server
 
 import (
-	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,11 +16,11 @@ import (
 	"github.com/tockwheel/tock/api"
 )
 
-// A connLimiter is tockd's listener. It caps the connections open at once,
-// so that slow or idle clients cannot take every file descriptor (accept
-// then fails with "too many open files" and even /healthz stops
-// answering), and it makes room for a new connection by closing the one
-// least likely to be doing useful work:
+// A connLimiter is the connection policy of [Server.Serve]. It caps the
+// connections open at once, so that slow or idle clients cannot take every
+// file descriptor (accept then fails with "too many open files" and even
+// /healthz stops answering), and it makes room for a new connection by
+// closing the one least likely to be doing useful work:
 //
 //  1. the connection idle longest between requests (keep-alive), then
 //  2. the connection that has spent longest on a request whose headers or
@@ -35,23 +31,21 @@ import (
 // make room. Only when every connection is of that kind is a new one turned
 // away, with a JSON 503 and Retry-After. So an attack by slow clients
 // costs legitimate clients nothing but the cap: /healthz and puts keep
-// answering, as the e2e test checks with hundreds of slow connections.
+// answering, as tockd's end-to-end test checks with hundreds of slow
+// connections.
 //
-// The limiter also serves TLS when given a config, and rewrites the
-// plain-text error answers that net/http writes on its own, before any
-// handler runs (a malformed request line, headers over the limit), as JSON
-// errors like every other answer of the API; where net/http closes a
-// connection whose headers did not arrive in time without a word, it
-// answers 408 first. To do so it must sit above
-// TLS, so that net/http sees its connections rather than *tls.Conn: tockd
-// serves HTTP/1.1 only, and handlers see no r.TLS.
+// The limiter also serves TLS when given a config, and rewrites the answers
+// that net/http writes on its own before any handler runs (see
+// trackedConn.Write). To do so it must sit above TLS, so that net/http sees
+// its connections rather than *tls.Conn: the server speaks HTTP/1.1 only,
+// and handlers see no r.TLS.
 //
-// A connLimiter is safe for concurrent use.
+// One connLimiter serves every listener of a Server. It is safe for
+// concurrent use.
 type connLimiter struct {
-	inner net.Listener
-	tls   *tls.Config // nil: plain HTTP
-	max   int
-	log   *slog.Logger
+	tls *tls.Config // nil: plain HTTP
+	max int
+	log *slog.Logger
 
 	mu   sync.Mutex
 	open int      // connections accepted and not closed
@@ -65,8 +59,8 @@ type connLimiter struct {
 	refusing chan struct{}  // bounds the goroutines answering refused connections
 }
 
-func newConnLimiter(inner net.Listener, max int, tlsConfig *tls.Config, log *slog.Logger) *connLimiter {
-	return &connLimiter{inner: inner, max: max, tls: tlsConfig, log: log, refusing: make(chan struct{}, 64)}
+func newConnLimiter(max int, tlsConfig *tls.Config, log *slog.Logger) *connLimiter {
+	return &connLimiter{max: max, tls: tlsConfig, log: log, refusing: make(chan struct{}, 64)}
 }
 
 // A conn's place in the limiter: which list it is on.
@@ -100,11 +94,18 @@ type trackedConn struct {
 	partial atomic.Int64
 }
 
+// limitedListener is a listener whose connections a connLimiter keeps.
+type limitedListener struct {
+	net.Listener
+	l *connLimiter
+}
+
 // Accept waits for a connection and returns it, making room for it first
 // when the limiter is full.
-func (l *connLimiter) Accept() (net.Conn, error) {
+func (ll limitedListener) Accept() (net.Conn, error) {
+	l := ll.l
 	for {
-		raw, err := l.inner.Accept()
+		raw, err := ll.Listener.Accept()
 		if err != nil {
 			return nil, err
 		}
@@ -165,7 +166,7 @@ func (l *connLimiter) shedLocked() bool {
 // closes the connection.
 func overCapacity(max int) []byte {
 	body, _ := json.Marshal(api.ErrorBody{
-		Message: fmt.Sprintf("tockd has %d connections open, each serving a request; retry shortly", max),
+		Message: fmt.Sprintf("the server has %d connections open, each serving a request; retry shortly", max),
 		Code:    api.CodeUnavailable,
 	})
 	return fmt.Appendf(nil, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"+
@@ -202,9 +203,6 @@ func (l *connLimiter) refuse(raw net.Conn) {
 		_, _ = io.Copy(io.Discard, io.LimitReader(raw, 64<<10))
 	}()
 }
-
-func (l *connLimiter) Close() error   { return l.inner.Close() }
-func (l *connLimiter) Addr() net.Addr { return l.inner.Addr() }
 
 // connState follows net/http's view of each connection: http.Server.ConnState.
 func (l *connLimiter) connState(nc net.Conn, state http.ConnState) {
@@ -371,91 +369,11 @@ func (l *connLimiter) waitHandlers(d time.Duration) bool {
 
 // stats returns the connections open, and those closed to make room or
 // turned away since the start.
-func (l *connLimiter) stats() (open int, shed, refused int64) {
+func (l *connLimiter) stats() ConnStats {
 	l.mu.Lock()
-	open = l.open
+	open := l.open
 	l.mu.Unlock()
-	return open, l.shed.Load(), l.refused.Load()
-}
-
-// Read reads from the connection. When the read deadline of request
-// headers passes with part of them read, net/http closes the connection
-// without a word; Read answers 408 with a JSON error first.
-func (c *trackedConn) Read(p []byte) (int, error) {
-	n, err := c.Conn.Read(p)
-	if c.inHandler.Load() {
-		return n, err
-	}
-	if c.partial.Add(int64(n)) > 0 && err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
-		c.partial.Store(0)
-		_ = c.Conn.SetWriteDeadline(time.Now().Add(time.Second))
-		_, _ = c.Conn.Write(jsonAnswer(http.StatusRequestTimeout, ""))
-	}
-	return n, err
-}
-
-// netHTTPErrorHeaders end the status line of the answers net/http writes
-// itself when it cannot read a request (server.go, conn.serve); their body
-// follows.
-const netHTTPErrorHeaders = "\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n"
-
-// Write writes p, except that an answer net/http writes on its own before
-// any handler has run on the request (a malformed request, headers over the
-// limit, an unsupported transfer encoding or HTTP version) is rewritten as
-// a JSON error, so that every answer of the API is JSON. Such an answer is
-// written whole in one call, while no handler runs on the connection.
-func (c *trackedConn) Write(p []byte) (int, error) {
-	if c.inHandler.Load() || !bytes.HasPrefix(p, []byte("HTTP/1.1 ")) {
-		return c.Conn.Write(p)
-	}
-	if bytes.HasPrefix(p, []byte("HTTP/1.1 417 ")) {
-		// An Expect header other than 100-continue: net/http answers
-		// through the response, with an empty body.
-		if _, err := c.Conn.Write(jsonAnswer(http.StatusExpectationFailed, "")); err != nil {
-			return 0, err
-		}
-		return len(p), nil
-	}
-	i := bytes.Index(p, []byte(netHTTPErrorHeaders))
-	if i < 0 {
-		return c.Conn.Write(p)
-	}
-	status, err := strconv.Atoi(string(p[9:min(12, i)]))
-	if err != nil {
-		return c.Conn.Write(p)
-	}
-	if _, err := c.Conn.Write(jsonAnswer(status, string(p[i+len(netHTTPErrorHeaders):]))); err != nil {
-		return 0, err
-	}
-	return len(p), nil
-}
-
-// jsonAnswer is the JSON error answer for one net/http wrote as text, with
-// the code of package api for its status.
-func jsonAnswer(status int, text string) []byte {
-	msg, code := text, api.CodeBadRequest
-	switch status {
-	case http.StatusBadRequest:
-		if text == "400 Bad Request" {
-			msg = "malformed HTTP request"
-		}
-	case http.StatusRequestHeaderFieldsTooLarge:
-		msg, code = "request headers too large", api.CodeHeadersTooLarge
-	case http.StatusNotImplemented:
-		code = api.CodeNotImplemented
-	case http.StatusHTTPVersionNotSupported:
-		code = api.CodeHTTPVersion
-	case http.StatusRequestTimeout:
-		msg, code = "the request headers did not arrive in time", api.CodeHeaderTimeout
-	case http.StatusExpectationFailed:
-		msg, code = "unsupported Expect header: only 100-continue is", api.CodeExpectation
-	default:
-		code = api.CodeOther
-	}
-	body, _ := json.Marshal(api.ErrorBody{Message: msg, Code: code})
-	body = append(body, '\n')
-	return fmt.Appendf(nil, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
-		status, http.StatusText(status), len(body), body)
+	return ConnStats{Open: open, Shed: l.shed.Load(), Refused: l.refused.Load()}
 }
 
 // connList is a list of connections threaded through them, so that moving

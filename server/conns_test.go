@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"bufio"
@@ -10,31 +10,6 @@ import (
 	"testing/synctest"
 	"time"
 )
-
-// pipeListener hands net.Pipe connections to a listener, so that a
-// connLimiter can be tested in a synctest bubble.
-type pipeListener struct {
-	conns chan net.Conn
-	done  chan struct{}
-}
-
-func (l *pipeListener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (l *pipeListener) Close() error   { close(l.done); return nil }
-func (l *pipeListener) Addr() net.Addr { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
-
-func (l *pipeListener) dial() net.Conn {
-	c, s := net.Pipe()
-	l.conns <- s
-	return c
-}
 
 // send writes s on c without waiting for the server to read it (a pipe
 // has no buffer).
@@ -54,14 +29,14 @@ func closedByServer(c net.Conn) bool {
 // served; with none to close, the new connection gets a JSON 503.
 func TestLimiterMakesRoomFromIdleThenSlow(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pl := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
-		l := newConnLimiter(pl, 3, nil, slog.New(slog.DiscardHandler))
+		pl := newPipeListener()
+		l := newConnLimiter(3, nil, slog.New(slog.DiscardHandler))
 		release := make(chan struct{})
 		mux := http.NewServeMux()
 		mux.HandleFunc("/quick", func(w http.ResponseWriter, r *http.Request) {})
 		mux.HandleFunc("/block", func(w http.ResponseWriter, r *http.Request) { <-release })
 		hs := &http.Server{Handler: l.handler(mux), ConnState: l.connState, ConnContext: l.connContext}
-		go hs.Serve(l)
+		go hs.Serve(limitedListener{pl, l})
 
 		idle := pl.dial()
 		send(idle, "GET /quick HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -106,8 +81,8 @@ func TestLimiterMakesRoomFromIdleThenSlow(t *testing.T) {
 			t.Fatalf("connection over a limit of busy ones: %v, %v; want a JSON 503 with Retry-After", resp, err)
 		}
 		refused.Close()
-		if open, shed, turnedAway := l.stats(); open != 3 || shed != 3 || turnedAway != 1 {
-			t.Errorf("stats: %d open, %d shed, %d refused; want 3, 3, 1", open, shed, turnedAway)
+		if st := l.stats(); st != (ConnStats{Open: 3, Shed: 3, Refused: 1}) {
+			t.Errorf("stats: %+v; want 3 open, 3 shed, 1 refused", st)
 		}
 		close(release)
 		for _, c := range []net.Conn{busy, last, extra} {
@@ -125,14 +100,14 @@ func TestLimiterMakesRoomFromIdleThenSlow(t *testing.T) {
 // idle after a request, is closed without a word, as HTTP/1.1 expects.
 func TestHeaderTimeoutAnswers408(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		pl := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
-		l := newConnLimiter(pl, 10, nil, slog.New(slog.DiscardHandler))
+		pl := newPipeListener()
+		l := newConnLimiter(10, nil, slog.New(slog.DiscardHandler))
 		hs := &http.Server{
 			Handler:           l.handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})),
 			ReadHeaderTimeout: time.Second, IdleTimeout: 5 * time.Second,
 			ConnState: l.connState, ConnContext: l.connContext,
 		}
-		go hs.Serve(l)
+		go hs.Serve(limitedListener{pl, l})
 
 		slow := pl.dial()
 		send(slow, "GET / HTTP/1.1\r\nHost: x\r\n")

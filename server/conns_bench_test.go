@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"io"
@@ -12,10 +12,10 @@ import (
 
 // BenchmarkConnLimiter measures requests per second over loopback to a
 // handler that does nothing, from 32 keep-alive clients, through a plain
-// listener (the anchor) and through tockd's connLimiter: the limiter's cost
+// listener (the anchor) and through the connLimiter of Serve: the limiter's cost
 // per request at its most visible, with no queue behind it.
 //
-//	go test ./cmd/tockd -run '^$' -bench ConnLimiter -count 5
+//	go test ./server -run '^$' -bench ConnLimiter -count 5
 func BenchmarkConnLimiter(b *testing.B) {
 	for _, limited := range []bool{false, true} {
 		name := "plain"
@@ -31,8 +31,8 @@ func BenchmarkConnLimiter(b *testing.B) {
 			hs := &http.Server{Handler: h}
 			var l net.Listener = ln
 			if limited {
-				cl := newConnLimiter(ln, 1000, nil, slog.New(slog.DiscardHandler))
-				hs.Handler, hs.ConnState, hs.ConnContext, l = cl.handler(h), cl.connState, cl.connContext, cl
+				cl := newConnLimiter(1000, nil, slog.New(slog.DiscardHandler))
+				hs.Handler, hs.ConnState, hs.ConnContext, l = cl.handler(h), cl.connState, cl.connContext, limitedListener{ln, cl}
 			}
 			go hs.Serve(l)
 			defer hs.Close()

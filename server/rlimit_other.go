@@ -1,6 +1,6 @@
 //go:build !unix
 
-package main
+package server
 
 // openFilesLimit returns 0: the limit is unknown here.
 func openFilesLimit() int { return 0 }
