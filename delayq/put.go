@@ -3,6 +3,7 @@ package delayq
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -261,6 +262,10 @@ func (q *Queue) validate(m *Message) error {
 		return fmt.Errorf("id of %d bytes: %w", len(m.ID), ErrInvalid)
 	case len(m.Payload) > q.cfg.maxPayload:
 		return fmt.Errorf("payload of %d bytes over %d: %w", len(m.Payload), q.cfg.maxPayload, ErrTooLarge)
+	case m.Replace && m.ID != "":
+		// Replacing needs its removal and its Put in one atomic record group, which the log
+		// format does not have yet: refuse rather than store a duplicate or lose the message.
+		return fmt.Errorf("replace of %q: %w", m.ID, errors.ErrUnsupported)
 	}
 	_, err := queue.DueAt(m.DeliverAt, time.Time{})
 	return err

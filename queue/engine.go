@@ -17,7 +17,8 @@ type Engine interface {
 	//
 	// When m.ID names a message that is still waiting (scheduled, due or leased), Put stores
 	// nothing: it returns m.ID and nil if the waiting message has the same topic, payload and
-	// DeliverAt (a retried Put), and an error matching ErrDuplicate otherwise. An ID is free again
+	// DeliverAt (a retried Put), and an error matching ErrDuplicate otherwise, unless m.Replace
+	// asks to replace it (see [Message.Replace]). An ID is free again
 	// once its message is acked or cancelled. A dead letter keeps its ID: it waits on the
 	// dead-letter topic until it is received and acked, or cancelled.
 	//

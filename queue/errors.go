@@ -38,9 +38,15 @@ type DuplicateError struct {
 	ID string
 	// DeliverAt is the due time of the message already waiting.
 	DeliverAt time.Time
+	// Leased reports a Put with Replace set that found the message leased to a consumer, which
+	// a Put does not replace.
+	Leased bool
 }
 
 func (e *DuplicateError) Error() string {
+	if e.Leased {
+		return fmt.Sprintf("message %q is leased to a consumer and cannot be replaced: %v", e.ID, ErrDuplicate)
+	}
 	return fmt.Sprintf("message %q is already waiting, due at %s: %v",
 		e.ID, e.DeliverAt.UTC().Format(time.RFC3339Nano), ErrDuplicate)
 }

@@ -18,6 +18,13 @@ type Message struct {
 	// at the Put. Times after [MaxDeliverAt] are refused. A monotonic clock reading, if any, is
 	// ignored: due times are wall-clock times.
 	DeliverAt time.Time
+	// Replace makes a Put with a chosen ID replace the message waiting under that ID, atomically,
+	// with this one (new topic, payload and due time, attempts counted from zero), instead of
+	// failing with ErrDuplicate: a debounce ("remind me 30 minutes after the last change") in
+	// one call. A leased message is not replaced: the Put fails with a *DuplicateError whose
+	// Leased field is set. A scheduled, due or dead message is replaced. Without a waiting
+	// message, the Put stores m as any Put does. It is ignored for a generated ID.
+	Replace bool
 }
 
 // A Delivery is a message leased to one consumer by [Engine.Receive].
