@@ -30,9 +30,12 @@ type Limits struct {
 	// BodyTimeout bounds the time a request body may take to arrive, from
 	// the moment the server starts reading it (default 30s). A body still
 	// incomplete then is answered with 408 and its connection closed, so a
-	// client that sends a byte now and then cannot hold a connection. The
-	// time to read the request's headers is the http.Server's
-	// ReadHeaderTimeout.
+	// client that sends a byte now and then cannot hold a connection. A
+	// request answered before its body was read to its end (refused before
+	// routing, or cut short by an error) is answered at once and closes its
+	// connection, at the latest BodyTimeout after the server began to serve
+	// it. The time to read the request's headers is
+	// [ConnLimits.HeaderTimeout] under [Server.Serve].
 	BodyTimeout time.Duration
 }
 

@@ -197,20 +197,6 @@ func (l scrapeLog) Println(v ...any) {
 	l.log.Warn("metrics scrape", "err", strings.TrimSpace(fmt.Sprintln(v...)))
 }
 
-// statusWriter remembers the status code written through it.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	w.status = code
-	w.ResponseWriter.WriteHeader(code)
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
 // scrapeTimeout bounds the engine's calls made for one scrape.
 const scrapeTimeout = 5 * time.Second
 

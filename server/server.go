@@ -193,16 +193,24 @@ func (s *Server) route(pattern string, h handlerFunc) {
 // [WithAllowedHosts]), a cross-origin browser request (403, see
 // [WithAllowedOrigins]), a missing token (401), and a body that is not
 // application/json (415).
+//
+// An answer never waits for a request body that the server has not read to
+// its end (a refused request's, or one cut short by an error): it goes out
+// at once with "Connection: close", and the connection closes when the
+// rest of the body has arrived or [Limits.BodyTimeout] after the request
+// began, whichever is first.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, pattern := s.mux.Handler(r)
 	rm := s.metrics.routeOf(pattern)
 	rm.inFlight.Inc()
 	defer rm.inFlight.Dec()
 	start := time.Now()
-	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-	s.serve(sw, r, rm.matched)
+	aw := &answerWriter{ResponseWriter: w, status: http.StatusOK}
+	aw.watchBody(r, start.Add(s.limits.BodyTimeout))
+	s.serve(aw, r, rm.matched)
+	aw.finish()
 	rm.duration.Observe(time.Since(start).Seconds())
-	rm.count(sw.status)
+	rm.count(aw.status)
 }
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, matched bool) {

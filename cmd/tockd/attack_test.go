@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
@@ -197,6 +198,104 @@ func TestSlowBodyGets408(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("408 after %v with a 500ms body timeout", took)
 	}
+}
+
+// TestRefusedSlowBodiesE2E is the regression test of the report's refused
+// requests whose bodies trickle in a byte now and then: a wrong Host (421),
+// no token (401), a cross-site write (403), a body that is not JSON (415),
+// an unknown route (404). tockd refused them before reading their bodies,
+// and net/http then read the rest of each body before writing the answer,
+// without a deadline: none was answered, and every connection was held for
+// good. Now each is answered within the body timeout, and its connection
+// closes.
+func TestRefusedSlowBodiesE2E(t *testing.T) {
+	const bodyTimeout = 2 * time.Second
+	d := startTockd(t, t.TempDir(), []string{"TOCK_TOKEN=0123456789abcdef"}, "-body-timeout", bodyTimeout.String())
+	const auth = "Authorization: Bearer 0123456789abcdef\r\n"
+	const json = "Content-Type: application/json\r\n"
+	kinds := []struct {
+		name, head string
+		status     int
+	}{
+		{"wrong host", "POST /v1/topics/t/messages HTTP/1.1\r\nHost: rebound.example\r\n" + auth + json, 421},
+		{"no token", "POST /v1/topics/t/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n" + json, 401},
+		{"cross-site", "POST /v1/topics/t/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + json +
+			"Origin: https://evil.example\r\nSec-Fetch-Site: cross-site\r\n", 403},
+		{"not JSON", "POST /v1/topics/t/messages HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + "Content-Type: text/plain\r\n", 415},
+		{"no route", "POST /v1/nowhere HTTP/1.1\r\nHost: 127.0.0.1\r\n" + auth + json, 404},
+	}
+	const each = 20
+	type outcome struct {
+		kind, status     int
+		answered, closed time.Duration // since the request; -1: never
+		err              error
+	}
+	outcomes := make(chan outcome, each*len(kinds))
+	stop := make(chan struct{})
+	defer close(stop)
+	for k, kind := range kinds {
+		for range each {
+			go func() {
+				o := outcome{kind: k, answered: -1, closed: -1}
+				defer func() { outcomes <- o }()
+				c, err := net.Dial("tcp", strings.TrimPrefix(d.url, "http://"))
+				if err != nil {
+					o.err = err
+					return
+				}
+				defer c.Close()
+				start := time.Now()
+				if _, err := io.WriteString(c, kind.head+"Content-Length: 1000\r\n\r\n{\"payload\":"); err != nil {
+					o.err = err
+					return
+				}
+				go func() { // a byte every 100 ms, for longer than the test waits
+					for {
+						select {
+						case <-stop:
+							return
+						case <-time.After(100 * time.Millisecond):
+						}
+						if _, err := c.Write([]byte(" ")); err != nil {
+							return
+						}
+					}
+				}()
+				// Wait for the answer and the close for longer than the
+				// trickle takes to outlast the body timeout several times.
+				c.SetReadDeadline(start.Add(5 * bodyTimeout))
+				br := bufio.NewReader(c)
+				resp, err := http.ReadResponse(br, nil)
+				if err != nil {
+					o.err = fmt.Errorf("no answer: %w", err)
+					return
+				}
+				o.answered, o.status = time.Since(start), resp.StatusCode
+				_, err = io.Copy(io.Discard, br)
+				if err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+					o.closed = time.Since(start) // EOF, or a reset under the trickle
+				}
+			}()
+		}
+	}
+	var worstAnswer, worstClose time.Duration
+	for range each * len(kinds) {
+		o := <-outcomes
+		kind := kinds[o.kind]
+		switch {
+		case o.err != nil:
+			t.Errorf("%s: %v", kind.name, o.err)
+		case o.status != kind.status:
+			t.Errorf("%s: answered %d, want %d", kind.name, o.status, kind.status)
+		case o.answered > bodyTimeout:
+			t.Errorf("%s: answered after %v, later than the body timeout, %v", kind.name, o.answered, bodyTimeout)
+		case o.closed < 0:
+			t.Errorf("%s: the connection still open %v after the request, under a body that keeps trickling", kind.name, 5*bodyTimeout)
+		}
+		worstAnswer, worstClose = max(worstAnswer, o.answered), max(worstClose, o.closed)
+	}
+	t.Logf("%d refused requests with slow bodies: the slowest answered after %v, the last connection closed after %v (body timeout %v)",
+		each*len(kinds), worstAnswer, worstClose, bodyTimeout)
 }
 
 // TestMalformedRequestsGetJSON checks that tockd serves with package
