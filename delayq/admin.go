@@ -463,15 +463,21 @@ func (q *Queue) infoLocked(e *entry, state queue.State, preview bool) queue.Mess
 			m.LeaseDeadline = time.UnixMilli(e.bucket.key)
 		}
 	}
-	if e.dead() && q.cfg.maxAttempts > 0 {
+	switch {
+	case e.dead() && e.diedAfter > 0:
+		m.Attempts += int(e.diedAfter)
+	case e.dead() && q.cfg.maxAttempts > 0:
 		m.Attempts += q.cfg.maxAttempts
 	}
-	switch e.failure {
-	case wal.FailureNacked:
+	switch {
+	case e.failure == wal.FailureNacked && e.deadLettered:
+		m.LastFailure, m.FailedAt = "dead-lettered", time.Unix(0, e.failedAt)
+	case e.failure == wal.FailureNacked:
 		m.LastFailure, m.FailedAt = "nacked", time.Unix(0, e.failedAt)
-	case wal.FailureExpired:
+	case e.failure == wal.FailureExpired:
 		m.LastFailure, m.FailedAt = "lease expired", time.Unix(0, e.failedAt)
 	}
+	m.Reason = e.reason
 	m.Payload = clip(m.Payload, preview)
 	return m
 }

@@ -105,16 +105,16 @@ func (q *Queue) applyUpdate(e *entry, rec *wal.Record) {
 	if rec.Topic != "" {
 		t := q.mem.topics.get(rec.Topic)
 		if t == e.home {
-			e.lease = 0 // a requeued dead letter: its receipts are stale
+			e.lease, e.diedAfter = 0, 0 // a requeued dead letter: its receipts are stale
 		}
 		q.mem.move(e, t)
 	}
 	switch rec.Failure {
 	case wal.FailureUnchanged:
 	case wal.FailureNone:
-		e.failure, e.failedAt = 0, 0
+		e.failure, e.failedAt, e.reason, e.deadLettered = 0, 0, "", false
 	default:
-		e.failure, e.failedAt = rec.Failure, rec.FailedAt
+		e.failure, e.failedAt, e.reason, e.deadLettered = rec.Failure, rec.FailedAt, "", false
 	}
 	q.mem.changed(e, false)
 	q.mem.arm(e)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/queue"
 )
 
 // fire is a bucket's timer callback: its messages came due, or their leases ran out.
@@ -23,7 +24,7 @@ func (q *Queue) fire(b *bucket) {
 			q.mem.makeReady(e)
 		case leased:
 			q.stats.expired++
-			q.retryLocked(e, 0, true)
+			q.retryLocked(e, 0, true, queue.NackOptions{})
 		}
 	})
 }
@@ -164,25 +165,29 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 
 // Nack ends a lease early: the delivery counts as failed and the message is due again after delay
 // (at once if delay is 0), or moves to the dead-letter topic if it has failed the maximum number
-// of times. It returns an error matching ErrUnknownReceipt if the receipt names no current lease,
-// and one matching ErrInvalid for a negative delay.
-func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) error {
+// of times, or at once with [queue.WithDeadLetter]. A reason given with [queue.WithReason] is
+// what [Queue.Message] reports as the message's last failure, until it fails again, is requeued
+// or is done; it is kept in memory, so a restart forgets it (the failure and its time remain). It
+// returns an error matching ErrUnknownReceipt if the receipt names no current lease, and one
+// matching ErrInvalid for a negative delay or a reason queue.NackOptionsOf refuses.
+func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration, opts ...queue.NackOption) error {
 	if delay < 0 {
 		return fmt.Errorf("delayq: Nack delay %v: %w", delay, ErrInvalid)
+	}
+	o, err := queue.NackOptionsOf(opts)
+	if err != nil {
+		return fmt.Errorf("delayq: %w", err)
 	}
 	if err := q.lockToWrite(ctx); err != nil {
 		return err
 	}
-	e, _, err := q.leasedLocked(receipt)
-	if err == nil && e.st != leased {
-		err = errUnknownReceipt
-	}
+	e, err := q.currentLeaseLocked(receipt)
 	if err != nil {
 		q.mu.Unlock()
 		return err
 	}
 	q.stats.nacked++
-	end, err := q.retryLocked(e, delay, false)
+	end, err := q.retryLocked(e, delay, false, o)
 	q.mu.Unlock()
 	if err != nil {
 		return err
@@ -190,19 +195,63 @@ func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) e
 	return q.waitDurable(end)
 }
 
+// currentLeaseLocked returns the entry a receipt names if it is leased under that receipt now: not
+// acked, nacked, nor run out.
+func (q *Queue) currentLeaseLocked(receipt string) (*entry, error) {
+	e, _, err := q.leasedLocked(receipt)
+	if err == nil && e.st != leased {
+		err = errUnknownReceipt
+	}
+	return e, err
+}
+
+// Extend moves the end of the lease receipt names to visibility from now (see
+// [queue.Engine.Extend]): the lease's timer moves on the wheel, and nothing is written, since
+// leases live in memory and end when the queue closes. It returns an error matching
+// ErrUnknownReceipt when the receipt names no current lease (its lease ran out, or was acked or
+// nacked), and one matching ErrInvalid for a visibility that is not positive.
+func (q *Queue) Extend(ctx context.Context, receipt string, visibility time.Duration) error {
+	if visibility <= 0 {
+		return fmt.Errorf("delayq: Extend visibility %v: %w", visibility, ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delayq: %w", err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.usableLocked(); err != nil {
+		return err
+	}
+	e, err := q.currentLeaseLocked(receipt)
+	if err != nil {
+		return err
+	}
+	now := time.Now().UnixNano()
+	if e.bucket != nil && e.bucket.key*bucketNs <= now {
+		return errUnknownReceipt // ran out; its bucket's timer has not fired yet
+	}
+	q.mem.unschedule(e)
+	q.mem.schedule(e, after(now, visibility))
+	q.stats.extended++
+	return nil
+}
+
 // retryLocked records a failed delivery of e, leased or with its lease just run out: it is due
-// again after delay (or the backoff, when useBackoff), or moves to its dead-letter topic. The
-// Update record is appended and applied; the caller decides whether to wait for it.
-func (q *Queue) retryLocked(e *entry, delay time.Duration, useBackoff bool) (wal.Pos, error) {
+// again after delay (or the backoff, when useBackoff), or moves to its dead-letter topic (after its
+// last attempt, or at once when o says so). The Update record is appended and applied; the caller
+// decides whether to wait for it.
+func (q *Queue) retryLocked(e *entry, delay time.Duration, useBackoff bool, o queue.NackOptions) (wal.Pos, error) {
 	attempt := e.attempt + 1
 	now := time.Now().UnixNano()
 	rec := wal.Record{Kind: wal.KindUpdate, Target: e.origin, Failure: wal.FailureNacked, FailedAt: now}
 	if useBackoff {
 		rec.Failure = wal.FailureExpired
 	}
-	dead := q.cfg.maxAttempts > 0 && int(attempt) >= q.cfg.maxAttempts
+	dead := o.DeadLetter || q.cfg.maxAttempts > 0 && int(attempt) >= q.cfg.maxAttempts
+	diedAfter := e.diedAfter
 	switch {
 	case dead && !q.isDeadLetterTopic(e.t.name):
+		diedAfter = attempt
 		rec.Topic = q.cfg.deadLetterTopic(e.t.name)
 		rec.DeliverAt, attempt = now, 0
 		q.stats.deadLettered++
@@ -214,7 +263,11 @@ func (q *Queue) retryLocked(e *entry, delay time.Duration, useBackoff bool) (wal
 		rec.DeliverAt = after(now, delay)
 	}
 	rec.Attempt = attempt
-	return q.commitLocked(&rec, nil)
+	end, err := q.commitLocked(&rec, nil)
+	if err == nil {
+		e.reason, e.deadLettered, e.diedAfter = o.Reason, o.DeadLetter, diedAfter
+	}
+	return end, err
 }
 
 // after returns d (>= 0) after now, in Unix nanoseconds, no later than the latest DeliverAt Put

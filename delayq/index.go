@@ -114,6 +114,14 @@ type entry struct {
 	// (written by an older version).
 	failure  uint8
 	failedAt int64
+	// reason is the reason the Nack of the last failure gave, and deadLettered says that Nack
+	// sent the message to its dead-letter topic at once (queue.WithDeadLetter). They are kept in
+	// memory only: a restart forgets them (the failure and its time remain).
+	reason       string
+	deadLettered bool
+	// diedAfter is the deliveries a dead letter failed on its topic before it died, when known
+	// (in memory only, like reason: a restart counts the maximum attempts).
+	diedAfter uint32
 	// userID: id was chosen by the producer, so the entry is in byID.
 	userID bool
 

@@ -33,6 +33,7 @@ type Snapshot struct {
 	Purged       uint64 // messages removed by Purge
 	Requeued     uint64 // dead letters moved back by Requeue
 	DeliveredNow uint64 // scheduled messages made due by DeliverNow
+	Extended     uint64 // leases extended by Extend
 
 	// Lateness summarises how long after their DeliverAt messages that came due for the first
 	// time became available to Receive: its quantiles over the last 4096, its count and sum over
@@ -83,7 +84,7 @@ func syncStats(ws wal.SyncStats) SyncStats {
 // counters are the Stats counters, guarded by Queue.mu.
 type counters struct {
 	puts, delivered, acked, nacked, expired, deadLettered, cancelled uint64
-	purged, requeued, deliveredNow                                   uint64
+	purged, requeued, deliveredNow, extended                         uint64
 }
 
 // latenessRing keeps the last samples of lateness, and the count and sum of all.
@@ -152,6 +153,7 @@ func (q *Queue) Snapshot() Snapshot {
 		Purged:         q.stats.purged,
 		Requeued:       q.stats.requeued,
 		DeliveredNow:   q.stats.deliveredNow,
+		Extended:       q.stats.extended,
 		Lateness:       q.mem.lateness.summary(),
 		Segments:       len(segs),
 		CorruptRecords: corrupt,
@@ -198,6 +200,7 @@ func (q *Queue) Metrics(ctx context.Context) ([]queue.Metric, error) {
 		counter("engine_purged_total", "Messages an operator's purge removed.", st.Purged),
 		counter("engine_requeued_total", "Dead letters an operator's requeue moved back to their topic.", st.Requeued),
 		counter("engine_delivered_now_total", "Scheduled messages an operator made due at once.", st.DeliveredNow),
+		counter("engine_extends_total", "Leases the engine extended.", st.Extended),
 	}, nil
 }
 

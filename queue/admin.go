@@ -118,10 +118,13 @@ type MessageInfo struct {
 	DeliverAt time.Time
 	// Attempts counts its deliveries so far.
 	Attempts int
-	// LastFailure says why the last delivery failed, where the engine knows ("nacked", "lease
-	// expired"), and FailedAt when; both are empty for a message that has not failed.
+	// LastFailure says how the last delivery failed, where the engine knows: "nacked", "lease
+	// expired", or "dead-lettered" (nacked with [WithDeadLetter]); FailedAt says when, and Reason
+	// gives the reason the Nack gave ([WithReason]). All are empty for a message that has not
+	// failed, and Reason for one whose last failure gave none.
 	LastFailure string
 	FailedAt    time.Time
+	Reason      string
 	// LeaseDeadline is when the lease of a leased message runs out.
 	LeaseDeadline time.Time
 	// Payload is the payload, whole from Message and cut to PreviewLen bytes in a page; Size is

@@ -17,7 +17,10 @@
 // lease that runs out without either counts as a failed delivery: the message is due again after
 // the engine's backoff. After the engine's maximum number of failed deliveries the message moves
 // to the dead-letter topic (the topic's name followed by [DeadLetterSuffix], unless the engine is
-// configured otherwise), where it waits to be received like any other.
+// configured otherwise), where it waits to be received like any other. A consumer whose work takes
+// longer than the visibility timeout extends its lease ([Engine.Extend]); one that knows a message
+// can never succeed fails it for good ([WithDeadLetter]), and a Nack may say why ([WithReason]).
+// Package worker runs this loop for a program: handlers, leases kept alive, backoff.
 //
 //	id, err := e.Put(ctx, queue.Message{Topic: "email", Payload: body, DeliverAt: time.Now().Add(time.Hour)})
 //	ds, err := e.Receive(ctx, "email", 32, 30*time.Second) // waits until something is due

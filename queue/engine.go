@@ -57,7 +57,19 @@ type Engine interface {
 	// once), counting a failed delivery: after the engine's maximum, the message moves to the
 	// dead-letter topic instead. A receipt that names no current lease is refused with
 	// ErrUnknownReceipt. delay must not be negative.
-	Nack(ctx context.Context, receipt string, delay time.Duration) error
+	//
+	// The options say more of the failure: [WithReason] gives the reason the message's last
+	// failure reports ([MessageInfo].Reason), and [WithDeadLetter] fails the message for good: it
+	// moves to the dead-letter topic at once, whatever its attempts. Engines read them with
+	// [NackOptionsOf], and refuse what it refuses with ErrInvalid. A nil option is ignored.
+	Nack(ctx context.Context, receipt string, delay time.Duration, opts ...NackOption) error
+
+	// Extend moves the end of the lease receipt names to visibility from the call, longer or
+	// shorter than it was, so that a consumer can hold a message for as long as its work takes.
+	// A receipt that names no current lease (forged, malformed, stale, or whose lease ran out or
+	// was ended by an Ack or Nack) is refused with ErrUnknownReceipt, and nothing changes.
+	// visibility must be positive (ErrInvalid otherwise). Extend counts no attempt.
+	Extend(ctx context.Context, receipt string, visibility time.Duration) error
 
 	// Stats reports the engine's counts. It is called on every metrics scrape and status poll,
 	// so it must be cheap.

@@ -109,23 +109,60 @@ func (q *Queue) cfgArgs() []any {
 }
 
 // Nack ends the lease receipt names and makes its message due again after delay (rounded up to a
-// millisecond), or moves it to the dead-letter topic; see [queue.Engine.Nack].
-func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration) error {
+// millisecond), or moves it to the dead-letter topic; see [queue.Engine.Nack]. A reason given
+// with queue.WithReason is kept in the shard's {T}:why until the message fails again, is requeued
+// or is done.
+func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration, opts ...queue.NackOption) error {
 	if err := q.usable(); err != nil {
 		return err
 	}
 	if delay < 0 {
 		return fmt.Errorf("redisq: nack: negative delay %v: %w", delay, queue.ErrInvalid)
 	}
+	o, err := queue.NackOptionsOf(opts)
+	if err != nil {
+		return fmt.Errorf("redisq: nack: %w", err)
+	}
 	rc, ok := q.sign.verify(receipt, q.lay.shards())
 	if !ok {
 		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)
 	}
+	dead := "0"
+	if o.DeadLetter {
+		dead = "1"
+	}
 	r := &request{kind: opScript, shard: rc.shard, script: nackScript, args: func(int, bool) []any {
-		return append(q.cfgArgs(), rc.id, rc.token, millis(delay))
+		return append(q.cfgArgs(), rc.id, rc.token, millis(delay), o.Reason, dead)
 	}}
 	if err := q.writer.do(ctx, r); err != nil {
 		return q.writeErr("nack", err)
+	}
+	if code := anyStr(first(r.reply)); code != "1" {
+		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)
+	}
+	return nil
+}
+
+// Extend moves the deadline of the lease receipt names to visibility (rounded up to a millisecond)
+// from the script's clock; see [queue.Engine.Extend]. A lease whose deadline has passed by Redis's
+// clock has run out and is not extended, even before a script expired it. Extends are grouped
+// with the other writes to the shard's master, as acks are.
+func (q *Queue) Extend(ctx context.Context, receipt string, visibility time.Duration) error {
+	if err := q.usable(); err != nil {
+		return err
+	}
+	if visibility <= 0 {
+		return fmt.Errorf("redisq: extend: visibility %v: %w", visibility, queue.ErrInvalid)
+	}
+	rc, ok := q.sign.verify(receipt, q.lay.shards())
+	if !ok {
+		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)
+	}
+	r := &request{kind: opScript, shard: rc.shard, script: extendScript, args: func(int, bool) []any {
+		return []any{rc.id, rc.token, millis(visibility)}
+	}}
+	if err := q.writer.do(ctx, r); err != nil {
+		return q.writeErr("extend", err)
 	}
 	if code := anyStr(first(r.reply)); code != "1" {
 		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)

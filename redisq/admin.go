@@ -126,7 +126,11 @@ func (q *Queue) Message(ctx context.Context, id string) (queue.MessageInfo, erro
 			shard = at
 			continue
 		}
+		if len(v) < 5 {
+			return queue.MessageInfo{}, fmt.Errorf("%w: message script replied %v", ErrProtocol, v)
+		}
 		raw, _ := v[2].(string)
+		reason, _ := v[4].(string)
 		rec, err := decodeRecord(raw)
 		if err != nil {
 			return queue.MessageInfo{}, err
@@ -141,18 +145,18 @@ func (q *Queue) Message(ctx context.Context, id string) (queue.MessageInfo, erro
 			state = queue.Leased
 			score = scoreOf(v[3])
 		}
-		return messageInfo(id, state, score, len(rec.payload), rec), nil
+		return messageInfo(id, state, score, len(rec.payload), rec, reason), nil
 	}
 	return queue.MessageInfo{}, notFound
 }
 
 // messageInfo is what Message and Messages report of a message in state with record rec (its
-// payload maybe cut) of a payload of size bytes; score is the lease deadline of a leased one. A
-// dead letter is reported under the topic it died on, with the deliveries there counted, and in
-// state Dead unless it is leased.
-func messageInfo(id string, state queue.State, score int64, size int, rec record) queue.MessageInfo {
+// payload maybe cut) of a payload of size bytes, and the reason of its last failure; score is the
+// lease deadline of a leased one. A dead letter is reported under the topic it died on, with the
+// deliveries there counted, and in state Dead unless it is leased.
+func messageInfo(id string, state queue.State, score int64, size int, rec record, reason string) queue.MessageInfo {
 	mi := queue.MessageInfo{ID: id, Topic: rec.topic, State: state, DeliverAt: time.UnixMilli(rec.due),
-		Attempts: rec.att, Payload: rec.payload, Size: size}
+		Attempts: rec.att, Payload: rec.payload, Size: size, Reason: reason}
 	mi.LastFailure, mi.FailedAt = rec.failure()
 	if state == queue.Leased {
 		mi.LeaseDeadline = time.UnixMilli(score)

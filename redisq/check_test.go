@@ -21,7 +21,8 @@ import (
 //   - sc counts the wheel's entries of each second, and secs holds the seconds it counts;
 //   - the dead-letter sets hold exactly the dead letters that are not leased, at their death;
 //   - the shard's and the topics' counters match what they count, and topics names the topics
-//     with ready messages.
+//     with ready messages;
+//   - why holds a reason for exactly the records whose fail kind says they have one.
 func checkShards(ctx context.Context, rdb *redis.Client, q *Queue) error {
 	for s := range q.lay.shards() {
 		if err := checkShard(ctx, rdb, q, s); err != nil {
@@ -48,6 +49,19 @@ func checkShard(ctx context.Context, rdb *redis.Client, q *Queue, s int) error {
 			return fmt.Errorf("record of %q: %w", id, err)
 		}
 		recs[id] = rec
+	}
+	why, err := rdb.HGetAll(ctx, p+"why").Result()
+	if err != nil {
+		return err
+	}
+	for id, rec := range recs {
+		if _, ok := why[id]; ok != (rec.failWhy == 'N' || rec.failWhy == 'D') {
+			return fmt.Errorf("%q failed as %q, with a reason in why: %v", id, rec.failWhy, ok)
+		}
+		delete(why, id)
+	}
+	if len(why) > 0 {
+		return fmt.Errorf("why holds reasons of messages without a record: %v", why)
 	}
 	place := make(map[string]string) // ID -> where it was found
 	found := func(id, where string, topic string, score float64, due bool) error {

@@ -71,6 +71,8 @@
 //	{T}:tc            hash: per topic, counters "s<topic>" (scheduled), "p<topic>" (puts),
 //	                  "v<topic>" (deliveries) and "a<topic>" (acks)
 //	{T}:paused        set: the paused topics
+//	{T}:why           hash: message ID -> the reason its last failed delivery gave (a Nack's
+//	                  queue.WithReason), for the waiting messages whose record's fail kind says so
 //	{T}:lat           hash: the lateness of the messages made due: n, sum, max (ms), b1...b17 (see Timing)
 //	{T}:alias         hash: chosen ID -> "<shard>.<batch token>", for IDs whose message lives elsewhere
 //	{T}:abort:<token> string, expires after an hour: a batch that must not be written
@@ -116,7 +118,9 @@
 // token>" for a message put by a batch under an alias in another shard, and empty otherwise; nonce
 // is the Put call's random nonce for a chosen ID (8 bytes of base64url), empty for a generated ID,
 // which is a nonce itself. fail is the last failed delivery, "n<ms>" (nacked at) or "x<ms>" (lease
-// expired at), empty before the first. A dead letter's topic is its dead-letter topic; origin is the
+// expired at), "d<ms>" (nacked to its dead letters at once, queue.WithDeadLetter), empty before the
+// first; "N<ms>" and "D<ms>" are "n" and "d" whose Nack gave a reason, kept in {T}:why, so that the
+// scripts that end a message look there only when there is something to remove. A dead letter's topic is its dead-letter topic; origin is the
 // topic it died on, and dead "<ms>.<attempts>" when it died and after how many deliveries there
 // (its attempts count from 0 again on the dead-letter topic); both are empty for any other message.
 //
@@ -140,7 +144,11 @@
 //   - ack: for each (ID, token): removes the message if its record holds the token (acked), replies
 //     "done" if no message has the ID, and "stale" otherwise (leased again since).
 //   - nack: ends a current lease whose token matches and makes the message due after the delay, or
-//     moves it to the dead-letter topic after the maximum number of failed deliveries.
+//     moves it to the dead-letter topic after the maximum number of failed deliveries (or at once,
+//     when the caller asks), recording the failure and its reason.
+//   - extend: moves the deadline of a current lease whose token matches, and whose deadline has not
+//     passed by the script's clock, to the visibility from that clock (in {T}:lease and
+//     {T}:l:<topic>); the token, and so the receipt, stays the same.
 //   - cancel: removes the message with the ID wherever it waits (wheel, ready set, lease).
 //   - tick: the housekeeping of the shard's owner (see Ownership): checks the fencing token against
 //     the lock, promotes the seconds that start within the owner's lead of the script's clock, and
@@ -414,11 +422,12 @@
 // Message: queue.ErrNotFound means never stored or already done alike. A Put with a generated ID
 // repeated by its caller always stores another message.
 //
-// The layout has a version, in {p}:config: this package reads and writes version 2, which added the
-// topics' wheels, leases, dead letters, counters and pauses, and the last failure and origin in the
-// records. Open refuses a deployment of another version with ErrIncompatible (which matches
-// ErrMismatch), naming both versions, and a process of version 1 refuses one of version 2, so that
+// The layout has a version, in {p}:config: this package reads and writes version 3. Version 2 added
+// the topics' wheels, leases, dead letters, counters and pauses, and the last failure and origin in
+// the records; version 3 the reasons of failures ({T}:why), the fail kinds 'd', 'N' and 'D', and
+// the extend script. Open refuses a deployment of another version with ErrIncompatible (which matches
+// ErrMismatch), naming both versions, and a process of an older version refuses one of a newer, so that
 // two versions never share a deployment: their scripts would not keep each other's keys. Nothing is
-// migrated: a deployment of version 1 is drained with the processes of that version (or its keys
+// migrated: a deployment of an older version is drained with the processes of that version (or its keys
 // are deleted), and Open then creates it anew; or this version is given another prefix.
 package redisq

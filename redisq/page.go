@@ -104,6 +104,8 @@ type entry struct {
 	pos  position
 	size int
 	rec  string // "" for an entry without a record, which is skipped
+	// reason is the reason of the message's last failure, "" for none.
+	reason string
 }
 
 // A stream is what one shard returned of a page, in order.
@@ -201,7 +203,7 @@ func (q *Queue) pageOf(topic string, state queue.State, all []entry, frontier *p
 		if rec.topic != topic && rec.origin != topic {
 			return nil, "", fmt.Errorf("%w: message %q of topic %q listed under %q", ErrProtocol, e.pos.id, rec.topic, topic)
 		}
-		out = append(out, messageInfo(e.pos.id, state, e.pos.ms, e.size, rec))
+		out = append(out, messageInfo(e.pos.id, state, e.pos.ms, e.size, rec, e.reason))
 		last = e.pos
 	}
 	if len(out) == limit && more {
@@ -232,17 +234,18 @@ func (q *Queue) fetch(ctx context.Context, topic, code string, from *position, s
 	}
 	for k, v := range replies {
 		st := streams[ask[k]]
-		if len(v) < 1 || (len(v)-1)%4 != 0 {
+		if len(v) < 1 || (len(v)-1)%5 != 0 {
 			return fmt.Errorf("%w: list script replied %d values", ErrProtocol, len(v))
 		}
 		now, _ := v[0].(int64)
 		q.clock.observe(now)
-		got := (len(v) - 1) / 4
-		for i := 1; i < len(v); i += 4 {
+		got := (len(v) - 1) / 5
+		for i := 1; i < len(v); i += 5 {
 			id, _ := v[i].(string)
 			size, _ := v[i+2].(int64)
 			rec, _ := v[i+3].(string)
-			st.entries = append(st.entries, entry{pos: position{ms: scoreOf(v[i+1]), id: id}, size: int(size), rec: rec})
+			why, _ := v[i+4].(string)
+			st.entries = append(st.entries, entry{pos: position{ms: scoreOf(v[i+1]), id: id}, size: int(size), rec: rec, reason: why})
 		}
 		st.done = got < st.asked
 	}

@@ -20,9 +20,10 @@ import (
 
 // layoutVersion is the version of the key layout and scripts, kept in the deployment's config.
 // Version 2 added the per-topic indexes and counters of the admin operations, and the origin and
-// last failure of a message to its record (see the package doc); a deployment of version 1 is
-// refused, as a process of version 1 refuses one of version 2.
-const layoutVersion = "2"
+// last failure of a message to its record (see the package doc); version 3 the reasons of failures
+// ({T}:why), the failures of a consumer's dead letter ('d'), and the extend script. A deployment of
+// another version is refused, as a process of another version refuses one of this.
+const layoutVersion = "3"
 
 // A Queue is a delay queue in Redis: a [queue.Engine] and a [queue.Reporter]. Open one per process
 // and share it; it is safe for concurrent use by any number of goroutines, and any number of
@@ -193,7 +194,7 @@ func (q *Queue) deployment(ctx context.Context, shardsGiven bool) (int, []byte, 
 	}
 	if v := str(0); v != layoutVersion {
 		what := "it was made by a newer version of redisq: open it with that version"
-		if n, err := strconv.Atoi(v); err == nil && n < 2 {
+		if n, err := strconv.Atoi(v); err == nil && n < 3 {
 			what = "this version does not migrate it: drain it with the processes of the version that made it, " +
 				"delete its keys (those of prefix " + strconv.Quote(q.cfg.prefix) + "), and Open then creates it anew; " +
 				"or open this version with another prefix (WithPrefix)"

@@ -19,7 +19,8 @@ type record struct {
 	topic   string
 	payload []byte
 
-	// failWhy is the reason of the last failed delivery ('n' nacked, 'x' lease expired, 0 none)
+	// failWhy is how the last delivery failed ('n' nacked, 'x' lease expired, 'd' nacked to the
+	// dead letters at once; 'N' and 'D' are 'n' and 'd' with a reason, kept in {T}:why; 0 none)
 	// and failedAt when it was, in Unix milliseconds.
 	failWhy  byte
 	failedAt int64
@@ -57,7 +58,7 @@ func decodeRecord(s string) (record, error) {
 	rec := record{due: due, att: att, tok: f[3], origin: body[:olen], topic: body[olen : olen+tlen], payload: []byte(body[olen+tlen:])}
 	if fl := f[6]; fl != "" {
 		at, err := strconv.ParseInt(fl[1:], 10, 64)
-		if err != nil || (fl[0] != 'n' && fl[0] != 'x') {
+		if err != nil || !strings.ContainsRune("nxdND", rune(fl[0])) {
 			return bad()
 		}
 		rec.failWhy, rec.failedAt = fl[0], at
@@ -77,8 +78,10 @@ func decodeRecord(s string) (record, error) {
 // failure returns what MessageInfo says of the record's last failed delivery.
 func (r record) failure() (why string, at time.Time) {
 	switch r.failWhy {
-	case 'n':
+	case 'n', 'N':
 		why = "nacked"
+	case 'd', 'D':
+		why = "dead-lettered"
 	case 'x':
 		why = "lease expired"
 	default:

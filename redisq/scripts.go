@@ -56,6 +56,7 @@ var (
 	receiveScript    = newScript("receive", "allow-oom")
 	ackScript        = newScript("ack", "allow-oom")
 	nackScript       = newScript("nack", "allow-oom")
+	extendScript     = newScript("extend", "allow-oom")
 	cancelScript     = newScript("cancel", "allow-oom")
 	tickScript       = newScript("tick", "allow-oom")
 	unaliasScript    = newScript("unalias", "allow-oom")

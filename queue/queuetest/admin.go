@@ -27,6 +27,7 @@ var adminCases = []struct {
 	{"AdminRequeue", testAdminRequeue},
 	{"AdminPurge", testAdminPurge},
 	{"AdminPause", testAdminPause},
+	{"AdminFailureReasons", testFailureReasons},
 }
 
 // kill fails the message of id MaxAttempts times, so that it dies on topic.

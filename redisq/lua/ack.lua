@@ -11,6 +11,7 @@ for i = 1, n do
     local r = parse(rec)
     if r.tok ~= '' and r.tok == tok then
       remove(id, r)
+      forget_failure(id, r)
       bury(id, r)
       tcount('a', r.topic, 1)
       code, aux = 1, r.aux

@@ -7,6 +7,7 @@ local code, value = 0, ''
 if rec then
   local r = parse(rec)
   remove(id, r)
+  forget_failure(id, r)
   bury(id, r)
   code, value = 1, r.aux
 else

@@ -6,8 +6,8 @@
 -- ready ahead of their due time) by due time; due ones (the ready set up to NOW) by due time;
 -- leased ones by lease deadline; dead letters of the topic by the time they died.
 -- Replies {NOW, then per entry: ID, score, payload size, record with its payload cut (or '' when
--- the entry has no record: a set out of step, skipped by the engine)}; fewer than n entries means
--- there are no more.
+-- the entry has no record: a set out of step, skipped by the engine), the reason of its last
+-- failure ('' for none)}; fewer than n entries means there are no more.
 local state, topic, hasc, cms, cid = ARGV[1], ARGV[2], ARGV[3] == '1', ARGV[4], ARGV[5]
 local n, plen = tonumber(ARGV[6]), tonumber(ARGV[7])
 
@@ -81,8 +81,10 @@ for _, e in ipairs(entries) do
     local r = parse(rec)
     out[#out + 1] = #rec - r.body + 1
     out[#out + 1] = string.sub(rec, 1, r.body - 1 + plen)
+    if has_reason(r) then out[#out + 1] = redis.call('HGET', WHY, e[1]) or '' else out[#out + 1] = '' end
   else
     out[#out + 1] = 0
+    out[#out + 1] = ''
     out[#out + 1] = ''
   end
 end

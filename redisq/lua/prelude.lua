@@ -6,7 +6,7 @@ local P = string.sub(KEYS[1], 1, -5)
 local META = KEYS[1]
 local REC, SECS, SC, XT = P .. 'rec', P .. 'secs', P .. 'sc', P .. 'xt'
 local LEASE, ALIAS, TOPICS, CHAN = P .. 'lease', P .. 'alias', P .. 'topics', P .. 'ev'
-local TC, PAUSED, LAT = P .. 'tc', P .. 'paused', P .. 'lat'
+local TC, PAUSED, LAT, WHY = P .. 'tc', P .. 'paused', P .. 'lat', P .. 'why'
 -- A message due within NEAR ms of the script's clock goes straight to its ready set.
 local NEAR = 1000
 -- MAXMS caps due times: queue.MaxDeliverAt in Unix milliseconds.
@@ -435,7 +435,21 @@ local function unready(id, topic)
   return true
 end
 
--- remove deletes the waiting message id with record r.
+-- has_reason reports whether record r's last failure gave a reason, kept in WHY: its kind is in
+-- upper case ('N' nacked, 'D' dead-lettered by its consumer).
+local function has_reason(r)
+  local k = string.byte(r.fail, 1)
+  return k ~= nil and k >= 65 and k <= 90
+end
+
+-- forget_failure forgets the last failure of record r and its reason.
+local function forget_failure(id, r)
+  if has_reason(r) then redis.call('HDEL', WHY, id) end
+  r.fail = ''
+end
+
+-- remove deletes the waiting message id with record r, to be done or placed again (its reason
+-- in WHY stays: a message that is done forgets it with forget_failure).
 local function remove(id, r)
   redis.call('HDEL', REC, id)
   if not unlease(id, r.topic) and not unready(id, r.topic) then xdel(r.topic, r.due, id) end
@@ -493,13 +507,22 @@ local function backoff(att)
 end
 
 -- fail records a failed delivery of a message that is no longer leased, and why ('n' nacked, 'x'
--- lease expired): it is due again after delay (or the backoff when delay is nil), or moves to its
--- dead-letter topic, keeping the topic it died on, when and after how many attempts. A dead letter
--- that fails on the dead-letter topic is a dead letter again (it was not one while leased).
-local function fail(id, r, pl, delay, why)
+-- lease expired, 'd' nacked to the dead letters at once) with the consumer's reason (nil or ''
+-- for none, kept in WHY): it is due again after delay (or the backoff when delay is nil), or moves
+-- to its dead-letter topic, keeping the topic it died on, when and after how many attempts. A dead
+-- letter that fails on the dead-letter topic is a dead letter again (it was not one while leased).
+local function fail(id, r, pl, delay, why, reason)
   if r.req == '' then r.req = fmt(r.due) end
+  local had = has_reason(r)
+  if reason and reason ~= '' then
+    redis.call('HSET', WHY, id, reason)
+    why = string.upper(why)
+  elseif had then
+    redis.call('HDEL', WHY, id)
+  end
   r.fail = why .. fmt(NOW)
   local dead = CFG.maxatt > 0 and r.att >= CFG.maxatt
+  if why == 'd' or why == 'D' then dead = true end
   local due
   if dead and not is_dead_topic(r.topic) then
     r.origin, r.dead = r.topic, fmt(NOW) .. '.' .. fmt(r.att)

@@ -7,6 +7,7 @@ local removed, work = 0, 0
 local function drop(id, rec)
   local r = parse(rec)
   remove(id, r)
+  forget_failure(id, r)
   bury(id, r)
   removed = removed + 1
 end

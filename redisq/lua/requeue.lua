@@ -13,6 +13,7 @@ local function requeue(id, rec)
   local r = parse(rec)
   if r.origin ~= topic then return false end
   remove(id, r)
+  forget_failure(id, r)
   r.topic, r.origin, r.dead, r.att, r.tok, r.due = r.origin, '', '', 0, '', NOW
   place(id, r, payload(rec, r))
   return true

@@ -11,6 +11,7 @@ if rec then
   if r.aux ~= '' and string.match(r.aux, '%.(.*)$') == token then
     if mode == 'cancel' then
       remove(id, r)
+      forget_failure(id, r)
       bury(id, r)
       return {NOW, finish('m'), 'cancelled', r.aux}
     end

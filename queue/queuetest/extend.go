@@ -1,0 +1,145 @@
+package queuetest
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/tockwheel/tock/queue"
+)
+
+// The cases of a consumer's finer hold on a lease: extending it, failing it with a reason, and
+// failing it for good.
+
+// testExtend extends a short lease well past its first deadline, several times: the message does
+// not come again before the last extension's end (measured from before the call that set it), and
+// then comes as attempt 2. Receipts of no current lease are refused, and nothing changes.
+func testExtend(ctx context.Context, h *env) {
+	const first, longer = 300 * time.Millisecond, 900 * time.Millisecond
+	id := h.put(ctx, queue.Message{Topic: "t"})
+	d := h.receiveOne(ctx, "t", first)
+	var extended time.Time
+	for range 3 {
+		extended = time.Now()
+		if err := h.e.Extend(ctx, d.Receipt, longer); err != nil {
+			h.Fatalf("Extend of a current lease: %v", err)
+		}
+		time.Sleep(longer / 3)
+	}
+	h.wantErr("Extend with a zero visibility", h.e.Extend(ctx, d.Receipt, 0), queue.ErrInvalid)
+	h.wantErr("Extend of a forged receipt", h.e.Extend(ctx, d.Receipt+"0", time.Minute), queue.ErrUnknownReceipt)
+	again := h.receiveOne(ctx, "t", time.Minute)
+	if again.ID != id || again.Attempt != 2 {
+		h.Fatalf("after the extended lease ran out, delivered %q attempt %d; want %q attempt 2", again.ID, again.Attempt, id)
+	}
+	if took := time.Since(extended); took < longer {
+		h.Fatalf("delivered again %v after the last Extend to %v began: the extension did not hold", took, longer)
+	}
+	h.wantErr("Extend of a lease that ran out", h.e.Extend(ctx, d.Receipt, time.Minute), queue.ErrUnknownReceipt)
+	h.ack(ctx, again.Receipt)
+	h.wantErr("Extend of an acked lease", h.e.Extend(ctx, again.Receipt, time.Minute), queue.ErrUnknownReceipt)
+	h.expectNothing(ctx, "t", 300*time.Millisecond)
+}
+
+// testExtendShortens extends a long lease to a short one: the message comes again soon after.
+func testExtendShortens(ctx context.Context, h *env) {
+	id := h.put(ctx, queue.Message{Topic: "t"})
+	d := h.receiveOne(ctx, "t", time.Hour)
+	if err := h.e.Extend(ctx, d.Receipt, 100*time.Millisecond); err != nil {
+		h.Fatalf("Extend to a shorter lease: %v", err)
+	}
+	again := h.receiveOne(ctx, "t", time.Minute)
+	if again.ID != id || again.Attempt != 2 {
+		h.Fatalf("after a lease of an hour was cut to 100ms, delivered %q attempt %d; want %q attempt 2", again.ID, again.Attempt, id)
+	}
+	h.wantErr("Nack of a lease cut short that ran out", h.e.Nack(ctx, d.Receipt, 0), queue.ErrUnknownReceipt)
+	h.ack(ctx, again.Receipt)
+}
+
+// testExtendNackedLease checks that a nacked lease cannot be extended.
+func testExtendNackedLease(ctx context.Context, h *env) {
+	h.put(ctx, queue.Message{Topic: "t"})
+	d := h.receiveOne(ctx, "t", time.Minute)
+	if err := h.e.Nack(ctx, d.Receipt, time.Minute); err != nil {
+		h.Fatalf("Nack: %v", err)
+	}
+	h.wantErr("Extend of a nacked lease", h.e.Extend(ctx, d.Receipt, time.Minute), queue.ErrUnknownReceipt)
+}
+
+// testNackDeadLetter fails a message for good on its first delivery: it goes to the dead-letter
+// topic at once, its ID and payload kept, and leaves its own topic.
+func testNackDeadLetter(ctx context.Context, h *env) {
+	id := h.put(ctx, queue.Message{Topic: "t", Payload: payload("poison")})
+	d := h.receiveOne(ctx, "t", time.Minute)
+	if err := h.e.Nack(ctx, d.Receipt, time.Hour, queue.WithDeadLetter(), queue.WithReason("cannot parse")); err != nil {
+		h.Fatalf("Nack to the dead letters: %v", err)
+	}
+	dead := h.receiveOne(ctx, "t"+queue.DeadLetterSuffix, time.Minute)
+	if dead.ID != id || string(dead.Payload) != "poison" {
+		h.Fatalf("dead letter %q %q; want %q %q", dead.ID, dead.Payload, id, "poison")
+	}
+	// Failed for good on the dead-letter topic too: it has nowhere further to go, and stays there.
+	if err := h.e.Nack(ctx, dead.Receipt, 0, queue.WithDeadLetter()); err != nil {
+		h.Fatalf("Nack to the dead letters of a dead letter: %v", err)
+	}
+	h.expectNothing(ctx, "t", 300*time.Millisecond)
+}
+
+// testNackReasonRefused gives reasons the contract refuses: nothing changes, and the lease is
+// still held.
+func testNackReasonRefused(ctx context.Context, h *env) {
+	h.put(ctx, queue.Message{Topic: "t"})
+	d := h.receiveOne(ctx, "t", time.Minute)
+	long := strings.Repeat("x", queue.MaxReason+1)
+	h.wantErr("Nack with a reason over MaxReason", h.e.Nack(ctx, d.Receipt, 0, queue.WithReason(long)), queue.ErrInvalid)
+	h.wantErr("Nack with a reason of invalid UTF-8", h.e.Nack(ctx, d.Receipt, 0, queue.WithReason("\xff")), queue.ErrInvalid)
+	if err := h.e.Extend(ctx, d.Receipt, time.Minute); err != nil {
+		h.Fatalf("Extend after the refused Nacks: %v; the lease must still be held", err)
+	}
+	if err := h.e.Nack(ctx, d.Receipt, time.Hour, queue.WithReason(queue.CutReason(long)), nil); err != nil {
+		h.Fatalf("Nack with a reason cut by CutReason: %v", err)
+	}
+	h.expectNothing(ctx, "t", 300*time.Millisecond)
+}
+
+// testFailureReasons (a queue.Admin case) checks what a message says of its last failure: a
+// Nack's reason, forgotten by a failure that gives none, and a failure for good with its reason.
+func testFailureReasons(ctx context.Context, h *env, a queue.Admin) {
+	id := h.put(ctx, queue.Message{Topic: "t"})
+	failure := func(what, wantFailure, wantReason string) queue.MessageInfo {
+		h.Helper()
+		m, err := a.Message(ctx, id)
+		if err != nil {
+			h.Fatalf("Message after %s: %v", what, err)
+		}
+		if m.LastFailure != wantFailure || m.Reason != wantReason || m.FailedAt.IsZero() {
+			h.Fatalf("after %s: last failure %q, reason %q, at %v; want %q, %q", what, m.LastFailure, m.Reason, m.FailedAt, wantFailure, wantReason)
+		}
+		return m
+	}
+	d := h.receiveOne(ctx, "t", time.Minute)
+	if err := h.e.Nack(ctx, d.Receipt, 0, queue.WithReason("smtp: 451 try later")); err != nil {
+		h.Fatalf("Nack with a reason: %v", err)
+	}
+	failure("a Nack with a reason", "nacked", "smtp: 451 try later")
+	d = h.receiveOne(ctx, "t", time.Minute)
+	if err := h.e.Nack(ctx, d.Receipt, 0); err != nil {
+		h.Fatalf("Nack: %v", err)
+	}
+	failure("a Nack without one", "nacked", "")
+	d = h.receiveOne(ctx, "t", time.Minute)
+	if err := h.e.Nack(ctx, d.Receipt, 0, queue.WithDeadLetter(), queue.WithReason("bad address")); err != nil {
+		h.Fatalf("Nack to the dead letters: %v", err)
+	}
+	if m := failure("a Nack to the dead letters", "dead-lettered", "bad address"); m.State != queue.Dead || m.Topic != "t" {
+		h.Fatalf("a message failed for good is %s on %q; want dead on %q", m.State, m.Topic, "t")
+	}
+	if n, err := a.Requeue(ctx, "t", id); err != nil || n != 1 {
+		h.Fatalf("Requeue: %d, %v", n, err)
+	}
+	m, err := a.Message(ctx, id)
+	if err != nil || m.LastFailure != "" || m.Reason != "" {
+		h.Fatalf("a requeued message: %+v, %v; want its failure forgotten", m, err)
+	}
+	h.ack(ctx, h.receiveOne(ctx, "t", time.Minute).Receipt)
+}
