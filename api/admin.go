@@ -96,10 +96,13 @@ type MessageInfo struct {
 	DeliverAt time.Time `json:"deliver_at"`
 	// Attempts counts its deliveries so far.
 	Attempts int `json:"attempts"`
-	// LastFailure says why its last delivery failed, where the engine knows ("nacked", "lease
-	// expired"), and FailedAt when; both are absent for a message that has not failed.
+	// LastFailure says how its last delivery failed, where the engine knows ("nacked", "lease
+	// expired", or "dead-lettered": failed for good by its consumer), FailedAt when, and Reason
+	// the reason the consumer gave ([NackRequest].Reason); all are absent for a message that has
+	// not failed, and Reason for a failure that gave none.
 	LastFailure string    `json:"last_failure,omitempty"`
 	FailedAt    time.Time `json:"failed_at,omitzero"`
+	Reason      string    `json:"reason,omitempty"`
 	// LeaseDeadline is when the lease of a leased message runs out; absent for the others.
 	LeaseDeadline time.Time `json:"lease_deadline,omitzero"`
 	// Size is the payload's length in bytes.

@@ -17,6 +17,7 @@
 //	POST   /v1/topics/{topic}/receive   ReceiveRequest  200 ReceiveResponse
 //	POST   /v1/ack                      AckRequest      204; 400 AckErrorBody (CodeUnknownReceipt)
 //	POST   /v1/nack                     NackRequest     204
+//	POST   /v1/extend                   ExtendRequest   204; 400 ErrorBody (CodeUnknownReceipt)
 //	GET    /v1/stats?history=&forecast=                 200 Stats
 //
 // The routes that operate the queue (answered 501, CodeNotImplemented, by an engine that cannot):

@@ -77,8 +77,23 @@ type AckRequest struct {
 }
 
 // NackRequest is the body of [RouteNack]: the message is due again after Delay, a Go duration
-// (absent: at once).
+// (absent: at once), or, with DeadLetter, moves to its dead-letter topic at once whatever its
+// attempts (Delay must then be absent). Reason says why the delivery failed: at most
+// [MaxReason] bytes, kept as the message's last failure ([MessageInfo].Reason).
 type NackRequest struct {
-	Receipt string  `json:"receipt"`
-	Delay   *string `json:"delay,omitempty"`
+	Receipt    string  `json:"receipt"`
+	Delay      *string `json:"delay,omitempty"`
+	Reason     string  `json:"reason,omitempty"`
+	DeadLetter bool    `json:"dead_letter,omitempty"`
+}
+
+// MaxReason is the longest reason a [NackRequest] may give, in bytes of UTF-8 (queue.MaxReason).
+const MaxReason = 1024
+
+// ExtendRequest is the body of [RouteExtend]: the lease of Receipt now ends Visibility, a Go
+// duration, after the server's now. A receipt of no current lease (its lease ran out, or was
+// acked or nacked) is answered 400 with code [CodeUnknownReceipt].
+type ExtendRequest struct {
+	Receipt    string `json:"receipt"`
+	Visibility string `json:"visibility"`
 }

@@ -11,6 +11,7 @@ const (
 	RouteReceive = "POST /v1/topics/{topic}/receive"
 	RouteAck     = "POST " + PathAck
 	RouteNack    = "POST " + PathNack
+	RouteExtend  = "POST " + PathExtend
 	RouteStats   = "GET " + PathStats
 	RouteHealth  = "GET " + PathHealth
 	RouteReady   = "GET " + PathReady
@@ -32,6 +33,7 @@ const (
 const (
 	PathAck    = "/v1/ack"
 	PathNack   = "/v1/nack"
+	PathExtend = "/v1/extend"
 	PathStats  = "/v1/stats"
 	PathHealth = "/healthz"
 	PathReady  = "/readyz"

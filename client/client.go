@@ -48,7 +48,7 @@ func WithToken(token string) Option { return func(c *config) { c.token = token }
 func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.http = hc } }
 
 // WithRetries sets how many times an idempotent call ([Client.Ack],
-// [Client.Cancel], [Client.Stats], [Client.Healthy], [Client.Ready], and
+// [Client.Extend], [Client.Cancel], [Client.Stats], [Client.Healthy], [Client.Ready], and
 // of the admin calls [Client.Topics], [Client.Messages], [Client.Message],
 // [Client.DeliverNow], [Client.Pause] and [Client.Resume]) is retried, and the wait before the first retry. A call is retried after an error that
 // leaves it unanswered (the connection was refused, reset or timed out)
@@ -297,13 +297,38 @@ func ackError(receipts []string, e *Error) error {
 
 // Nack ends the lease of receipt and makes its message due again after
 // delay (zero: at once). A negative delay is refused by the server (an
-// [*Error] matching [queue.ErrInvalid]).
-func (c *Client) Nack(ctx context.Context, receipt string, delay time.Duration) error {
-	req := api.NackRequest{Receipt: receipt}
+// [*Error] matching [queue.ErrInvalid]). [queue.WithReason] says why the
+// delivery failed, kept as the message's last failure;
+// [queue.WithDeadLetter] fails the message for good, to its dead-letter
+// topic at once (delay must then be zero). A reason [queue.NackOptionsOf]
+// refuses is refused without a request.
+func (c *Client) Nack(ctx context.Context, receipt string, delay time.Duration, opts ...queue.NackOption) error {
+	o, err := queue.NackOptionsOf(opts)
+	if err != nil {
+		return fmt.Errorf("client: Nack: %w", err)
+	}
+	req := api.NackRequest{Receipt: receipt, Reason: o.Reason, DeadLetter: o.DeadLetter}
 	if delay != 0 {
+		if o.DeadLetter {
+			return fmt.Errorf("client: Nack to the dead letters with a delay of %v: the message goes at once: %w", delay, queue.ErrInvalid)
+		}
 		req.Delay = ptr(delay.String())
 	}
 	return c.do(ctx, http.MethodPost, api.PathNack, req, nil, false)
+}
+
+// Extend moves the end of the lease of receipt to visibility from the
+// server's now. A receipt of no current lease (run out, acked or nacked)
+// fails with an [*Error] matching [queue.ErrUnknownReceipt]; a visibility
+// that is not positive is refused without a request ([queue.ErrInvalid]).
+// Extend is retried (see [WithRetries]): a repeat only sets the same end
+// again, a little later.
+func (c *Client) Extend(ctx context.Context, receipt string, visibility time.Duration) error {
+	if visibility <= 0 {
+		return fmt.Errorf("client: Extend visibility %v: %w", visibility, queue.ErrInvalid)
+	}
+	req := api.ExtendRequest{Receipt: receipt, Visibility: visibility.String()}
+	return c.do(ctx, http.MethodPost, api.PathExtend, req, nil, true)
 }
 
 // Healthy returns nil when the server process answers /healthz.

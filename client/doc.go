@@ -6,7 +6,8 @@
 // API has a method: [Client.Put] and [Client.PutBatch] schedule messages,
 // [Client.Cancel] removes a waiting one, [Client.Receive] long-polls a
 // topic for due messages and leases them, [Client.Ack] ends leases for
-// good and [Client.Nack] hands a message back, [Client.Stats],
+// good, [Client.Nack] hands a message back (or fails it for good, with a
+// reason), [Client.Extend] holds a lease longer, [Client.Stats],
 // [Client.Forecast], [Client.Healthy] and [Client.Ready] report on the
 // server. Every method takes a context and returns as soon as it ends. The
 // bodies sent and read are the types of package api, which the server uses
@@ -41,7 +42,7 @@
 //
 // # Caveats
 //
-// Only idempotent calls are retried (Ack, Cancel, Stats, Forecast, Healthy,
+// Only idempotent calls are retried (Ack, Extend, Cancel, Stats, Forecast, Healthy,
 // Ready, Topics, Messages, Message, DeliverNow, Pause, Resume), after errors that leave them unanswered and after 429, 502, 503
 // and 504 answers, honouring Retry-After (see [WithRetries]). Put,
 // PutBatch, Receive, Nack, Requeue, RequeueAll and Purge are sent once: if their response is lost

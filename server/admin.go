@@ -123,7 +123,7 @@ func messageInfo(m *queue.MessageInfo) api.MessageInfo {
 		ID: m.ID, Topic: m.Topic, State: string(m.State),
 		DeliverAt:   m.DeliverAt.UTC(),
 		Attempts:    m.Attempts,
-		LastFailure: m.LastFailure, FailedAt: m.FailedAt.UTC(),
+		LastFailure: m.LastFailure, FailedAt: m.FailedAt.UTC(), Reason: m.Reason,
 		LeaseDeadline: m.LeaseDeadline.UTC(),
 		Size:          m.Size,
 		Preview:       preview, Truncated: truncated,

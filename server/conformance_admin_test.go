@@ -2,55 +2,48 @@ package server_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/tockwheel/tock/client"
 	"github.com/tockwheel/tock/queue"
 )
 
-// httpAdmin is an httpEngine in front of an engine that is a queue.Admin: the admin calls of the
-// Go client, so that queuetest's admin cases run over HTTP too. Where the HTTP API and the
+// httpAdmin is a client.Engine in front of an engine that is a queue.Admin, with the admin calls
+// of the Go client, so that queuetest's admin cases run over HTTP too. Where the HTTP API and the
 // contract differ, it says so:
 //
-//   - Payloads travel as JSON strings (see httpEngine), and the API's previews are of the payload
-//     as stored, the JSON string: a page's payloads are that string decoded, and one the server
-//     cut (Truncated) is fetched whole with Message and cut to queue.PreviewLen.
+//   - Payloads travel as JSON values (see client.Engine), and the API's previews are of the
+//     payload as stored: a page's payloads are decoded with client.DecodePayload, and one the
+//     server cut (Truncated) is fetched whole with Message and cut to queue.PreviewLen.
 //   - Messages refuses a limit below one without a request: the client's zero means the server's
 //     default.
 //   - Requeue with no IDs is the client's RequeueAll.
-type httpAdmin struct{ *httpEngine }
+type httpAdmin struct {
+	*client.Engine
+	c *client.Client
+}
 
 var _ queue.Admin = httpAdmin{}
 
 func (e httpAdmin) Topics(ctx context.Context) ([]queue.TopicInfo, error) {
-	ctx, done, err := e.call(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer done()
 	ts, err := e.c.Topics(ctx)
 	out := make([]queue.TopicInfo, len(ts))
 	for i, t := range ts {
 		out[i] = queue.TopicInfo{Topic: t.Topic, Scheduled: t.Scheduled, Due: t.Due, Leased: t.Leased, Dead: t.Dead,
 			OldestDue: t.OldestDue, Paused: t.Paused, Puts: t.Puts, Deliveries: t.Deliveries, Acks: t.Acks}
 	}
-	return out, e.result(err)
+	return out, err
 }
 
-// fromWire returns m as the contract has it, its payload decoded from the JSON string it
-// travelled as, or an error if it is not one.
+// fromWire returns m as the contract has it, its payload decoded as a client.Engine decodes it.
 func fromWire(m client.MessageInfo, payload []byte) (queue.MessageInfo, error) {
 	out := queue.MessageInfo{ID: m.ID, Topic: m.Topic, State: queue.State(m.State), DeliverAt: m.DeliverAt,
-		Attempts: m.Attempts, LastFailure: m.LastFailure, FailedAt: m.FailedAt, LeaseDeadline: m.LeaseDeadline}
-	if len(payload) > 0 && string(payload) != "null" {
-		var s string
-		if err := json.Unmarshal(payload, &s); err != nil {
-			return out, fmt.Errorf("payload %q of message %q is not the JSON string it was put as: %v", payload, m.ID, err)
-		}
-		out.Payload = []byte(s)
+		Attempts: m.Attempts, LastFailure: m.LastFailure, FailedAt: m.FailedAt, Reason: m.Reason, LeaseDeadline: m.LeaseDeadline}
+	p, err := client.DecodePayload(payload)
+	if err != nil {
+		return out, fmt.Errorf("payload %q of message %q: %v", payload, m.ID, err)
 	}
-	out.Size = len(out.Payload)
+	out.Payload, out.Size = p, len(p)
 	return out, nil
 }
 
@@ -58,14 +51,9 @@ func (e httpAdmin) Messages(ctx context.Context, topic string, state queue.State
 	if limit < 1 {
 		return nil, "", fmt.Errorf("page of %d messages: %w", limit, queue.ErrInvalid)
 	}
-	ctx, done, err := e.call(ctx)
-	if err != nil {
-		return nil, "", err
-	}
-	defer done()
 	page, next, err := e.c.Messages(ctx, topic, state, cursor, limit)
 	if err != nil {
-		return nil, "", e.result(err)
+		return nil, "", err
 	}
 	out := make([]queue.MessageInfo, len(page))
 	for i, m := range page {
@@ -73,7 +61,7 @@ func (e httpAdmin) Messages(ctx context.Context, topic string, state queue.State
 		if m.Truncated {
 			whole, err := e.c.Message(ctx, m.ID)
 			if err != nil {
-				return nil, "", e.result(err)
+				return nil, "", err
 			}
 			payload = whole.Payload
 		}
@@ -86,51 +74,32 @@ func (e httpAdmin) Messages(ctx context.Context, topic string, state queue.State
 }
 
 func (e httpAdmin) Message(ctx context.Context, id string) (queue.MessageInfo, error) {
-	ctx, done, err := e.call(ctx)
-	if err != nil {
-		return queue.MessageInfo{}, err
-	}
-	defer done()
 	m, err := e.c.Message(ctx, id)
 	if err != nil {
-		return queue.MessageInfo{}, e.result(err)
+		return queue.MessageInfo{}, err
 	}
 	return fromWire(m, m.Payload)
 }
 
 func (e httpAdmin) DeliverNow(ctx context.Context, id string) (bool, error) {
-	ctx, done, err := e.call(ctx)
-	if err != nil {
-		return false, err
-	}
-	defer done()
 	ok, err := e.c.DeliverNow(ctx, id)
-	return ok, e.result(err)
+	return ok, err
 }
 
 func (e httpAdmin) Requeue(ctx context.Context, topic string, ids ...string) (int, error) {
-	ctx, done, err := e.call(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer done()
 	var n int
+	var err error
 	if len(ids) == 0 {
 		n, err = e.c.RequeueAll(ctx, topic)
 	} else {
 		n, err = e.c.Requeue(ctx, topic, ids...)
 	}
-	return n, e.result(err)
+	return n, err
 }
 
 func (e httpAdmin) Purge(ctx context.Context, topic string, state queue.State) (int, error) {
-	ctx, done, err := e.call(ctx)
-	if err != nil {
-		return 0, err
-	}
-	defer done()
 	n, err := e.c.Purge(ctx, topic, state)
-	return n, e.result(err)
+	return n, err
 }
 
 func (e httpAdmin) Pause(ctx context.Context, topic string) error {
@@ -142,15 +111,8 @@ func (e httpAdmin) Resume(ctx context.Context, topic string) error {
 }
 
 func (e httpAdmin) pause(ctx context.Context, topic string, pause bool) error {
-	ctx, done, err := e.call(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
 	if pause {
-		err = e.c.Pause(ctx, topic)
-	} else {
-		err = e.c.Resume(ctx, topic)
+		return e.c.Pause(ctx, topic)
 	}
-	return e.result(err)
+	return e.c.Resume(ctx, topic)
 }

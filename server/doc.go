@@ -13,7 +13,8 @@
 //	DELETE /v1/messages/{id}                                                         204, or 404
 //	POST   /v1/topics/{topic}/receive   {"max", "wait", "visibility"}                200 {"messages": [...]}
 //	POST   /v1/ack                      {"receipts": [...]}                          204, or 400 {"acked", "failed"}
-//	POST   /v1/nack                     {"receipt", "delay"?}                        204
+//	POST   /v1/nack                     {"receipt", "delay"?, "reason"?, "dead_letter"?}  204
+//	POST   /v1/extend                   {"receipt", "visibility"}                    204
 //	GET    /v1/stats                                                                 200 [api.Stats]
 //	GET    /metrics  /healthz  /readyz  /  (the status page)
 //
@@ -60,6 +61,15 @@
 // wait out their visibility with no consumer; a client that goes away after
 // that check leaves them leased until the visibility ends, as with any
 // consumer that does not ack.
+//
+// A nack may say why the delivery failed ("reason", at most [api.MaxReason]
+// bytes of UTF-8), which the message's last failure reports
+// ("last_failure" and "reason" of its [api.MessageInfo]); with
+// "dead_letter": true it fails the message for good, to its dead-letter
+// topic at once whatever its attempts. An extend moves the end of a lease
+// to "visibility" from the server's now (up to [Limits.MaxVisibility]), so
+// that a consumer can hold a message as long as its work takes; a receipt
+// of no current lease is answered 400 with code "unknown_receipt".
 //
 // An ack answers for each receipt. 204 means every receipt was acked (one
 // whose message is already done counts as acked, where the engine can tell

@@ -190,34 +190,6 @@ func (s *Server) release(ds []queue.Delivery) {
 	s.log.Info("receive: the client went away; its deliveries are due again", "count", len(ds))
 }
 
-func (s *Server) handleNack(w http.ResponseWriter, r *http.Request) error {
-	var req api.NackRequest
-	if err := s.decodeBody(w, r, 64<<10, &req, false); err != nil {
-		return err
-	}
-	if err := checkReceipt("receipt", req.Receipt); err != nil {
-		return err
-	}
-	var delay time.Duration
-	if req.Delay != nil {
-		d, err := parseDuration("delay", *req.Delay)
-		if err != nil {
-			return err
-		}
-		delay = d
-	}
-	start := time.Now()
-	err := s.engine.Nack(r.Context(), req.Receipt, delay)
-	s.metrics.wrote("nack", start)
-	if err != nil {
-		return err
-	}
-	s.metrics.nacks.Inc()
-	s.activity.nacked(s.now())
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}
-
 // queryInt parses the query parameter name as an integer in [0, max],
 // returning def when it is absent.
 func queryInt(r *http.Request, name string, def, max int) (int, error) {

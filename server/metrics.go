@@ -31,6 +31,7 @@ type metrics struct {
 	deliveries prometheus.Counter
 	acks       prometheus.Counter
 	nacks      prometheus.Counter
+	extends    prometheus.Counter
 	cancels    prometheus.Counter
 	lateness   prometheus.Histogram
 	writes     *prometheus.HistogramVec
@@ -71,6 +72,9 @@ func newMetrics(engine queue.Engine, conns *connLimiter, log *slog.Logger) *metr
 		}),
 		nacks: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tock_nacks_total", Help: "Receipts nacked.",
+		}),
+		extends: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tock_extends_total", Help: "Leases extended.",
 		}),
 		cancels: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tock_cancels_total", Help: "Waiting messages cancelled.",
@@ -117,7 +121,7 @@ func newMetrics(engine queue.Engine, conns *connLimiter, log *slog.Logger) *metr
 	for _, a := range []string{"deliver", "requeue", "purge"} {
 		m.moved.WithLabelValues(a)
 	}
-	m.reg.MustRegister(m.puts, m.deliveries, m.acks, m.nacks, m.cancels, m.lateness, m.writes, m.requests, m.inFlight, m.duration,
+	m.reg.MustRegister(m.puts, m.deliveries, m.acks, m.nacks, m.extends, m.cancels, m.lateness, m.writes, m.requests, m.inFlight, m.duration,
 		m.actions, m.moved,
 		engineCollector{engine},
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{

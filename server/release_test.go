@@ -25,8 +25,8 @@ func (e leasesAfterHangUp) Receive(ctx context.Context, topic string, max int, v
 	return e.Engine.Receive(context.Background(), topic, max, visibility)
 }
 
-func (e leasesAfterHangUp) Nack(ctx context.Context, receipt string, delay time.Duration) error {
-	err := e.Engine.Nack(ctx, receipt, delay)
+func (e leasesAfterHangUp) Nack(ctx context.Context, receipt string, delay time.Duration, opts ...queue.NackOption) error {
+	err := e.Engine.Nack(ctx, receipt, delay, opts...)
 	e.nacked <- receipt
 	return err
 }

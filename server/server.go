@@ -156,6 +156,7 @@ func New(engine queue.Engine, opts ...Option) *Server {
 	s.route(api.RouteReceive, s.handleReceive)
 	s.route(api.RouteAck, s.handleAck)
 	s.route(api.RouteNack, s.handleNack)
+	s.route(api.RouteExtend, s.handleExtend)
 	s.route(api.RouteStats, s.handleStats)
 	s.route(api.RouteTopics, s.handleTopics)
 	s.route(api.RouteMessages, s.handleMessages)
