@@ -330,6 +330,9 @@ func (t *table) messages(ms []api.MessageInfo, now time.Time) error {
 			when = m.FailedAt
 		}
 		failure := m.LastFailure
+		if m.Reason != "" {
+			failure += ": " + strconv.Quote(m.Reason)
+		}
 		if failure != "" && !m.FailedAt.IsZero() && t.state != queue.Dead {
 			failure += " " + ago(m.FailedAt, now)
 		}
@@ -393,6 +396,9 @@ func messageCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	fmt.Fprintf(tw, "attempts\t%d\n", m.Attempts)
 	if m.LastFailure != "" {
 		fmt.Fprintf(tw, "last failure\t%s (%s)\n", m.LastFailure, ago(m.FailedAt, now))
+	}
+	if m.Reason != "" {
+		fmt.Fprintf(tw, "reason\t%s\n", strconv.Quote(m.Reason))
 	}
 	if !m.LeaseDeadline.IsZero() {
 		fmt.Fprintf(tw, "lease ends\t%s (%s)\n", m.LeaseDeadline.Local().Format(time.RFC3339), ago(m.LeaseDeadline, now))

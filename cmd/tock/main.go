@@ -1,6 +1,7 @@
 // Command tock is tock's command line: it measures the timing wheel beside the Go runtime's timers
-// (tock bench), and talks to a tockd server (put, cancel, receive, stats), whose queue it operates
-// (topics, peek, message, deliver, requeue, purge, pause, resume).
+// (tock bench), and talks to a tockd server (put, cancel, receive, stats), consumes from it (work,
+// ack, nack, extend), and operates its queue (topics, peek, message, deliver, requeue, purge,
+// pause, resume).
 package main
 
 import (
@@ -15,7 +16,7 @@ import (
 const usage = `usage: tock COMMAND [flags] [args]
 
   bench    [flags]                    measure the tock wheel beside time.AfterFunc
-` + checkUsage + "\n" + queueUsage + "\n\n" + adminUsage
+` + checkUsage + "\n" + queueUsage + "\n\n" + leaseUsage + "\n\n" + adminUsage
 
 // A command runs one subcommand with its arguments (after the name) and returns the process's exit
 // code.
@@ -27,6 +28,9 @@ func commands() map[string]command {
 		cmds[name] = command(run)
 	}
 	for name, run := range adminCommands() {
+		cmds[name] = command(run)
+	}
+	for name, run := range leaseCommands() {
 		cmds[name] = command(run)
 	}
 	return cmds
