@@ -34,7 +34,7 @@ func Example() {
 			return worker.Permanent(errors.New("no address")) // to email.dead at once
 		}
 		done <- fmt.Sprintf("sent to %s", d.Payload) // a handler may take longer than a minute: its lease is extended
-		return nil                                  // acked
+		return nil                                   // acked
 	})
 
 	ctx, stop := context.WithCancel(context.Background())
