@@ -51,35 +51,55 @@ func testCancelLeased(ctx context.Context, h *env) {
 
 // testDuplicateID puts a chosen ID twice: the same message again is a retried Put that stores no
 // second copy; a different one is refused with a *DuplicateError carrying the waiting one's due
-// time.
+// time. It does so for a scheduled message, due in an hour so that no Put, however slow, finds it
+// due, then for a message due at once, and again once that one is leased.
 func testDuplicateID(ctx context.Context, h *env) {
-	at := time.Now().Add(200 * time.Millisecond).Truncate(time.Millisecond)
+	at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	m := queue.Message{ID: "order-7", Topic: "t", Payload: payload("first"), DeliverAt: at}
 	h.put(ctx, m)
 	h.put(ctx, m) // a retried Put
+	h.wantDuplicates(ctx, m, at, at)
+
+	due := queue.Message{ID: "order-8", Topic: "t", Payload: payload("due")}
+	before := time.Now()
+	h.put(ctx, due)
+	after := time.Now()
+	// The waiting message is due at the time of its Put, which an engine may round to its precision.
+	h.wantDuplicates(ctx, due, before.Add(-time.Millisecond), after.Add(time.Millisecond))
+	d := h.receiveOne(ctx, "t", time.Minute)
+	if d.ID != due.ID || !bytes.Equal(d.Payload, due.Payload) {
+		h.Fatalf("delivered %q %q; want %q %q", d.ID, d.Payload, due.ID, due.Payload)
+	}
+	// Leased, the ID is still taken.
+	_, err := h.e.Put(ctx, queue.Message{ID: due.ID, Topic: "t", Payload: payload("third")})
+	h.wantErr("Put with the ID of a leased message", err, queue.ErrDuplicate)
+	h.ack(ctx, d.Receipt)
+	h.expectNothing(ctx, "t", 300*time.Millisecond)
+}
+
+// wantDuplicates puts messages with m's ID that differ from m in topic, payload or due time, and
+// checks that each is refused with a *DuplicateError naming the ID and the waiting message's due
+// time, which must lie within [from, to].
+func (h *env) wantDuplicates(ctx context.Context, m queue.Message, from, to time.Time) {
+	h.Helper()
+	later := time.Now().Add(2 * time.Hour)
+	if m.DeliverAt.After(time.Now()) {
+		later = m.DeliverAt.Add(time.Second)
+	}
 	for _, other := range []queue.Message{
-		{ID: m.ID, Topic: "t", Payload: payload("second"), DeliverAt: at},
-		{ID: m.ID, Topic: "u", Payload: m.Payload, DeliverAt: at},
-		{ID: m.ID, Topic: "t", Payload: m.Payload, DeliverAt: at.Add(time.Second)},
+		{ID: m.ID, Topic: m.Topic, Payload: payload("other than %q", m.Payload), DeliverAt: m.DeliverAt},
+		{ID: m.ID, Topic: m.Topic + "-other", Payload: m.Payload, DeliverAt: m.DeliverAt},
+		{ID: m.ID, Topic: m.Topic, Payload: m.Payload, DeliverAt: later},
 	} {
 		_, err := h.e.Put(ctx, other)
 		var de *queue.DuplicateError
 		if !errors.Is(err, queue.ErrDuplicate) || !errors.As(err, &de) {
 			h.Fatalf("Put of a different message with waiting ID %q: %v; want a *DuplicateError", m.ID, err)
 		}
-		if de.ID != m.ID || !de.DeliverAt.Equal(at) {
-			h.Fatalf("DuplicateError{%q, %v}; want {%q, %v}", de.ID, de.DeliverAt, m.ID, at)
+		if de.ID != m.ID || de.DeliverAt.Before(from) || de.DeliverAt.After(to) {
+			h.Fatalf("DuplicateError{%q, %v}; want ID %q, due within [%v, %v]", de.ID, de.DeliverAt, m.ID, from, to)
 		}
 	}
-	d := h.receiveOne(ctx, "t", time.Minute)
-	if d.ID != m.ID || !bytes.Equal(d.Payload, m.Payload) {
-		h.Fatalf("delivered %q %q; want %q %q", d.ID, d.Payload, m.ID, m.Payload)
-	}
-	// Leased, the ID is still taken.
-	_, err := h.e.Put(ctx, queue.Message{ID: m.ID, Topic: "t", Payload: payload("third")})
-	h.wantErr("Put with the ID of a leased message", err, queue.ErrDuplicate)
-	h.ack(ctx, d.Receipt)
-	h.expectNothing(ctx, "t", 300*time.Millisecond)
 }
 
 // testIDFreeAfterAck checks that a chosen ID can be put again once its message is acked.
