@@ -3,13 +3,16 @@ package redislock
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock/internal/redistest"
 )
 
@@ -175,27 +178,65 @@ func TestLockContextEnds(t *testing.T) {
 	}
 }
 
-// TestWatchdogKeepsShortLeaseAlive holds a lock with a 300 ms lease for eight leases while another
+// TestWatchdogKeepsShortLeaseAlive holds a lock with a short lease for eight leases while another
 // Locker waits for it: a single missed renewal would let the waiter in, as its fallback timer
 // retries when the holder's time to live runs out.
+//
+// The watchdog promises renewals every third of the lease, not that a loaded machine runs them in
+// time: when a renewal reaches Redis more than a lease after the one before, the lease runs out as
+// it should. So the holder's client times its script calls, and a round in which two successful
+// calls (the acquisition, then each renewal) might have reached Redis more than a lease apart did
+// not test the promise; the test runs again with a lease twice as long. A round whose calls were
+// all in time must keep the lock (the watchdog's schedule itself is checked exactly, in a synctest
+// bubble, by watchdog_test.go).
 func TestWatchdogKeepsShortLeaseAlive(t *testing.T) {
 	s := redistest.Start(t)
-	const timeout = 300 * time.Millisecond
-	a := newLocker(t, s, WithWatchdogTimeout(timeout))
+	for timeout := 300 * time.Millisecond; timeout <= 2400*time.Millisecond; timeout *= 2 {
+		gap, ok := holdShortLease(t, s, timeout)
+		if ok {
+			return
+		}
+		t.Logf("a %v lease: successive renewals may have reached Redis %v apart, the lease could run out; "+
+			"again with a longer one", timeout, gap)
+	}
+	t.Fatal("no lease up to 2.4 s was renewed in time (see the gaps logged): a watchdog that renews too " +
+		"seldom, or a machine that never ran it")
+}
+
+// holdShortLease holds a lock with a lease of timeout for eight leases while another Locker waits
+// for it, and checks the lock held throughout. It returns false, having checked nothing, if the
+// holder's calls were too late for the lease to be kept, with the longest gap between them.
+func holdShortLease(t *testing.T, s *redistest.Server, timeout time.Duration) (time.Duration, bool) {
+	key := fmt.Sprint("job-", timeout.Milliseconds())
+	calls := &scriptTimes{}
+	holder := newClient(t, s)
+	holder.AddHook(calls)
+	a := New(holder, WithWatchdogTimeout(timeout))
 	b := newLocker(t, s, WithWatchdogTimeout(timeout))
-	la, err := a.Lock(context.Background(), "job")
+	la, err := a.Lock(context.Background(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*timeout)
 	defer cancel()
-	if lb, err := b.Lock(ctx, "job"); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("waiter got the lock (%v, %v) while the watchdog should keep it", lb, err)
+	lb, waitErr := b.Lock(ctx, key)
+	lost := isClosed(la.Lost())
+	pttlSent := time.Now()
+	ttl := newClient(t, s).PTTL(context.Background(), lockKey(key)).Val()
+	if gap := calls.longestGap(pttlSent, time.Now()); gap >= timeout-5*time.Millisecond {
+		if lb != nil {
+			_ = lb.Unlock(context.Background())
+		}
+		_ = la.Unlock(context.Background())
+		return gap, false
 	}
-	if isClosed(la.Lost()) {
-		t.Fatal("Lost closed while the lock was renewed")
+	if !errors.Is(waitErr, context.DeadlineExceeded) {
+		t.Fatalf("waiter got the lock (%v, %v) while the watchdog renewed it in time", lb, waitErr)
 	}
-	if ttl := newClient(t, s).PTTL(context.Background(), lockKey("job")).Val(); ttl <= 0 || ttl > timeout {
+	if lost {
+		t.Fatal("Lost closed while the lock was renewed in time")
+	}
+	if ttl <= 0 || ttl > timeout {
 		t.Fatalf("PTTL = %v, want within (0, %v]", ttl, timeout)
 	}
 	if err := la.Unlock(context.Background()); err != nil {
@@ -206,6 +247,75 @@ func TestWatchdogKeepsShortLeaseAlive(t *testing.T) {
 	if n := len(a.dog.mu.entries); n != 0 {
 		t.Fatalf("%d watchdog entries after Unlock", n)
 	}
+	return 0, true
+}
+
+// scriptTimes is a client hook that records when each successful script call (EVAL or EVALSHA, alone
+// or in a pipeline of them) was sent and answered: a call reached Redis between the two.
+type scriptTimes struct {
+	mu    sync.Mutex
+	spans []struct{ sent, answered time.Time }
+}
+
+func (c *scriptTimes) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *scriptTimes) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		sent := time.Now()
+		err := next(ctx, cmd)
+		c.record(sent, err, cmd)
+		return err
+	}
+}
+
+func (c *scriptTimes) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		sent := time.Now()
+		err := next(ctx, cmds)
+		c.record(sent, err, cmds...)
+		return err
+	}
+}
+
+func (c *scriptTimes) record(sent time.Time, err error, cmds ...redis.Cmder) {
+	answered := time.Now()
+	if err != nil {
+		return
+	}
+	for _, cmd := range cmds {
+		if name := cmd.Name(); (name != "eval" && name != "evalsha") || cmd.Err() != nil {
+			return
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.spans = append(c.spans, struct{ sent, answered time.Time }{sent, answered})
+}
+
+// longestGap returns the longest time that may have passed at Redis between two successive calls
+// recorded, and between the last one and a check sent at checkSent and answered at checkAnswered:
+// each reached Redis between its sending and its answer, so the gap is at most the time from the
+// earlier one's sending to the later one's answer. A key that each call sets or extends to live
+// for a lease longer than that (by the few milliseconds of Redis's rounding) never expired before
+// the check. Only calls answered before the check was sent count.
+func (c *scriptTimes) longestGap(checkSent, checkAnswered time.Time) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var gap time.Duration
+	last := -1
+	for i, sp := range c.spans {
+		if !sp.answered.Before(checkSent) {
+			break
+		}
+		if i > 0 {
+			gap = max(gap, sp.answered.Sub(c.spans[i-1].sent))
+		}
+		last = i
+	}
+	if last < 0 {
+		return time.Duration(math.MaxInt64) // no call at all: nothing holds the key
+	}
+	return max(gap, checkAnswered.Sub(c.spans[last].sent))
 }
 
 func TestLostWhenKeyDeleted(t *testing.T) {
