@@ -343,7 +343,8 @@ func TestReplicaStoppedThenMasterKilled(t *testing.T) {
 // TestSlotMigrationUnderLoad moves the slot of a shard to another master, key by key, while
 // producers and consumers run: scripts on the shard are refused (TRYAGAIN, ASK, then MOVED) and
 // sent again, no script runs on a half-moved shard, and nothing is lost, early or delivered after
-// its Ack.
+// its Ack. Each step of a migration lasts until a write was refused in it, so that a loaded machine
+// that sends few writes still meets both the migrating slot and the shard split over two masters.
 func TestSlotMigrationUnderLoad(t *testing.T) {
 	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -362,18 +363,34 @@ func TestSlotMigrationUnderLoad(t *testing.T) {
 			to = c.Masters()[1]
 		}
 		m := c.StartMigration(slot, to)
+		waitRefused(t, "the slot migrating", prod, cons)
 		// Move the keys in a few steps, so that scripts meet a shard split over two masters.
-		time.Sleep(100 * time.Millisecond)
 		m.MoveKeys(prod.lay.metaKey(0))
-		time.Sleep(100 * time.Millisecond)
+		waitRefused(t, "the shard split over two masters", prod, cons)
 		m.Finish()
 		t.Logf("round %d: slot %d of shard 0 moved from %s to %s", round, slot, from.Addr, to.Addr)
 	}
 	time.Sleep(700 * time.Millisecond)
 	close(stopPuts)
 	w.finish(cancel, 20*time.Second)
-	if prod.metrics.retries.Load() == 0 {
-		t.Log("no write was refused during the migrations")
+}
+
+// waitRefused waits until Redis has refused one more write of qs (a write sent again: see
+// writer.retry), and fails the test if none is within 20 s, a bound on a stuck workload rather
+// than a time the test relies on.
+func waitRefused(t *testing.T, during string, qs ...*Queue) {
+	t.Helper()
+	refused := func() (n uint64) {
+		for _, q := range qs {
+			n += q.metrics.retries.Load()
+		}
+		return n
+	}
+	before := refused()
+	for deadline := time.Now().Add(20 * time.Second); refused() == before; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no write was refused in 20 s with %s", during)
+		}
 	}
 }
 
