@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto"
 	"github.com/chromedp/cdproto/cdp"
 	"github.com/chromedp/cdproto/fetch"
 	cdplog "github.com/chromedp/cdproto/log"
@@ -141,10 +143,30 @@ func (b *browser) do(what string, actions ...chromedp.Action[chromedp.Void]) {
 
 func (b *browser) open(url string) { b.t.Helper(); b.do("open "+url, chromedp.Navigate(url)) }
 
-// click clicks the element of the CSS selector sel, once it is visible.
+// click clicks the element of the CSS selector sel with the mouse, once it is visible, failing the
+// test after 15 seconds. The page replaces some rows as it refreshes them (the topics table every
+// 2 s); one replaced between being found and being clicked is gone for the browser ("Could not find
+// node with given id") and the mouse was not pressed, so click finds the element again and clicks
+// that, as a person would click the row now on screen.
 func (b *browser) click(sel string) {
 	b.t.Helper()
-	b.do("click "+sel, chromedp.Click(chromedp.CSS(sel)))
+	ctx, cancel := context.WithTimeout(b.ctx, 15*time.Second)
+	defer cancel()
+	for {
+		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		if err == nil {
+			return
+		}
+		if !nodeReplaced(err) || ctx.Err() != nil {
+			b.t.Fatalf("click %s: %v\npage: %s", sel, err, b.text("document.body.innerText"))
+		}
+	}
+}
+
+// nodeReplaced reports whether err is the browser's answer about a node that left the document.
+func nodeReplaced(err error) bool {
+	var e *cdproto.Error
+	return errors.As(err, &e) && strings.Contains(strings.ToLower(e.Message), "node with given id")
 }
 
 // waitFor waits until the JavaScript expression is true.
@@ -453,6 +475,14 @@ func TestPageToken(t *testing.T) {
 	b := newBrowser(t, 1200, 900, "s3cret")
 	b.open(p.ts.URL + "/")
 	b.waitFor("the topics table", jsCell("orders", "scheduled")+` === "1"`)
+	// A refresh updates the row in place: a button rebuilt under a pressed mouse loses the click.
+	b.do("mark the pause button", chromedp.Evaluate[chromedp.Void](
+		`window.marked = document.querySelector('#topics-table tr[data-topic="orders"] button.pause')`))
+	p.put(t, "orders", "s2", "2", "1h")
+	b.waitFor("the refreshed count", jsCell("orders", "scheduled")+` === "2"`)
+	if kept := b.text(`String(window.marked.isConnected)`); kept != "true" {
+		t.Fatal("a refresh of the topics table replaced the row's pause button")
+	}
 	b.click(`#topics-table tr[data-topic="orders"] button.pause`)
 	b.waitFor("the paused badge", `document.querySelector('#topics-table tr[data-topic="orders"] .badge') !== null`)
 	if !p.topic(t, "orders").Paused {
