@@ -34,7 +34,7 @@ func nodeClient(t testing.TB, n *redistest.Node) *redis.Client {
 // renewals kept calling the dead master until the lease ran out.
 func TestFailoverKeepsWatchdogLock(t *testing.T) {
 	t.Parallel()
-	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1})
+	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1, NodeTimeout: redistest.FailoverNodeTimeout})
 	const timeout = 5 * time.Second
 	holder := New(clusterClient(t, c), WithWatchdogTimeout(timeout), quiet)
 	contender := New(clusterClient(t, c), quiet)
@@ -73,7 +73,7 @@ func TestFailoverKeepsWatchdogLock(t *testing.T) {
 // token above the lost one, or a store fenced with >= would accept writes from both holders.
 func TestFailoverNeverRepeatsToken(t *testing.T) {
 	t.Parallel()
-	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1})
+	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1, NodeTimeout: redistest.FailoverNodeTimeout})
 	a := New(clusterClient(t, c), WithReplicaWait(0), WithWatchdogTimeout(3*time.Second), quiet)
 	b := New(clusterClient(t, c), WithReplicaWait(0), quiet)
 	ctx := context.Background()
@@ -126,7 +126,7 @@ func TestAcquisitionWaitsForReplica(t *testing.T) {
 		setup func(t *testing.T) (rdb redis.UniversalClient, admin *redis.Client, replica *redistest.Server)
 	}{
 		{"cluster", func(t *testing.T) (redis.UniversalClient, *redis.Client, *redistest.Server) {
-			c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1})
+			c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1, NodeTimeout: redistest.FailoverNodeTimeout})
 			master := c.MasterOfKey(lockKey("job"))
 			return clusterClient(t, c), nodeClient(t, master), c.ReplicasOf(master)[0].Server
 		}},

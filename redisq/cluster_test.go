@@ -223,7 +223,7 @@ func producerAndConsumer(ctx context.Context, t *testing.T, c *redistest.Cluster
 // is delivered early or after its Ack returned nil; and the test measures how long the killed
 // master's shards were not writable, and how many Puts failed meanwhile.
 func TestMasterKilledUnderLoad(t *testing.T) {
-	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1,
+	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1, NodeTimeout: redistest.FailoverNodeTimeout,
 		Args: []string{"--cluster-require-full-coverage", "no"}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -269,7 +269,7 @@ func TestMasterKilledUnderLoad(t *testing.T) {
 // being acknowledged and lost; once the replica is back and has taken over, every put that
 // returned nil is delivered.
 func TestReplicaStoppedThenMasterKilled(t *testing.T) {
-	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1,
+	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1, NodeTimeout: redistest.FailoverNodeTimeout,
 		Args: []string{"--cluster-require-full-coverage", "no", "--min-replicas-to-write", "1", "--min-replicas-max-lag", "1"}})
 	ctx := testCtx(t, 60*time.Second)
 	q := openQueue(t, clusterClient(t, c.Addrs()), WithShards(6), WithReplicaWait(1, 300*time.Millisecond))
@@ -400,7 +400,7 @@ func waitRefused(t *testing.T, during string, qs ...*Queue) {
 // anew finds every action that returned in force: the topic paused (a Receive waits) until Resume,
 // the purged messages gone, the requeued one due on its topic again.
 func TestAdminActionsSurviveMasterKill(t *testing.T) {
-	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1,
+	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 3, Replicas: 1, NodeTimeout: redistest.FailoverNodeTimeout,
 		Args: []string{"--cluster-require-full-coverage", "no"}})
 	ctx := testCtx(t, 60*time.Second)
 	prefix := newPrefix()

@@ -17,9 +17,17 @@ import (
 const SlotCount = 16384
 
 // DefaultNodeTimeout is the cluster-node-timeout of the nodes that StartCluster starts unless
-// ClusterConfig says otherwise. It is short, so that a failover takes a second or two instead of
-// the fifteen seconds or more of Redis's default.
-const DefaultNodeTimeout = 500 * time.Millisecond
+// ClusterConfig says otherwise: Redis's own default. A node that a loaded machine keeps from
+// answering the others for longer is taken for failed, and its slots stop being served until a
+// replica takes over (CLUSTERDOWN meanwhile); a test that fails no node must not see that, so
+// only tests that fail nodes on purpose ask for [FailoverNodeTimeout].
+const DefaultNodeTimeout = 15 * time.Second
+
+// FailoverNodeTimeout is the cluster-node-timeout for tests that kill or pause nodes and wait for
+// the cluster to fail them over: a failover then takes a second or two instead of the fifteen or
+// more of Redis's default. On a loaded machine a node can miss it without having failed, so such
+// a test must accept a failover it did not cause.
+const FailoverNodeTimeout = 500 * time.Millisecond
 
 // clusterTimeout bounds every wait for the cluster to settle. A healthy cluster of loopback nodes
 // needs about two seconds to form (Redis keeps a new master unwritable for two seconds after it
@@ -57,7 +65,7 @@ type ClusterConfig struct {
 // A Cluster is a Redis Cluster of redis-server processes owned by a test, all on loopback. Nodes
 // fail over as a production cluster does: every node is a cluster-enabled redis-server, replicas
 // replicate through the ordinary replication stream, and failure detection and elections run on
-// the cluster bus, only with a short node timeout.
+// the cluster bus (quickly with [FailoverNodeTimeout]).
 //
 // The methods that describe the cluster (Masters, MasterOfSlot, ...) report the view of the first
 // running node that answers; after a change (a kill, a failover, a migration) call WaitHealthy or

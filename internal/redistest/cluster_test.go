@@ -91,7 +91,7 @@ func TestStartClusterWithReplicas(t *testing.T) {
 // it, and the old master comes back as a replica of its successor.
 func TestKillMasterPromotesReplica(t *testing.T) {
 	t.Parallel()
-	c := StartCluster(t, ClusterConfig{Masters: 3, Replicas: 1})
+	c := StartCluster(t, ClusterConfig{Masters: 3, Replicas: 1, NodeTimeout: FailoverNodeTimeout})
 	rdb := clusterClient(t, c)
 	ctx := context.Background()
 	old := c.Masters()[1]
@@ -134,7 +134,7 @@ func TestKillMasterPromotesReplica(t *testing.T) {
 // and once resumed it learns that it lost its slots and becomes a replica.
 func TestPausedMasterFailsOver(t *testing.T) {
 	t.Parallel()
-	c := StartCluster(t, ClusterConfig{Masters: 3, Replicas: 1})
+	c := StartCluster(t, ClusterConfig{Masters: 3, Replicas: 1, NodeTimeout: FailoverNodeTimeout})
 	old := c.Masters()[0]
 	replica := c.ReplicasOf(old)[0]
 	c.Pause(old.Addr)
