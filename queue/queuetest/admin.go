@@ -44,23 +44,6 @@ func (h *env) kill(ctx context.Context, topic, id string) {
 	}
 }
 
-// eventually calls check until it returns nil or MaxLate passes: an engine may count a message due
-// an instant after it became due.
-func (h *env) eventually(check func() error) {
-	h.Helper()
-	deadline := time.Now().Add(MaxLate)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			h.Fatal(err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // topicInfo returns Topics' entry of topic, and whether it has one.
 func topicInfo(ctx context.Context, a queue.Admin, topic string) (queue.TopicInfo, bool, error) {
 	ts, err := a.Topics(ctx)
@@ -118,7 +101,7 @@ func testAdminTopics(ctx context.Context, h *env, a queue.Admin) {
 		h.Fatalf("Pause: %v", err)
 	}
 
-	h.eventually(func() error {
+	h.eventually(ctx, func() error {
 		ts, err := a.Topics(ctx)
 		if err != nil {
 			return err
@@ -154,7 +137,7 @@ func testAdminTopics(ctx context.Context, h *env, a queue.Admin) {
 		return nil
 	})
 	h.ack(ctx, leased.Receipt)
-	h.eventually(func() error {
+	h.eventually(ctx, func() error {
 		ta, _, err := topicInfo(ctx, a, "a")
 		if err == nil && (ta.Acks != 1 || ta.Leased != 0) {
 			err = fmt.Errorf("after an ack, topic a has %d acks and %d leased; want 1 and 0", ta.Acks, ta.Leased)
@@ -213,7 +196,7 @@ func testAdminMessagesByState(ctx context.Context, h *env, a queue.Admin) {
 	time.Sleep(2 * time.Millisecond) // messages due in the same millisecond have no order
 	due = append(due, h.put(ctx, queue.Message{Topic: "t", Payload: payload("due 1")}))
 
-	h.eventually(func() error {
+	h.eventually(ctx, func() error {
 		page := h.allPages(ctx, a, "t", queue.Due, 10)
 		if len(page) != 2 || page[0].ID != due[0] || page[1].ID != due[1] || page[0].State != queue.Due {
 			return fmt.Errorf("due messages %+v; want %q and %q", page, due[0], due[1])
@@ -341,7 +324,7 @@ func testAdminPurge(ctx context.Context, h *env, a queue.Admin) {
 		h.put(ctx, queue.Message{Topic: "t"})
 	}
 	h.put(ctx, queue.Message{Topic: "u"})
-	h.eventually(func() error {
+	h.eventually(ctx, func() error {
 		if ta, _, err := topicInfo(ctx, a, "t"); err != nil || ta.Due != 2 {
 			return fmt.Errorf("topic t: %+v, %v; want 2 due before purging", ta, err)
 		}
@@ -383,24 +366,13 @@ func testAdminPause(ctx context.Context, h *env, a queue.Admin) {
 		h.Fatalf("paused topic: %+v, listed %v, %v; want paused with 1 due", ti, ok, err)
 	}
 
-	got := make(chan []queue.Delivery, 1)
-	go func() {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		ds, _ := h.e.Receive(ctx, "t", 1, time.Minute)
-		got <- ds
-	}()
-	time.Sleep(100 * time.Millisecond)
-	resumed := time.Now()
+	got := h.receiveLater(ctx, "t")
 	if err := a.Resume(ctx, "t"); err != nil {
 		h.Fatalf("Resume: %v", err)
 	}
-	ds := <-got
-	if len(ds) != 1 || ds[0].ID != id {
-		h.Fatalf("after Resume, a waiting Receive got %d deliveries; want %q", len(ds), id)
-	}
-	if took := time.Since(resumed); took > MaxLate {
-		h.Fatalf("a waiting Receive was served %v after Resume", took)
+	r := <-got
+	if r.err != nil || len(r.ds) != 1 || r.ds[0].ID != id {
+		h.Fatalf("after Resume, a waiting Receive got %d deliveries, %v; want %q", len(r.ds), r.err, id)
 	}
 	if err := a.Resume(ctx, "t"); err != nil {
 		h.Fatalf("second Resume: %v", err)
