@@ -14,16 +14,18 @@ import (
 	"time"
 )
 
-// TestOpensOlderDirectories opens the queue directories of testdata/v3 and testdata/v4, written
-// by delayq before checkpoints became logs of edits and records got group flags (v3, by
-// TestWriteV3Fixture in commit 0e4c31d), and before the operator's actions changed the checkpoint
-// and the records and receipts carried a MAC (v4, by TestWriteV4Fixture in the commit that added
-// them): for each, one copied while the queue was open, with log to replay after its checkpoint,
+// TestOpensOlderDirectories opens the queue directories of testdata/v3, v4 and v5, written by
+// delayq before checkpoints became logs of edits and records got group flags (v3, by
+// TestWriteV3Fixture in commit 0e4c31d), before the operator's actions changed the checkpoint and
+// the records and receipts carried a MAC (v4, by TestWriteV4Fixture in commit 3e34371), and before
+// the checkpoint was written through the log's framing (v5, by TestWriteV5Fixture in the commit
+// that added it: every record kind, a paused topic, a purge, a requeue, a dead letter, the receipt
+// secret): for each, one copied while the queue was open, with log to replay after its checkpoint,
 // and one after Close. Exactly the messages their PENDING file lists must be delivered, with their
 // payloads and none early, and the queue must reopen from the checkpoint it writes in the new
 // format. The fixtures were written in a synctest bubble, so their times are the bubble's.
 func TestOpensOlderDirectories(t *testing.T) {
-	for _, name := range []string{"v3/crashed", "v3/closed", "v4/crashed", "v4/closed"} {
+	for _, name := range []string{"v3/crashed", "v3/closed", "v4/crashed", "v4/closed", "v5/crashed", "v5/closed"} {
 		t.Run(name, func(t *testing.T) {
 			src := filepath.Join("testdata", name)
 			want := readPending(t, filepath.Join(src, "PENDING"))
@@ -55,6 +57,9 @@ func TestOpensOlderDirectories(t *testing.T) {
 				if len(byTopic) != 0 {
 					t.Errorf("topics not listed: %v", byTopic)
 				}
+				if strings.HasPrefix(name, "v5/") && !topicOf(t, q, "held").Paused {
+					t.Errorf("topic held, paused when the fixture was written, is not paused")
+				}
 				// A chosen ID of the fixture is still known as pending.
 				if _, err := q.Put(context.Background(), Message{ID: "user-far", Topic: "t", Payload: []byte("other")}); err == nil {
 					t.Fatal("Put with the ID of a pending message of the fixture succeeded")
@@ -65,9 +70,12 @@ func TestOpensOlderDirectories(t *testing.T) {
 				q = open(t, dir, opts...)
 				check(t, q)
 				ctx := context.Background()
+				if err := q.Resume(ctx, "held"); err != nil { // paused in v5
+					t.Fatal(err)
+				}
 				for len(want) > 0 {
 					found := false
-					for _, topic := range []string{"t", "b", "big", "dl.dead"} {
+					for _, topic := range []string{"t", "b", "big", "dl", "dl.dead", "held"} {
 						rctx, cancel := context.WithTimeout(ctx, time.Millisecond)
 						ds, _ := q.Receive(rctx, topic, 100, time.Hour)
 						cancel()
