@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"os"
 	"path/filepath"
 	"slices"
@@ -186,8 +187,8 @@ func TestOpenMakesASecret(t *testing.T) {
 		}
 		q.Close()
 		first, err := os.ReadFile(path)
-		if _, ok := decodeSecret(first); err != nil || !ok {
-			t.Fatalf("secret of an older directory after Open: %v, valid %v", err, ok)
+		if _, derr := format.DecodeSecret(first); err != nil || derr != nil {
+			t.Fatalf("secret of an older directory after Open: %v, %v", err, derr)
 		}
 		q = open(t, dir)
 		if err := q.Ack(ctx, d.Receipt); err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
 	"github.com/tockwheel/tock/queue"
 )
@@ -79,14 +80,14 @@ func (q *Queue) setPaused(ctx context.Context, topic string, paused bool) error 
 	if t := q.mem.topics[topic]; (t != nil && t.paused) == paused {
 		end = q.log.End() // as it is already, durably once the log is here
 	} else {
-		end, err = q.commitLocked(&wal.Record{Kind: wal.KindPause, Topic: topic, Paused: paused}, nil)
+		end, err = q.commitLocked(&format.Record{Kind: format.KindPause, Topic: topic, Paused: paused}, nil)
 	}
 	q.mu.Unlock()
 	return q.waitFor(end, err)
 }
 
 func checkTopic(topic string) error {
-	if topic == "" || len(topic) > wal.MaxName {
+	if topic == "" || len(topic) > format.MaxName {
 		return fmt.Errorf("delayq: topic of %d bytes: %w", len(topic), ErrInvalid)
 	}
 	return nil
@@ -100,7 +101,7 @@ func (q *Queue) Message(ctx context.Context, id string) (queue.MessageInfo, erro
 	var info queue.MessageInfo
 	found, err := q.findWaiting(ctx, id, func(e *entry) {
 		info = q.infoLocked(e, q.stateOf(e), false)
-	}, func(rec *wal.Record, pos wal.Pos, slot int64) error {
+	}, func(rec *format.Record, pos wal.Pos, slot int64) error {
 		info = diskInfo(rec, pos, false)
 		return nil
 	})
@@ -125,10 +126,10 @@ func (q *Queue) DeliverNow(ctx context.Context, id string) (bool, error) {
 		if e.st != waiting || e.dead() {
 			return
 		}
-		rec := wal.Record{Kind: wal.KindUpdate, Target: e.origin, DeliverAt: time.Now().UnixNano(), Attempt: e.attempt}
+		rec := format.Record{Kind: format.KindUpdate, Target: e.origin, DeliverAt: time.Now().UnixNano(), Attempt: e.attempt}
 		end, err = q.commitLocked(&rec, nil)
 		done = err == nil
-	}, func(rec *wal.Record, pos wal.Pos, slot int64) error {
+	}, func(rec *format.Record, pos wal.Pos, slot int64) error {
 		end, err = q.deliverNowLocked(rec, pos, slot)
 		done = err == nil
 		return err
@@ -147,13 +148,13 @@ func (q *Queue) DeliverNow(ctx context.Context, id string) (bool, error) {
 // deliverNowLocked takes the message whose Put record rec (at pos) waits in the list of slot out of
 // the disk wheel, and puts it again due now, keeping its ID and origin: a Cancel threaded into its
 // list and a copy of its Put, as one atomic group.
-func (q *Queue) deliverNowLocked(rec *wal.Record, pos wal.Pos, slot int64) (wal.Pos, error) {
+func (q *Queue) deliverNowLocked(rec *format.Record, pos wal.Pos, slot int64) (wal.Pos, error) {
 	list := q.disk.listFor(slot)
-	cancel := wal.Record{Kind: wal.KindCancel, ID: rec.ID, Topic: rec.Topic, Threaded: true, ListSlot: list,
-		Prev: q.disk.peek(list).head, More: true}
-	put := wal.Record{Kind: wal.KindPut, ID: rec.ID, Topic: rec.Topic, Payload: rec.Payload}
-	q.log.Reserve(cancel.Size() + put.Size())
-	if _, err := q.commitLocked(&cancel, nil); err != nil {
+	cancel := format.Record{Kind: format.KindCancel, ID: rec.ID, Topic: rec.Topic, Threaded: true, ListSlot: list,
+		Prev: q.disk.peek(list).head}
+	put := format.Record{Kind: format.KindPut, ID: rec.ID, Topic: rec.Topic, Payload: rec.Payload}
+	q.log.Reserve(frameSize(&cancel) + frameSize(&put))
+	if _, err := q.commitGroupLocked(&cancel, true, nil); err != nil {
 		return 0, err
 	}
 	_, end, err := q.putLocked(rec.ID, rec.Topic, rec.Payload, time.Now().UnixNano(), rec.Attempt, originOf(rec.Origin, pos), false)
@@ -165,11 +166,11 @@ func (q *Queue) deliverNowLocked(rec *wal.Record, pos wal.Pos, slot int64) (wal.
 // the disk wheel. found is false when no message with the ID is waiting. The records of the disk
 // wheel are read without mu.
 func (q *Queue) findWaiting(ctx context.Context, id string, mem func(*entry),
-	disk func(rec *wal.Record, pos wal.Pos, slot int64) error) (found bool, err error) {
+	disk func(rec *format.Record, pos wal.Pos, slot int64) error) (found bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("delayq: %w", err)
 	}
-	r := q.log.NewReader()
+	r := newRecordReader(q.log)
 	var read map[string]readRecord
 	for try := 0; ; try++ {
 		q.mu.Lock()
@@ -262,10 +263,10 @@ func (q *Queue) Requeue(ctx context.Context, topic string, ids ...string) (int, 
 		}
 		return es
 	}
-	return q.act(ctx, topic, pick, func(e *entry) *wal.Record {
+	return q.act(ctx, topic, pick, func(e *entry) *format.Record {
 		q.stats.requeued++
-		return &wal.Record{Kind: wal.KindUpdate, Target: e.origin, DeliverAt: time.Now().UnixNano(), Topic: e.home.name,
-			Failure: wal.FailureNone}
+		return &format.Record{Kind: format.KindUpdate, Target: e.origin, DeliverAt: time.Now().UnixNano(), Topic: e.home.name,
+			Failure: format.FailureNone}
 	})
 }
 
@@ -273,7 +274,7 @@ func (q *Queue) Requeue(ctx context.Context, topic string, ids ...string) (int, 
 // named topic, until pick returns none, and waits for them to be durable. It returns how many it
 // appended. pick is called with mu held; it must make progress (an entry it returned is changed by
 // its record, or it moves on).
-func (q *Queue) act(ctx context.Context, topic string, pick func(*topicState) []*entry, rec func(*entry) *wal.Record) (int, error) {
+func (q *Queue) act(ctx context.Context, topic string, pick func(*topicState) []*entry, rec func(*entry) *format.Record) (int, error) {
 	n := 0
 	var end wal.Pos
 	for {
@@ -366,9 +367,9 @@ func (q *Queue) Purge(ctx context.Context, topic string, state queue.State) (int
 		limit -= len(es)
 		return es
 	}
-	n, err := q.act(ctx, topic, pick, func(e *entry) *wal.Record {
+	n, err := q.act(ctx, topic, pick, func(e *entry) *format.Record {
 		q.stats.purged++
-		return &wal.Record{Kind: wal.KindAck, Target: e.origin}
+		return &format.Record{Kind: format.KindAck, Target: e.origin}
 	})
 	if err != nil || state != queue.Scheduled {
 		return n, err
@@ -390,7 +391,7 @@ func (q *Queue) purgeDisk(ctx context.Context, topic string) (int, error) {
 		}
 	}
 	q.mu.Unlock()
-	r := q.log.NewReader()
+	r := newRecordReader(q.log)
 	n := 0
 	var end wal.Pos
 	for _, list := range lists {
@@ -418,7 +419,7 @@ func (q *Queue) purgeDisk(ctx context.Context, topic string) (int, error) {
 			continue
 		}
 		count := int(lt.n)
-		rec := wal.Record{Kind: wal.KindPurge, Topic: topic, Threaded: true, ListSlot: list, Prev: q.disk.peek(list).head}
+		rec := format.Record{Kind: format.KindPurge, Topic: topic, Threaded: true, ListSlot: list, Prev: q.disk.peek(list).head}
 		end, err = q.commitLocked(&rec, recs)
 		q.mu.Unlock()
 		if err != nil {
@@ -470,11 +471,11 @@ func (q *Queue) infoLocked(e *entry, state queue.State, preview bool) queue.Mess
 		m.Attempts += q.cfg.maxAttempts
 	}
 	switch {
-	case e.failure == wal.FailureNacked && e.deadLettered:
+	case e.failure == format.FailureNacked && e.deadLettered:
 		m.LastFailure, m.FailedAt = "dead-lettered", time.Unix(0, e.failedAt)
-	case e.failure == wal.FailureNacked:
+	case e.failure == format.FailureNacked:
 		m.LastFailure, m.FailedAt = "nacked", time.Unix(0, e.failedAt)
-	case e.failure == wal.FailureExpired:
+	case e.failure == format.FailureExpired:
 		m.LastFailure, m.FailedAt = "lease expired", time.Unix(0, e.failedAt)
 	}
 	m.Reason = e.reason
@@ -483,7 +484,7 @@ func (q *Queue) infoLocked(e *entry, state queue.State, preview bool) queue.Mess
 }
 
 // diskInfo returns what is known of the scheduled message whose Put record rec is at pos.
-func diskInfo(rec *wal.Record, pos wal.Pos, preview bool) queue.MessageInfo {
+func diskInfo(rec *format.Record, pos wal.Pos, preview bool) queue.MessageInfo {
 	return queue.MessageInfo{ID: rec.ID, Topic: rec.Topic, State: queue.Scheduled, DeliverAt: time.Unix(0, rec.DeliverAt),
 		Attempts: int(rec.Attempt), Payload: clip(rec.Payload, preview), Size: len(rec.Payload)}
 }

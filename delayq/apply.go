@@ -2,7 +2,9 @@ package delayq
 
 import (
 	"fmt"
+	"maps"
 
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
@@ -22,8 +24,14 @@ import (
 
 // commitLocked appends rec and applies it. list is the list rec takes out of the wheel, for
 // Advance and Relocate records. A failure to append stops the queue.
-func (q *Queue) commitLocked(rec *wal.Record, list []listRecord) (end wal.Pos, err error) {
-	pos, end, err := q.log.Append(rec)
+func (q *Queue) commitLocked(rec *format.Record, list []listRecord) (end wal.Pos, err error) {
+	return q.commitGroupLocked(rec, false, list)
+}
+
+// commitGroupLocked is commitLocked for a record of an atomic group: more says that more records
+// of the group follow (see wal's frame.go).
+func (q *Queue) commitGroupLocked(rec *format.Record, more bool, list []listRecord) (end wal.Pos, err error) {
+	pos, end, err := q.appendLocked(rec, more)
 	if err == nil {
 		err = q.apply(pos, rec, list)
 	}
@@ -35,11 +43,11 @@ func (q *Queue) commitLocked(rec *wal.Record, list []listRecord) (end wal.Pos, e
 }
 
 // apply changes the state as rec, the record at pos, says.
-func (q *Queue) apply(pos wal.Pos, rec *wal.Record, list []listRecord) error {
+func (q *Queue) apply(pos wal.Pos, rec *format.Record, list []listRecord) error {
 	switch rec.Kind {
-	case wal.KindPut:
+	case format.KindPut:
 		q.applyPut(pos, rec)
-	case wal.KindCancel:
+	case format.KindCancel:
 		if rec.Threaded {
 			if rec.Topic == "" {
 				// Written before Cancels named their topic (or of a Put lost to damage): the
@@ -52,30 +60,30 @@ func (q *Queue) apply(pos wal.Pos, rec *wal.Record, list []listRecord) error {
 		} else if e := q.mem.lookup(rec.ID); e != nil {
 			q.drop(e)
 		}
-	case wal.KindAck:
+	case format.KindAck:
 		if e := q.mem.byOrigin[rec.Target]; e != nil {
 			q.drop(e)
 		}
-	case wal.KindUpdate:
+	case format.KindUpdate:
 		if e := q.mem.byOrigin[rec.Target]; e != nil {
 			q.applyUpdate(e, rec)
 		}
-	case wal.KindAdvance:
+	case format.KindAdvance:
 		if rec.Slot <= q.disk.loaded {
 			q.damaged(q.corruptAt(pos, fmt.Sprintf("advance to slot %d after slot %d was loaded", rec.Slot, q.disk.loaded)))
 			return nil
 		}
 		q.takeList(rec.Slot, list, true)
-	case wal.KindRelocate:
+	case format.KindRelocate:
 		q.takeList(rec.Slot, list, false)
-	case wal.KindPause:
+	case format.KindPause:
 		t := q.mem.topics.get(rec.Topic)
 		t.paused = rec.Paused
 		if !t.paused && t.ready > 0 {
 			t.wake()
 		}
 		q.mem.topics.release(t)
-	case wal.KindPurge:
+	case format.KindPurge:
 		q.disk.raiseLoaded(rec.ListSlot - q.disk.horizon())
 		q.forgetPurged(rec, list)
 		q.disk.push(pos, rec)
@@ -86,7 +94,7 @@ func (q *Queue) apply(pos wal.Pos, rec *wal.Record, list []listRecord) error {
 
 // withTopic returns a copy of the Cancel record rec naming the topic of the Put it cancels in
 // list, the records before it (newest first), if there is one.
-func withTopic(rec *wal.Record, list []listRecord) *wal.Record {
+func withTopic(rec *format.Record, list []listRecord) *format.Record {
 	var v listView
 	for _, lr := range list {
 		if v.live(&lr.rec) && lr.rec.ID == rec.ID {
@@ -99,7 +107,7 @@ func withTopic(rec *wal.Record, list []listRecord) *wal.Record {
 }
 
 // applyUpdate applies an Update record to e: a failed delivery, or an operator's action.
-func (q *Queue) applyUpdate(e *entry, rec *wal.Record) {
+func (q *Queue) applyUpdate(e *entry, rec *format.Record) {
 	q.mem.detach(e)
 	e.deliverAt, e.attempt = rec.DeliverAt, rec.Attempt
 	if rec.Topic != "" {
@@ -110,8 +118,8 @@ func (q *Queue) applyUpdate(e *entry, rec *wal.Record) {
 		q.mem.move(e, t)
 	}
 	switch rec.Failure {
-	case wal.FailureUnchanged:
-	case wal.FailureNone:
+	case format.FailureUnchanged:
+	case format.FailureNone:
 		e.failure, e.failedAt, e.reason, e.deadLettered = 0, 0, "", false
 	default:
 		e.failure, e.failedAt, e.reason, e.deadLettered = rec.Failure, rec.FailedAt, "", false
@@ -122,7 +130,7 @@ func (q *Queue) applyUpdate(e *entry, rec *wal.Record) {
 
 // forgetPurged forgets the chosen IDs of the messages a Purge record takes out of its list, whose
 // records, list, are those before it (newest first, the whole list).
-func (q *Queue) forgetPurged(rec *wal.Record, list []listRecord) {
+func (q *Queue) forgetPurged(rec *format.Record, list []listRecord) {
 	w := &q.disk
 	var v listView
 	for _, lr := range list {
@@ -137,7 +145,7 @@ func (q *Queue) forgetPurged(rec *wal.Record, list []listRecord) {
 
 // applyPut applies a Put record: the message goes into its slot's list when the record is
 // threaded, else into memory.
-func (q *Queue) applyPut(pos wal.Pos, rec *wal.Record) {
+func (q *Queue) applyPut(pos wal.Pos, rec *format.Record) {
 	if rec.Origin != 0 {
 		delete(q.moving, rec.Origin) // the copy of a moved message
 	}
@@ -221,6 +229,8 @@ func (q *Queue) payMovingLocked() error {
 type pins map[uint32]int64
 
 func (p pins) add(pos wal.Pos) { p[pos.Segment()]++ }
+
+func (p pins) clone() pins { return maps.Clone(p) }
 
 func (p pins) remove(pos wal.Pos) {
 	seg := pos.Segment()

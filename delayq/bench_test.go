@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
 	"github.com/tockwheel/tock/internal/diskbench"
 )
@@ -24,9 +25,10 @@ import (
 func BenchmarkPut(b *testing.B) {
 	payload := make([]byte, 100)
 	b.Run("anchor=raw-append-fdatasync-per-256", func(b *testing.B) {
-		rec := wal.Record{Kind: wal.KindPut, Threaded: true, ListSlot: 1, Prev: 1, DeliverAt: time.Now().UnixNano(),
+		rec := format.Record{Kind: format.KindPut, Threaded: true, ListSlot: 1, Prev: 1, DeliverAt: time.Now().UnixNano(),
 			ID: makeID(0, 0), Topic: "bench", Payload: payload}
-		buf, _ := rec.Append(nil)
+		body, _ := rec.Append(nil)
+		buf, _ := wal.AppendFrame(nil, byte(rec.Kind), false, body)
 		diskbench.RawAppend(b, buf, 256)
 	})
 	for _, c := range []struct {

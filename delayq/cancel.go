@@ -3,6 +3,7 @@ package delayq
 import (
 	"context"
 
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
@@ -20,9 +21,9 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 	var end wal.Pos
 	var err error
 	found, ferr := q.findWaiting(ctx, id, func(*entry) {
-		end, err = q.commitLocked(&wal.Record{Kind: wal.KindCancel, ID: id}, nil)
+		end, err = q.commitLocked(&format.Record{Kind: format.KindCancel, ID: id}, nil)
 		q.cancelledLocked(err)
-	}, func(rec *wal.Record, _ wal.Pos, slot int64) error {
+	}, func(rec *format.Record, _ wal.Pos, slot int64) error {
 		// The record tells the topic the Cancel names, for the disk wheel's counts by topic.
 		end, err = q.cancelThreadedLocked(id, rec.Topic, slot)
 		return nil
@@ -48,7 +49,7 @@ func findPut(recs []listRecord, id string) *listRecord {
 // which waits in the disk wheel.
 func (q *Queue) cancelThreadedLocked(id, topic string, slot int64) (wal.Pos, error) {
 	list := q.disk.listFor(slot)
-	rec := wal.Record{Kind: wal.KindCancel, ID: id, Topic: topic, Threaded: true, ListSlot: list, Prev: q.disk.peek(list).head}
+	rec := format.Record{Kind: format.KindCancel, ID: id, Topic: topic, Threaded: true, ListSlot: list, Prev: q.disk.peek(list).head}
 	end, err := q.commitLocked(&rec, nil)
 	q.cancelledLocked(err)
 	return end, err

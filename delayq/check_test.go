@@ -5,7 +5,7 @@ import (
 	"maps"
 	"testing"
 
-	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/delayq/internal/format"
 )
 
 // check walks the disk wheel and the delivery index and verifies every invariant of the state (see
@@ -46,7 +46,7 @@ func (q *Queue) checkDisk(pins map[uint32]int64) error {
 	ids := make(map[string]idLoc)
 	disk := make(map[*topicState]int64)
 	lists := make(map[*topicState]int)
-	r := q.log.NewReader()
+	r := newRecordReader(q.log)
 	for i, l := range w.lists {
 		if l.head == 0 {
 			if l.n != 0 || len(l.topics) != 0 {
@@ -76,7 +76,7 @@ func (q *Queue) checkDisk(pins map[uint32]int64) error {
 			rec := &lr.rec
 			pins[lr.pos.Segment()]++
 			isLive := v.live(rec)
-			if rec.Kind != wal.KindPut {
+			if rec.Kind != format.KindPut {
 				continue
 			}
 			slot := w.slotOf(rec.DeliverAt)

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
@@ -63,7 +64,7 @@ func Check(dir string) (*CheckReport, error) {
 		covered = ck.replay
 	}
 	for i, seg := range segs {
-		err := wal.ScanFile(dir, seg, func(wal.Pos, wal.Record) error {
+		err := wal.ScanFile(dir, seg, format.Verify, func(wal.Pos, wal.Frame) error {
 			c.rep.Records++
 			return nil
 		}, func(ce *wal.CorruptError) error {
@@ -125,14 +126,18 @@ func (c *checker) describe(ce *wal.CorruptError) string {
 		return ""
 	}
 	n := int64(binary.LittleEndian.Uint32(hdr[4:]))
-	if n == 0 || n > wal.MaxRecord || (ce.Size > 0 && n+wal.HeaderSize > ce.Size) {
+	if n == 0 || n > wal.MaxBody+1 || (ce.Size > 0 && n+wal.HeaderSize > ce.Size) {
 		return ""
 	}
-	frame := make([]byte, wal.HeaderSize+n)
-	if _, err := f.ReadAt(frame, ce.Offset); err != nil {
+	b := make([]byte, wal.HeaderSize+n)
+	if _, err := f.ReadAt(b, ce.Offset); err != nil {
 		return ""
 	}
-	return wal.Describe(frame)
+	frame, ok := wal.UncheckedFrame(b)
+	if !ok {
+		return ""
+	}
+	return format.Describe(format.Kind(frame.Type), frame.Body)
 }
 
 // checkpoint reads the checkpoint, noting what it is.
@@ -156,9 +161,9 @@ func (c *checker) checkpoint() *checkpoint {
 
 // walk follows every list the checkpoint names and reads every message it holds in memory.
 func (c *checker) walk(ck *checkpoint) {
-	log := wal.OpenReadOnly(c.dir)
+	log := wal.OpenReadOnly(c.dir, format.Verify)
 	defer log.Close()
-	r := log.NewReader()
+	r := newRecordReader(log)
 	slotNs := ck.slotNs
 	due := func(slot int64) string { return time.Unix(0, slot*slotNs).UTC().Format(time.RFC3339) }
 	for _, l := range ck.lists {
@@ -167,7 +172,7 @@ func (c *checker) walk(ck *checkpoint) {
 		}
 		c.rep.Lists++
 		var v listView
-		count := func(pos wal.Pos, rec *wal.Record) {
+		count := func(pos wal.Pos, rec *format.Record) {
 			if v.pending(pos, rec) {
 				c.rep.Pending++
 			}
@@ -175,7 +180,7 @@ func (c *checker) walk(ck *checkpoint) {
 		p := l.head
 		for p != 0 && p >= l.first {
 			rec, err := r.ReadAt(p)
-			if err == nil && (!listKind(rec.Kind) || !rec.Threaded || rec.ListSlot != l.slot || rec.Prev >= p) {
+			if err == nil && (!rec.Kind.Threads() || !rec.Threaded || rec.ListSlot != l.slot || rec.Prev >= p) {
 				err = &wal.CorruptError{File: filepath.Join(c.dir, wal.SegmentName(p.Segment())), Offset: int64(p.Offset()), Reason: fmt.Sprintf("a %v record in the list of slot %d", rec.Kind, l.slot)}
 			}
 			if ce := c.asDamage(err, p); ce != nil {
@@ -194,7 +199,7 @@ func (c *checker) walk(ck *checkpoint) {
 	}
 	for _, e := range ck.entries {
 		rec, err := r.ReadAt(e.pos)
-		if err == nil && rec.Kind != wal.KindPut {
+		if err == nil && rec.Kind != format.KindPut {
 			err = &wal.CorruptError{File: filepath.Join(c.dir, wal.SegmentName(e.pos.Segment())), Offset: int64(e.pos.Offset()), Reason: fmt.Sprintf("a %v record held as a message", rec.Kind)}
 		}
 		if ce := c.asDamage(err, e.pos); ce != nil {
@@ -220,15 +225,16 @@ func (c *checker) asDamage(err error, p wal.Pos) *wal.CorruptError {
 
 // scanList counts the records of the list of slot older than to (from its first record on) by
 // scanning the segments, as the queue does past a break in a list, and returns how many it found.
-func (c *checker) scanList(slot int64, first, to wal.Pos, count func(wal.Pos, *wal.Record)) int {
+func (c *checker) scanList(slot int64, first, to wal.Pos, count func(wal.Pos, *format.Record)) int {
 	segs, _ := wal.ListSegments(c.dir)
 	var recs []listRecord
 	for _, seg := range segs {
 		if seg < first.Segment() || seg > to.Segment() {
 			continue
 		}
-		wal.ScanFile(c.dir, seg, func(p wal.Pos, rec wal.Record) error {
-			if p >= first && p < to && rec.Threaded && rec.ListSlot == slot && listKind(rec.Kind) {
+		wal.ScanFile(c.dir, seg, format.Verify, func(p wal.Pos, f wal.Frame) error {
+			rec, err := decodeRecord(c.dir, p, f)
+			if err == nil && p >= first && p < to && rec.Threaded && rec.ListSlot == slot && rec.Kind.Threads() {
 				recs = append(recs, listRecord{p, rec})
 			}
 			return nil

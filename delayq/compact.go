@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
@@ -124,7 +125,7 @@ func (q *Queue) compact(c *compactor, live float64) (int, error) {
 		_, ok := slices.BinarySearch(targets, p.Segment())
 		return ok
 	}
-	r := q.log.NewReader()
+	r := newRecordReader(q.log)
 	moved := 0
 	for _, list := range lists {
 		n, ok, err := q.relocate(r, list, isTarget)
@@ -196,12 +197,12 @@ var errStopScan = errors.New("delayq: stop scan")
 // scanSegment calls fn for each valid record of the closed segment seg. Damage met is reported
 // and skipped: what a damaged record held is lost to compaction as it is to the loader, and the
 // rest of the segment is still compacted.
-func (q *Queue) scanSegment(seg uint32, fn func(wal.Pos, *wal.Record)) error {
-	err := q.log.Scan(wal.MakePos(seg, wal.SegmentHeader), wal.MakePos(seg+1, 0), func(p wal.Pos, rec wal.Record) error {
+func (q *Queue) scanSegment(seg uint32, fn func(wal.Pos, *format.Record)) error {
+	err := scanRecords(q.log, wal.MakePos(seg, wal.SegmentHeader), wal.MakePos(seg+1, 0), func(p wal.Pos, rec *format.Record) error {
 		if p.Segment() != seg {
 			return errStopScan
 		}
-		fn(p, &rec)
+		fn(p, rec)
 		return nil
 	}, func(ce *wal.CorruptError) error {
 		q.damaged(ce)
@@ -216,10 +217,10 @@ func (q *Queue) scanSegment(seg uint32, fn func(wal.Pos, *wal.Record)) error {
 // countSegment counts the records of seg that can be pinned: Puts, and threaded Cancels and Purges.
 func (q *Queue) countSegment(seg uint32) (segCount, error) {
 	var c segCount
-	err := q.scanSegment(seg, func(_ wal.Pos, rec *wal.Record) {
-		if rec.Kind == wal.KindPut || rec.Threaded && listKind(rec.Kind) {
+	err := q.scanSegment(seg, func(_ wal.Pos, rec *format.Record) {
+		if rec.Kind == format.KindPut || rec.Threaded && rec.Kind.Threads() {
 			c.n++
-			c.bytes += int64(rec.Size())
+			c.bytes += int64(frameSize(rec))
 		}
 	})
 	return c, err
@@ -239,10 +240,10 @@ func (q *Queue) listsIn(c *compactor, targets []uint32) ([]uint32, []int64, erro
 	for _, seg := range targets {
 		var last int64 // latest DeliverAt of a Put in a list not loaded
 		segLists := make(map[int64]bool)
-		err := q.scanSegment(seg, func(_ wal.Pos, rec *wal.Record) {
+		err := q.scanSegment(seg, func(_ wal.Pos, rec *format.Record) {
 			if rec.Threaded && rec.ListSlot > loaded+1 {
 				segLists[rec.ListSlot] = true
-				if rec.Kind == wal.KindPut {
+				if rec.Kind == format.KindPut {
 					last = max(last, rec.DeliverAt)
 				}
 			}
@@ -272,7 +273,7 @@ func (q *Queue) listsIn(c *compactor, targets []uint32) ([]uint32, []int64, erro
 // relocate moves the list of slot list to the head of the log if it still has a record for which
 // old reports true, as the comment at the top of this file describes. It returns the bytes it read
 // and wrote, and whether it relocated the list.
-func (q *Queue) relocate(r *wal.Reader, list int64, old func(wal.Pos) bool) (int64, bool, error) {
+func (q *Queue) relocate(r *recordReader, list int64, old func(wal.Pos) bool) (int64, bool, error) {
 	recs, ok, err := q.lockList(r, list, 0, func() bool { return q.usableLocked() == nil && list > q.disk.loaded+1 })
 	defer q.mu.Unlock()
 	if !ok {
@@ -284,13 +285,13 @@ func (q *Queue) relocate(r *wal.Reader, list int64, old func(wal.Pos) bool) (int
 	var size int64
 	hasOld := false
 	for _, lr := range recs {
-		size += int64(lr.rec.Size())
+		size += int64(frameSize(&lr.rec))
 		hasOld = hasOld || old(lr.pos)
 	}
 	if !hasOld || size > maxRelocate {
 		return size, false, nil
 	}
-	if _, err := q.commitLocked(&wal.Record{Kind: wal.KindRelocate, Slot: list}, recs); err != nil {
+	if _, err := q.commitLocked(&format.Record{Kind: format.KindRelocate, Slot: list}, recs); err != nil {
 		return size, false, err
 	}
 	for _, e := range q.moving {

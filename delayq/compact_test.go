@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
@@ -139,9 +140,9 @@ func TestCompactCrash(t *testing.T) {
 		}
 		var cuts []wal.Pos
 		relocates := 0
-		err = q.log.Scan(start, 0, func(p wal.Pos, rec wal.Record) error {
+		err = scanRecords(q.log, start, 0, func(p wal.Pos, rec *format.Record) error {
 			cuts = append(cuts, p)
-			if rec.Kind == wal.KindRelocate {
+			if rec.Kind == format.KindRelocate {
 				relocates++
 			}
 			return nil

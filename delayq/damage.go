@@ -3,7 +3,6 @@ package delayq
 import (
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
@@ -52,5 +51,5 @@ func (q *Queue) corruptRecords() uint64 {
 
 // corruptAt returns the damage of the record at p.
 func (q *Queue) corruptAt(p wal.Pos, reason string) *wal.CorruptError {
-	return &wal.CorruptError{File: filepath.Join(q.dir, wal.SegmentName(p.Segment())), Offset: int64(p.Offset()), Reason: reason}
+	return corruptAt(q.dir, p, reason)
 }

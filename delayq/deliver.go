@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
 	"github.com/tockwheel/tock/queue"
 )
@@ -146,7 +147,7 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 		}
 		q.stats.acked++
 		e.t.acks++ // before the ack forgets e, and maybe its topic
-		if end, err = q.commitLocked(&wal.Record{Kind: wal.KindAck, Target: e.origin}, nil); err != nil {
+		if end, err = q.commitLocked(&format.Record{Kind: format.KindAck, Target: e.origin}, nil); err != nil {
 			q.mu.Unlock()
 			return err
 		}
@@ -243,9 +244,9 @@ func (q *Queue) Extend(ctx context.Context, receipt string, visibility time.Dura
 func (q *Queue) retryLocked(e *entry, delay time.Duration, useBackoff bool, o queue.NackOptions) (wal.Pos, error) {
 	attempt := e.attempt + 1
 	now := time.Now().UnixNano()
-	rec := wal.Record{Kind: wal.KindUpdate, Target: e.origin, Failure: wal.FailureNacked, FailedAt: now}
+	rec := format.Record{Kind: format.KindUpdate, Target: e.origin, Failure: format.FailureNacked, FailedAt: now}
 	if useBackoff {
-		rec.Failure = wal.FailureExpired
+		rec.Failure = format.FailureExpired
 	}
 	dead := o.DeadLetter || q.cfg.maxAttempts > 0 && int(attempt) >= q.cfg.maxAttempts
 	diedAfter := e.diedAfter

@@ -13,7 +13,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/queue"
 )
 
@@ -424,7 +424,7 @@ func TestTopicTooLongForItsDeadLetterTopic(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		q := open(t, t.TempDir(), WithMaxAttempts(1))
-		long := strings.Repeat("t", wal.MaxName-len(DefaultDeadLetterSuffix)+1)
+		long := strings.Repeat("t", format.MaxName-len(DefaultDeadLetterSuffix)+1)
 		if _, err := q.Put(ctx, Message{Topic: long}); !errors.Is(err, ErrInvalid) {
 			t.Fatalf("Put of a %d-byte topic: %v, want ErrInvalid", len(long), err)
 		}
@@ -445,8 +445,8 @@ func TestTopicTooLongForItsDeadLetterTopic(t *testing.T) {
 		}
 		check(t, q)
 	})
-	if _, err := Open(t.TempDir(), WithDeadLetterTopic(strings.Repeat("d", wal.MaxName+1))); !errors.Is(err, ErrInvalid) {
-		t.Fatalf("Open with a dead-letter topic over %d bytes: %v", wal.MaxName, err)
+	if _, err := Open(t.TempDir(), WithDeadLetterTopic(strings.Repeat("d", format.MaxName+1))); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("Open with a dead-letter topic over %d bytes: %v", format.MaxName, err)
 	}
 }
 

@@ -1,6 +1,9 @@
 package delayq
 
-import "github.com/tockwheel/tock/delayq/internal/wal"
+import (
+	"github.com/tockwheel/tock/delayq/internal/format"
+	"github.com/tockwheel/tock/delayq/internal/wal"
+)
 
 // The disk wheel holds the messages that are not due soon: one list per slot of the horizon,
 // threaded backwards through the log (each record holds the position of the list's previous
@@ -194,14 +197,14 @@ func (w *diskWheel) at(list int64) *slotList {
 
 // push threads rec, a Put, Cancel or Purge record at pos, into its list. A Purge takes off the
 // counts of its topic; the caller forgets the chosen IDs of the messages it purged.
-func (w *diskWheel) push(pos wal.Pos, rec *wal.Record) {
+func (w *diskWheel) push(pos wal.Pos, rec *format.Record) {
 	l := w.at(rec.ListSlot)
 	if l.head == 0 {
 		l.first = pos
 	}
 	l.head = pos
 	switch rec.Kind {
-	case wal.KindCancel:
+	case format.KindCancel:
 		due := w.dueIn(rec.ID, rec.ListSlot)
 		w.pending--
 		l.n--
@@ -212,7 +215,7 @@ func (w *diskWheel) push(pos wal.Pos, rec *wal.Record) {
 			w.takeOff(l, w.topics.get(rec.Topic), 1, due)
 		}
 		w.deleteID(rec.ID)
-	case wal.KindPurge:
+	case format.KindPurge:
 		t := w.topics.get(rec.Topic)
 		for i := range l.topics {
 			if lt := &l.topics[i]; lt.t == t {
@@ -225,7 +228,7 @@ func (w *diskWheel) push(pos wal.Pos, rec *wal.Record) {
 			}
 		}
 		w.topics.release(t)
-	case wal.KindPut:
+	case format.KindPut:
 		w.pending++
 		l.n++
 		slot := w.slotOf(rec.DeliverAt)

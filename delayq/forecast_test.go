@@ -2,10 +2,8 @@ package delayq
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -13,6 +11,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tockwheel/tock/delayq/internal/format"
 )
 
 // forecastModel counts the model's messages due in each of n slot-long steps from from on.
@@ -309,41 +309,24 @@ func checkpointAsVersion(t *testing.T, path string, b []byte, version uint32, ca
 	if len(heads) == 0 {
 		t.Fatal("checkpoint has no lists: the test puts nothing on disk")
 	}
-	le := binary.LittleEndian
-	out := le.AppendUint32([]byte(checkpointMagic), version)
-	out = le.AppendUint64(out, uint64(ck.replay))
-	out = le.AppendUint64(out, uint64(ck.slotNs))
-	out = le.AppendUint32(out, uint32(ck.slots))
-	out = le.AppendUint64(out, uint64(ck.loaded))
-	out = le.AppendUint64(out, uint64(pending))
-	for _, n := range []int{len(heads), len(ck.pins), len(ck.entries), len(ck.ids)} {
-		out = le.AppendUint32(out, uint32(n))
-	}
+	s := &format.Snapshot{Version: version, Replay: ck.replay, SlotNs: ck.slotNs, Slots: ck.slots, Loaded: ck.loaded, Pending: pending}
 	for _, l := range heads {
-		out = le.AppendUint64(out, uint64(l.slot))
-		out = le.AppendUint64(out, uint64(l.head))
-		if version >= 2 {
-			out = le.AppendUint64(out, uint64(l.due))
-		}
+		s.Heads = append(s.Heads, format.Head{Slot: l.slot, Head: l.head, Due: l.due})
 	}
 	for seg, n := range ck.pins {
-		out = le.AppendUint32(out, seg)
-		out = le.AppendUint64(out, uint64(n))
+		s.Pins = append(s.Pins, format.Pin{Segment: seg, Count: n})
 	}
 	for _, e := range ck.entries {
-		out = le.AppendUint64(out, uint64(e.pos))
-		out = le.AppendUint64(out, uint64(e.origin))
-		out = le.AppendUint64(out, uint64(e.deliverAt))
-		out = le.AppendUint32(out, e.attempt)
-		out = le.AppendUint16(out, uint16(len(e.topic)))
-		out = append(out, e.topic...)
+		s.Entries = append(s.Entries, format.Entry{Pos: e.pos, Origin: e.origin, DeliverAt: e.deliverAt, Attempt: e.attempt, Topic: e.topic})
 	}
 	for id, loc := range ck.ids {
-		out = le.AppendUint64(out, uint64(loc.slot))
-		out = le.AppendUint16(out, uint16(len(id)))
-		out = append(out, id...)
+		s.IDs = append(s.IDs, format.ID{ID: id, Slot: loc.slot})
 	}
-	return le.AppendUint32(out, crc32.Checksum(out, crcTable))
+	out, err := format.AppendSnapshot(nil, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func sum(xs []int) int {

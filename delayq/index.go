@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
@@ -109,7 +110,7 @@ type entry struct {
 	payload   []byte
 	deliverAt int64  // Unix nanoseconds
 	attempt   uint32 // failed deliveries so far
-	// failure says why the last delivery failed (wal.FailureNacked or wal.FailureExpired), and
+	// failure says why the last delivery failed (format.FailureNacked or format.FailureExpired), and
 	// failedAt when; failure is 0 for an entry that has not failed, or whose cause is not known
 	// (written by an older version).
 	failure  uint8
@@ -147,7 +148,7 @@ type entry struct {
 func (e *entry) dead() bool { return e.t != e.home }
 
 // newEntry returns the entry of the Put record rec at pos.
-func (x *deliveryIndex) newEntry(pos wal.Pos, rec *wal.Record) *entry {
+func (x *deliveryIndex) newEntry(pos wal.Pos, rec *format.Record) *entry {
 	t := x.topics.get(rec.Topic)
 	return &entry{pos: pos, origin: originOf(rec.Origin, pos), id: rec.ID, t: t, home: t, payload: rec.Payload,
 		deliverAt: rec.DeliverAt, attempt: rec.Attempt}

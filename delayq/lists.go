@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
 // A listRecord is a record read from a slot list, with its position.
 type listRecord struct {
 	pos wal.Pos
-	rec wal.Record
+	rec format.Record
 }
 
 // readChain reads the records of list from head backwards, down to lo (records before lo are not
@@ -28,12 +29,12 @@ type listRecord struct {
 //
 // first is the list's first record, from the wheel; readChain does not look at the wheel, so that
 // it can run without mu.
-func (q *Queue) readChain(r *wal.Reader, list int64, head, first, stop, lo wal.Pos, report func(error)) ([]listRecord, bool, error) {
+func (q *Queue) readChain(r *recordReader, list int64, head, first, stop, lo wal.Pos, report func(error)) ([]listRecord, bool, error) {
 	var out []listRecord
 	p := head
 	for ; p != 0 && p != stop && p >= lo; p = out[len(out)-1].rec.Prev {
 		rec, err := r.ReadAt(p)
-		if err == nil && (!listKind(rec.Kind) || !rec.Threaded || rec.ListSlot != list || rec.Prev >= p) {
+		if err == nil && (!rec.Kind.Threads() || !rec.Threaded || rec.ListSlot != list || rec.Prev >= p) {
 			err = q.corruptAt(p, fmt.Sprintf("%v record is not a record of the list of slot %d", rec.Kind, list))
 		}
 		if errors.Is(err, ErrCorrupt) {
@@ -55,9 +56,9 @@ func (q *Queue) readChain(r *wal.Reader, list int64, head, first, stop, lo wal.P
 func (q *Queue) scanList(list int64, from, to wal.Pos, report func(error)) ([]listRecord, error) {
 	from = max(from, wal.MakePos(1, 0))
 	var out []listRecord
-	err := q.log.Scan(from, to, func(pos wal.Pos, rec wal.Record) error {
-		if rec.Threaded && rec.ListSlot == list && listKind(rec.Kind) {
-			out = append(out, listRecord{pos, rec})
+	err := scanRecords(q.log, from, to, func(pos wal.Pos, rec *format.Record) error {
+		if rec.Threaded && rec.ListSlot == list && rec.Kind.Threads() {
+			out = append(out, listRecord{pos, *rec})
 		}
 		return nil
 	}, func(ce *wal.CorruptError) error {
@@ -72,7 +73,7 @@ func (q *Queue) scanList(list int64, from, to wal.Pos, report func(error)) ([]li
 
 // readList reads the whole list of slot list, which must not change meanwhile (mu is held, or
 // recovery is running).
-func (q *Queue) readList(r *wal.Reader, list int64) ([]listRecord, error) {
+func (q *Queue) readList(r *recordReader, list int64) ([]listRecord, error) {
 	l := q.disk.peek(list)
 	recs, _, err := q.readChain(r, list, l.head, l.first, 0, 0, q.damaged)
 	return recs, err
@@ -89,7 +90,7 @@ const listTries = 3
 // false (and mu held) as soon as keep, called under mu each time mu is taken, returns false: the
 // list is no longer the caller's to read (it was loaded, say). Reading under mu never waits for the
 // log's writer: records not yet written are read from memory.
-func (q *Queue) lockList(r *wal.Reader, list int64, lo wal.Pos, keep func() bool) (recs []listRecord, ok bool, err error) {
+func (q *Queue) lockList(r *recordReader, list int64, lo wal.Pos, keep func() bool) (recs []listRecord, ok bool, err error) {
 	var seen wal.Pos // the head recs was read from
 	q.mu.Lock()
 	for try := 0; ; try++ {
@@ -147,11 +148,6 @@ func joinParts(part, older []listRecord, reached bool) []listRecord {
 	return append(part, older...)
 }
 
-// listKind reports whether records of kind k are threaded into lists.
-func listKind(k wal.Kind) bool {
-	return k == wal.KindPut || k == wal.KindCancel || k == wal.KindPurge
-}
-
 // A listView tells, walking a list's records newest first, which of its Puts are pending: a Put is
 // cancelled by a newer Cancel of its ID or Purge of its topic in the list, and all but the newest
 // copy of a message (a roll repeated after a crash) are left out. It is the one place that says
@@ -166,21 +162,21 @@ type listView struct {
 // live reports whether rec, the next record of the list newest first, is a Put that no newer
 // Cancel or Purge took, and notes what a Cancel or Purge takes. Copies of one message are each
 // live: the wheel's counts count each (see diskWheel).
-func (v *listView) live(rec *wal.Record) bool {
+func (v *listView) live(rec *format.Record) bool {
 	switch rec.Kind {
-	case wal.KindCancel:
+	case format.KindCancel:
 		if v.cancelled == nil {
 			v.cancelled = make(map[string]bool)
 		}
 		v.cancelled[rec.ID] = true
 		return false
-	case wal.KindPurge:
+	case format.KindPurge:
 		if v.purged == nil {
 			v.purged = make(map[string]bool)
 		}
 		v.purged[rec.Topic] = true
 		return false
-	case wal.KindPut:
+	case format.KindPut:
 		return !v.cancelled[rec.ID] && !v.purged[rec.Topic]
 	}
 	return false
@@ -188,7 +184,7 @@ func (v *listView) live(rec *wal.Record) bool {
 
 // pending reports whether rec, at pos, the next record of the list newest first, is a pending
 // Put: live, and the newest copy of its message.
-func (v *listView) pending(pos wal.Pos, rec *wal.Record) bool {
+func (v *listView) pending(pos wal.Pos, rec *format.Record) bool {
 	if !v.live(rec) {
 		return false
 	}

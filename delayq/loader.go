@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/delayq/internal/format"
 )
 
 // The loader moves each slot's list into memory a preload ahead of the slot's start. Loading slot
@@ -48,7 +48,7 @@ func (q *Queue) runLoader() {
 
 // load moves slot a (which must be loaded+1) from the disk wheel into memory.
 func (q *Queue) load(a int64) error {
-	recs, ok, err := q.lockList(q.log.NewReader(), a, 0, func() bool { return q.disk.loaded == a-1 })
+	recs, ok, err := q.lockList(newRecordReader(q.log), a, 0, func() bool { return q.disk.loaded == a-1 })
 	defer q.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("delayq: internal error: loading slot %d after %d", a, q.disk.loaded)
@@ -61,7 +61,7 @@ func (q *Queue) load(a int64) error {
 		q.disk.loaded = a
 		return nil
 	}
-	if _, err := q.commitLocked(&wal.Record{Kind: wal.KindAdvance, Slot: a}, recs); err != nil {
+	if _, err := q.commitLocked(&format.Record{Kind: format.KindAdvance, Slot: a}, recs); err != nil {
 		return err
 	}
 	return q.payMovingLocked()

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock"
-	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/delayq/internal/format"
 )
 
 // Defaults of the options.
@@ -21,7 +21,7 @@ const (
 )
 
 // MaxPayloadLimit is the largest payload any queue accepts: the most WithMaxPayload may allow.
-const MaxPayloadLimit = wal.MaxPayload
+const MaxPayloadLimit = format.MaxPayload
 
 // An Option configures a Queue in Open. A nil Option is ignored. Open reports an option out of
 // its range as an error matching [ErrInvalid] that names the option.
@@ -179,8 +179,8 @@ func (c *config) validate() error {
 		return badOption("outside [4 KiB, 2 GiB]", "WithSegmentSize(%d)", c.segmentSize)
 	case c.maxPayload < 0 || c.maxPayload > MaxPayloadLimit:
 		return badOption(fmt.Sprintf("outside [0, %d]", MaxPayloadLimit), "WithMaxPayload(%d)", c.maxPayload)
-	case len(c.deadLetter) > wal.MaxName:
-		return badOption(fmt.Sprintf("%d bytes; at most %d", len(c.deadLetter), wal.MaxName), "WithDeadLetterTopic")
+	case len(c.deadLetter) > format.MaxName:
+		return badOption(fmt.Sprintf("%d bytes; at most %d", len(c.deadLetter), format.MaxName), "WithDeadLetterTopic")
 	case c.compactLive != c.compactLive || c.compactLive > 1:
 		return badOption("live fraction must be at most 1", "WithCompaction(%v, %d)", c.compactLive, c.compactRate)
 	}

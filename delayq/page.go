@@ -174,7 +174,7 @@ const slotScan = 1 << 16
 // pageDisk offers p the scheduled messages of topic waiting in the disk wheel, a slot at a time in
 // due order from the cursor's, until no later slot can hold a message the page wants.
 func (q *Queue) pageDisk(ctx context.Context, p *pager, topic string) error {
-	r := q.log.NewReader()
+	r := newRecordReader(q.log)
 	q.mu.Lock()
 	w := &q.disk
 	slot := w.loaded + 1
@@ -253,11 +253,11 @@ func (q *Queue) lastSlotLocked(topic string) int64 {
 // offers p the messages of topic in it that are due in slot. It reads without mu: records before
 // head do not change, and a list loaded meanwhile (whose segments may be gone) is skipped, its
 // messages being due by now.
-func (q *Queue) pageList(r *wal.Reader, p *pager, topic string, list, slot int64, head, first wal.Pos) error {
+func (q *Queue) pageList(r *recordReader, p *pager, topic string, list, slot int64, head, first wal.Pos) error {
 	var v listView
 	for pos := head; pos != 0 && pos >= first; {
 		rec, err := r.ReadAt(pos)
-		if err == nil && (!listKind(rec.Kind) || rec.ListSlot != list || rec.Prev >= pos) {
+		if err == nil && (!rec.Kind.Threads() || rec.ListSlot != list || rec.Prev >= pos) {
 			err = q.corruptAt(pos, "not a record of the list")
 		}
 		if errors.Is(err, ErrCorrupt) {

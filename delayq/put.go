@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
 	"github.com/tockwheel/tock/queue"
 )
@@ -51,7 +52,7 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 	if err := q.waitRoom(ctx); err != nil {
 		return nil, err
 	}
-	r := q.log.NewReader()
+	r := newRecordReader(q.log)
 	var read map[string]readRecord
 	for try := 0; ; try++ {
 		now := time.Now().UnixNano()
@@ -150,7 +151,7 @@ func dueAt(m *Message, now int64) int64 {
 // A readRecord is the Put record of the pending message with a chosen ID, read for comparison.
 type readRecord struct {
 	loc idLoc
-	rec *wal.Record // nil: not readable (damaged, or not that message's record)
+	rec *format.Record // nil: not readable (damaged, or not that message's record)
 }
 
 // checkIDsLocked checks the chosen IDs of msgs against the pending messages and each other. It
@@ -206,12 +207,12 @@ func (q *Queue) checkIDsLocked(msgs []Message, now int64, read map[string]readRe
 }
 
 // readRecords reads the Put records of the pending messages with the IDs in need.
-func (q *Queue) readRecords(r *wal.Reader, need map[string]idLoc) map[string]readRecord {
+func (q *Queue) readRecords(r *recordReader, need map[string]idLoc) map[string]readRecord {
 	out := make(map[string]readRecord, len(need))
 	for id, loc := range need {
 		rr := readRecord{loc: loc}
 		if loc.pos != 0 {
-			if rec, err := r.ReadAt(loc.pos); err == nil && rec.Kind == wal.KindPut && rec.ID == id {
+			if rec, err := r.ReadAt(loc.pos); err == nil && rec.Kind == format.KindPut && rec.ID == id {
 				rr.rec = &rec
 			}
 		}
@@ -244,21 +245,21 @@ func putSize(m *Message) int {
 	if idLen == 0 {
 		idLen = generatedIDLen
 	}
-	r := wal.Record{Kind: wal.KindPut, Topic: m.Topic, Payload: m.Payload}
-	return r.Size() + idLen
+	r := format.Record{Kind: format.KindPut, Topic: m.Topic, Payload: m.Payload}
+	return frameSize(&r) + idLen
 }
 
 func (q *Queue) validate(m *Message) error {
 	switch {
 	case m.Topic == "":
 		return fmt.Errorf("empty topic: %w", ErrInvalid)
-	case len(m.Topic) > wal.MaxName:
+	case len(m.Topic) > format.MaxName:
 		return fmt.Errorf("topic of %d bytes: %w", len(m.Topic), ErrInvalid)
-	case len(q.cfg.deadLetterTopic(m.Topic)) > wal.MaxName:
+	case len(q.cfg.deadLetterTopic(m.Topic)) > format.MaxName:
 		// A dead letter's topic is written in its Update record: one the log refuses would stop
 		// the queue when the message fails its last delivery.
 		return fmt.Errorf("topic of %d bytes leaves no room for its dead-letter topic: %w", len(m.Topic), ErrInvalid)
-	case len(m.ID) > wal.MaxName:
+	case len(m.ID) > format.MaxName:
 		return fmt.Errorf("id of %d bytes: %w", len(m.ID), ErrInvalid)
 	case len(m.Payload) > q.cfg.maxPayload:
 		return fmt.Errorf("payload of %d bytes over %d: %w", len(m.Payload), q.cfg.maxPayload, ErrTooLarge)
@@ -277,7 +278,7 @@ func (q *Queue) validate(m *Message) error {
 // that more records of the caller's atomic group follow. It returns the ID and the end of the
 // record.
 func (q *Queue) putLocked(id, topic string, payload []byte, deliverAt int64, attempt uint32, origin wal.Pos, more bool) (string, wal.Pos, error) {
-	rec := wal.Record{Kind: wal.KindPut, ID: id, Topic: topic, Payload: payload, DeliverAt: deliverAt, Attempt: attempt, Origin: origin, More: more}
+	rec := format.Record{Kind: format.KindPut, ID: id, Topic: topic, Payload: payload, DeliverAt: deliverAt, Attempt: attempt, Origin: origin}
 	w := &q.disk
 	if slot := w.slotOf(deliverAt); slot > w.loaded {
 		list := w.listFor(slot)
@@ -290,8 +291,8 @@ func (q *Queue) putLocked(id, topic string, payload []byte, deliverAt int64, att
 	if id == "" {
 		// The ID holds the record's own position, which is known before appending because
 		// appends are serialised under mu.
-		rec.ID = makeID(deliverAt, q.log.Reserve(rec.Size()+generatedIDLen))
+		rec.ID = makeID(deliverAt, q.log.Reserve(frameSize(&rec)+generatedIDLen))
 	}
-	end, err := q.commitLocked(&rec, nil)
+	end, err := q.commitGroupLocked(&rec, more, nil)
 	return rec.ID, end, err
 }

@@ -47,6 +47,8 @@ type Queue struct {
 	// secret is the key of the receipts' MACs (see receipt.go), read or made at Open.
 	secret [32]byte
 	macs   sync.Pool // of hash.Hash: HMAC-SHA256 keyed with secret
+	// encoded is the buffer records are encoded into before they are appended (see records.go).
+	encoded []byte
 	// opened numbers this Open at random, for the cursors of due messages (see page.go).
 	opened  uint32
 	err     error   // sticky: a background failure that makes the queue unusable

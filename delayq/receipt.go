@@ -1,7 +1,6 @@
 package delayq
 
 import (
-	"bytes"
 	"crypto/hmac"
 	crand "crypto/rand"
 	"crypto/sha256"
@@ -10,11 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"hash/crc32"
 	"io/fs"
 	"os"
 	"path/filepath"
 
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
@@ -88,22 +87,13 @@ func (q *Queue) receiptMAC(mac, b []byte) {
 	q.macs.Put(m)
 }
 
-// The secret file holds the key of the receipts' MACs. It is created with the queue (or, for a
-// directory made before receipts carried a MAC, at the first Open that needs it), durably, and
-// never changes: a receipt stays verifiable across restarts, so a retried Ack of a message acked
-// before a restart succeeds.
-//
-//	0   8   magic "tocksec1"
-//	8   32  key: 256 bits from crypto/rand
-//	40  4   CRC-32C of bytes 0 to 40
-//
-// A secret file that is damaged is reported as damage and replaced: receipts issued before are
-// then refused as unknown (an ack of them fails; the messages are delivered again).
-const (
-	secretName  = "secret"
-	secretMagic = "tocksec1"
-	secretSize  = 44
-)
+// The secret file (its bytes are format's secret.go) holds the key of the receipts' MACs. It is
+// created with the queue (or, for a directory made before receipts carried a MAC, at the first
+// Open that needs it), durably, and never changes: a receipt stays verifiable across restarts, so
+// a retried Ack of a message acked before a restart succeeds. A secret file that is damaged is
+// reported as damage and replaced: receipts issued before are then refused as unknown (an ack of
+// them fails; the messages are delivered again).
+const secretName = "secret"
 
 // loadSecret reads the directory's secret, creating it when there is none or it is damaged.
 func (q *Queue) loadSecret() error {
@@ -111,11 +101,12 @@ func (q *Queue) loadSecret() error {
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
-		if key, ok := decodeSecret(b); ok {
+		key, err := format.DecodeSecret(b)
+		if err == nil {
 			q.secret = key
 			return nil
 		}
-		q.damaged(&wal.CorruptError{File: path, Reason: "receipt secret damaged; a new one replaces it, and receipts issued before it are refused"})
+		q.damaged(wal.NewCorruptError(path, 0, "receipt secret damaged ("+err.Error()+"); a new one replaces it, and receipts issued before it are refused"))
 	case !errors.Is(err, fs.ErrNotExist):
 		return fmt.Errorf("delayq: %w", err)
 	}
@@ -125,19 +116,9 @@ func (q *Queue) loadSecret() error {
 	return writeSecret(q.dir, q.secret)
 }
 
-func decodeSecret(b []byte) (key [32]byte, ok bool) {
-	if len(b) != secretSize || !bytes.Equal(b[:8], []byte(secretMagic)) ||
-		crc32.Checksum(b[:40], crcTable) != binary.LittleEndian.Uint32(b[40:]) {
-		return key, false
-	}
-	copy(key[:], b[8:40])
-	return key, true
-}
-
 // writeSecret replaces dir's secret file with key, atomically and durably.
 func writeSecret(dir string, key [32]byte) error {
-	b := append([]byte(secretMagic), key[:]...)
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+	b := format.AppendSecret(nil, key)
 	path := filepath.Join(dir, secretName)
 	tmp := path + ".tmp"
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)

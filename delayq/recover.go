@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
@@ -29,7 +30,7 @@ func (q *Queue) recover() error {
 		covered = ck.replay
 	}
 	q.log, err = wal.Open(q.dir, wal.Options{SegmentSize: q.cfg.segmentSize, NoSync: q.cfg.noSync, Logger: q.cfg.logger,
-		Covered: covered, BeforeWrite: q.cfg.beforeWrite})
+		Covered: covered, Verify: format.Verify, BeforeWrite: q.cfg.beforeWrite})
 	if err != nil {
 		return err
 	}
@@ -55,7 +56,7 @@ func (q *Queue) recover() error {
 	if err != nil {
 		return err
 	}
-	if ck != nil && ck.version == checkpointVersion {
+	if ck != nil && ck.version == format.CheckpointVersion {
 		return q.ckpt.open(q.dir, ck)
 	}
 	// A new queue, a rebuilt or a migrated one: write the whole state as the first edit of a new
@@ -108,7 +109,7 @@ func (q *Queue) restore(ck *checkpoint, rebuild bool, first wal.Pos) (wal.Pos, e
 	}
 	q.disk = w
 	q.pins = ck.pins
-	if ck.version < checkpointVersion {
+	if ck.version < format.CheckpointVersion {
 		if err := q.migrate(!ck.hasDue, ck.version <= 3); err != nil {
 			return 0, err
 		}
@@ -127,10 +128,10 @@ func (q *Queue) restore(ck *checkpoint, rebuild bool, first wal.Pos) (wal.Pos, e
 // records.
 func (q *Queue) loadEntries(m map[wal.Pos]ckEntry) error {
 	ces := slices.SortedFunc(maps.Values(m), func(a, b ckEntry) int { return cmpPos(a.pos, b.pos) })
-	r := q.log.NewReader()
+	r := newRecordReader(q.log)
 	for _, ce := range ces {
 		rec, err := r.ReadAt(ce.pos)
-		if err == nil && rec.Kind != wal.KindPut {
+		if err == nil && rec.Kind != format.KindPut {
 			err = q.corruptAt(ce.pos, fmt.Sprintf("the checkpoint holds a %v record as a message", rec.Kind))
 		}
 		if errors.Is(err, ErrCorrupt) {
@@ -158,30 +159,20 @@ func (q *Queue) loadEntries(m map[wal.Pos]ckEntry) error {
 	return nil
 }
 
-func cmpPos(a, b wal.Pos) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
 // replay applies the records of the log from position from on, as the live queue did when it
 // appended them. The lists that Advance and Relocate records take are read from the log; when
 // tolerant (rebuilding without a checkpoint), a list may run into deleted segments.
 func (q *Queue) replay(from wal.Pos, tolerant bool) error {
-	r := q.log.NewReader()
-	err := q.log.Scan(from, 0, func(pos wal.Pos, rec wal.Record) error {
+	r := newRecordReader(q.log)
+	err := scanRecords(q.log, from, 0, func(pos wal.Pos, rec *format.Record) error {
 		var list []listRecord
-		if slot, ok := takesList(&rec); ok {
+		if slot, ok := takesList(rec); ok {
 			var err error
 			if list, err = q.readList(r, slot); err != nil && !(tolerant && errors.Is(err, wal.ErrMissing)) {
 				return fmt.Errorf("delayq: replaying %v at %v: %w", rec.Kind, pos, err)
 			}
 		}
-		return q.apply(pos, &rec, list)
+		return q.apply(pos, rec, list)
 	}, func(ce *wal.CorruptError) error {
 		q.damaged(ce)
 		return nil
@@ -203,13 +194,13 @@ func (q *Queue) replay(from wal.Pos, tolerant bool) error {
 }
 
 // takesList returns the slot of the list a record comes with (see apply), if it does.
-func takesList(rec *wal.Record) (int64, bool) {
+func takesList(rec *format.Record) (int64, bool) {
 	switch rec.Kind {
-	case wal.KindAdvance, wal.KindRelocate:
+	case format.KindAdvance, format.KindRelocate:
 		return rec.Slot, true
-	case wal.KindPurge:
+	case format.KindPurge:
 		return rec.ListSlot, true
-	case wal.KindCancel:
+	case format.KindCancel:
 		// One written before Cancels named their topic: the list tells it.
 		return rec.ListSlot, rec.Threaded && rec.Topic == ""
 	}
@@ -223,7 +214,7 @@ func takesList(rec *wal.Record) (int64, bool) {
 // the lists' (versions 1 and 2 counted cancelled messages among them).
 func (q *Queue) migrate(due, locate bool) error {
 	w := &q.disk
-	r := q.log.NewReader()
+	r := newRecordReader(q.log)
 	w.pending = 0
 	for i, l := range w.lists {
 		if l.head == 0 {
@@ -263,6 +254,8 @@ func (q *Queue) migrate(due, locate bool) error {
 	}
 	return nil
 }
+
+func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) { return maps.Keys(m) }
 
 // sortedKeys returns the keys of m in ascending order.
 func sortedKeys[V any](m map[wal.Pos]V) []wal.Pos {

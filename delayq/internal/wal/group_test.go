@@ -11,24 +11,23 @@ import (
 )
 
 // appendGroup appends recs as one atomic group and returns their positions.
-func appendGroup(t *testing.T, l *Log, recs ...*Record) []Pos {
+func appendGroup(t *testing.T, l *Log, recs ...*testRecord) []Pos {
 	t.Helper()
 	size := 0
 	for _, r := range recs {
-		size += r.Size()
+		size += r.size()
 	}
 	next := l.Reserve(size)
 	var pos []Pos
 	for i, r := range recs {
-		r.More = i < len(recs)-1
-		p, _, err := l.Append(r)
+		p, _, err := l.Append(testType, i < len(recs)-1, r.body())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if p != next {
 			t.Fatalf("record %d of the group at %v, reserved %v", i, p, next)
 		}
-		next += Pos(r.Size())
+		next += Pos(r.size())
 		pos = append(pos, p)
 	}
 	return pos
@@ -57,8 +56,9 @@ func TestGroupIsAtomic(t *testing.T) {
 			l := openLog(t, dir, Options{})
 			defer l.Close()
 			var ids []string
-			if err := l.Scan(MakePos(1, 0), 0, func(_ Pos, r Record) error {
-				ids = append(ids, r.ID)
+			if err := l.Scan(MakePos(1, 0), 0, func(_ Pos, f Frame) error {
+				r := decodeRec(f)
+				ids = append(ids, r.id)
 				return nil
 			}, nil); err != nil {
 				t.Fatal(err)
@@ -79,9 +79,9 @@ func TestGroupIsAtomic(t *testing.T) {
 func TestGroupStaysInOneSegment(t *testing.T) {
 	l := openLog(t, t.TempDir(), Options{SegmentSize: 4096})
 	defer l.Close()
-	appendN(t, l, 20, 1) // about 1,400 bytes
-	var recs []*Record
-	for i := range 60 {
+	appendN(t, l, 20, 1) // about 500 bytes
+	var recs []*testRecord
+	for i := range 150 { // about 6,000 bytes: more than a segment
 		recs = append(recs, put(100+i))
 	}
 	pos := appendGroup(t, l, recs...)
@@ -94,7 +94,7 @@ func TestGroupStaysInOneSegment(t *testing.T) {
 		t.Fatalf("group starts at %v, want a new segment", pos[0])
 	}
 	// The next record goes to a new segment: this one is full.
-	p, _, err := l.Append(put(1000))
+	p, _, err := appendRec(l, put(1000))
 	if err != nil || p.Segment() != pos[0].Segment()+1 {
 		t.Fatalf("record after the group at %v, %v", p, err)
 	}
@@ -111,7 +111,7 @@ func TestReadUnwritten(t *testing.T) {
 	defer once.Do(func() { close(release) })
 	var pos []Pos
 	for i := range 200 { // several segments
-		p, _, err := l.Append(put(i))
+		p, _, err := appendRec(l, put(i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,15 +122,15 @@ func TestReadUnwritten(t *testing.T) {
 	}
 	r := l.NewReader()
 	for i := len(pos) - 1; i >= 0; i-- {
-		rec, err := r.ReadAt(pos[i])
-		if err != nil || rec.ID != fmt.Sprint("m", i) {
+		rec, err := readRec(r, pos[i])
+		if err != nil || rec.id != fmt.Sprint("m", i) {
 			t.Fatalf("ReadAt(%v) before it is written: %+v, %v", pos[i], rec, err)
 		}
 	}
-	if _, err := r.ReadAt(pos[len(pos)-1] + 3); !errors.Is(err, ErrCorrupt) {
+	if _, err := readRec(r, pos[len(pos)-1]+3); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("ReadAt inside a record not written: %v", err)
 	}
-	if _, err := r.ReadAt(l.End()); !errors.Is(err, ErrCorrupt) {
+	if _, err := readRec(r, l.End()); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("ReadAt past the end: %v", err)
 	}
 	once.Do(func() { close(release) })
@@ -138,7 +138,7 @@ func TestReadUnwritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, p := range pos {
-		if rec, err := r.ReadAt(p); err != nil || rec.ID != fmt.Sprint("m", i) {
+		if rec, err := readRec(r, p); err != nil || rec.id != fmt.Sprint("m", i) {
 			t.Fatalf("ReadAt(%v) once written: %+v, %v", p, rec, err)
 		}
 	}
@@ -152,11 +152,11 @@ func TestAppendNeverWaitsForTheWriter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		l := openLog(t, dir, Options{NoSync: true, BeforeWrite: func() { <-release }})
-		big := &Record{Kind: KindPut, Topic: "t", Payload: make([]byte, 1<<20)}
+		big := &testRecord{payload: make([]byte, 1<<20)}
 		for i := range 40 { // 40 MiB, over the 16 MiB bound, with the writer held
 			done := make(chan error, 1)
 			go func() {
-				_, _, err := l.Append(big)
+				_, _, err := appendRec(l, big)
 				done <- err
 			}()
 			synctest.Wait()

@@ -20,15 +20,12 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 func openLog(t testing.TB, dir string, opts Options) *Log {
 	t.Helper()
 	opts.Logger = quiet
+	opts.Verify = verifyTest
 	l, err := Open(dir, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return l
-}
-
-func put(i int) *Record {
-	return &Record{Kind: KindPut, ID: fmt.Sprint("m", i), Topic: "t", Payload: []byte(strings.Repeat("x", i%50))}
 }
 
 // appendN appends n records from goroutines goroutines and returns their positions by ID.
@@ -42,7 +39,7 @@ func appendN(t testing.TB, l *Log, n, goroutines int) map[string]Pos {
 			defer wg.Done()
 			for i := g; i < n; i += goroutines {
 				r := put(i)
-				pos, end, err := l.Append(r)
+				pos, end, err := appendRec(l, r)
 				if err != nil {
 					t.Error(err)
 					return
@@ -52,7 +49,7 @@ func appendN(t testing.TB, l *Log, n, goroutines int) map[string]Pos {
 					return
 				}
 				mu.Lock()
-				got[r.ID] = pos
+				got[r.id] = pos
 				mu.Unlock()
 			}
 		}()
@@ -71,24 +68,25 @@ func TestAppendReadScanReopen(t *testing.T) {
 	}
 	r := l.NewReader()
 	for id, pos := range got {
-		rec, err := r.ReadAt(pos)
-		if err != nil || rec.ID != id {
-			t.Fatalf("ReadAt(%v) = %q, %v; want %s", pos, rec.ID, err, id)
+		rec, err := readRec(r, pos)
+		if err != nil || rec.id != id {
+			t.Fatalf("ReadAt(%v) = %q, %v; want %s", pos, rec.id, err, id)
 		}
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := l.Append(put(0)); !errors.Is(err, ErrClosed) {
+	if _, _, err := appendRec(l, put(0)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Append after Close: %v", err)
 	}
 	l = openLog(t, dir, Options{SegmentSize: 4096})
 	defer l.Close()
 	n := 0
 	var last Pos
-	err := l.Scan(MakePos(segs[0], SegmentHeader), 0, func(pos Pos, rec Record) error {
-		if pos <= last || got[rec.ID] != pos {
-			return fmt.Errorf("record %s at %v after %v; appended at %v", rec.ID, pos, last, got[rec.ID])
+	err := l.Scan(MakePos(segs[0], SegmentHeader), 0, func(pos Pos, f Frame) error {
+		rec := decodeRec(f)
+		if pos <= last || got[rec.id] != pos {
+			return fmt.Errorf("record %s at %v after %v; appended at %v", rec.id, pos, last, got[rec.id])
 		}
 		last = pos
 		n++
@@ -106,7 +104,7 @@ func TestTornTail(t *testing.T) {
 	src := filepath.Join(base, "src")
 	l := openLog(t, src, Options{})
 	appendN(t, l, 3, 1)
-	lastPos, _, _ := l.Append(put(3))
+	lastPos, _, _ := appendRec(l, put(3))
 	end := l.End()
 	l.Close()
 	path := segmentPath(src, 1)
@@ -135,11 +133,11 @@ func TestTornTail(t *testing.T) {
 				t.Fatalf("end %v after repair, want %v; damage %v", l.End(), lastPos, l.OpenDamage())
 			}
 			// The log goes on where the good data ends.
-			pos, end, err := l.Append(put(9))
+			pos, end, err := appendRec(l, put(9))
 			if err != nil || pos != lastPos || l.WaitDurable(end) != nil {
 				t.Fatalf("append after repair at %v: %v", pos, err)
 			}
-			if r, err := l.ReadAt(pos); err != nil || r.ID != "m9" {
+			if r, err := readRec(l.NewReader(), pos); err != nil || r.id != "m9" {
 				t.Fatalf("ReadAt: %+v, %v", r, err)
 			}
 		})
@@ -154,7 +152,7 @@ func TestCompleteFrameWithBadChecksumIsCorruption(t *testing.T) {
 	dir := t.TempDir()
 	l := openLog(t, dir, Options{})
 	appendN(t, l, 3, 1)
-	last, _, _ := l.Append(put(3))
+	last, _, _ := appendRec(l, put(3))
 	l.Close()
 	path := segmentPath(dir, 1)
 	data, _ := os.ReadFile(path)
@@ -170,14 +168,15 @@ func TestCompleteFrameWithBadChecksumIsCorruption(t *testing.T) {
 	if fi, _ := os.Stat(path); fi.Size() != int64(len(data)) {
 		t.Fatalf("Open cut the segment to %d bytes of %d", fi.Size(), len(data))
 	}
-	pos, end, err := l.Append(put(9))
+	pos, end, err := appendRec(l, put(9))
 	if err != nil || l.WaitDurable(end) != nil || pos.Offset() != uint32(len(data)) {
 		t.Fatalf("append after the damage at %v: %v", pos, err)
 	}
 	var ids []string
 	var damage []*CorruptError
-	if err := l.Scan(MakePos(1, SegmentHeader), 0, func(_ Pos, r Record) error {
-		ids = append(ids, r.ID)
+	if err := l.Scan(MakePos(1, SegmentHeader), 0, func(_ Pos, f Frame) error {
+		r := decodeRec(f)
+		ids = append(ids, r.id)
 		return nil
 	}, func(ce *CorruptError) error {
 		damage = append(damage, ce)
@@ -211,7 +210,7 @@ func TestOpenNeverCutsWhatTheCheckpointCovers(t *testing.T) {
 			dir := t.TempDir()
 			l := openLog(t, dir, Options{})
 			appendN(t, l, 3, 1)
-			last, covered, _ := l.Append(put(3))
+			last, covered, _ := appendRec(l, put(3))
 			l.Close()
 			path := segmentPath(dir, 1)
 			data, _ := os.ReadFile(path)
@@ -223,7 +222,7 @@ func TestOpenNeverCutsWhatTheCheckpointCovers(t *testing.T) {
 					t.Fatalf("damage %v, want one at %d", d, last.Offset())
 				}
 				var damage []*CorruptError
-				l.Scan(MakePos(1, 0), 0, func(Pos, Record) error { return nil }, func(ce *CorruptError) error {
+				l.Scan(MakePos(1, 0), 0, func(Pos, Frame) error { return nil }, func(ce *CorruptError) error {
 					damage = append(damage, ce)
 					return nil
 				})
@@ -233,7 +232,7 @@ func TestOpenNeverCutsWhatTheCheckpointCovers(t *testing.T) {
 				if got, _ := os.ReadFile(path); !bytes.Equal(got, data) {
 					t.Fatalf("Open changed the segment the checkpoint covers: %d bytes of %d", len(got), len(data))
 				}
-				pos, end, err := l.Append(put(9))
+				pos, end, err := appendRec(l, put(9))
 				if err != nil || l.WaitDurable(end) != nil {
 					t.Fatal(err)
 				}
@@ -278,8 +277,9 @@ func TestCorruptionNamesFileAndOffset(t *testing.T) {
 				t.Fatalf("Open cut the segment to %d bytes of %d", fi.Size(), len(data))
 			}
 			n := 0
-			err := l.Scan(MakePos(1, SegmentHeader), 0, func(_ Pos, r Record) error {
-				if r.ID == "m4" {
+			err := l.Scan(MakePos(1, SegmentHeader), 0, func(_ Pos, f Frame) error {
+				r := decodeRec(f)
+				if r.id == "m4" {
 					return fmt.Errorf("damaged record read back")
 				}
 				n++
@@ -288,7 +288,7 @@ func TestCorruptionNamesFileAndOffset(t *testing.T) {
 			if err != nil || n != 9 {
 				t.Fatalf("scan past the damage: %d records, %v", n, err)
 			}
-			if _, err := l.ReadAt(got["m4"]); !errors.Is(err, ErrCorrupt) {
+			if _, err := readRec(l.NewReader(), got["m4"]); !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("ReadAt of the damaged record: %v", err)
 			}
 		})
@@ -296,7 +296,7 @@ func TestCorruptionNamesFileAndOffset(t *testing.T) {
 }
 
 func TestBadSegmentHeader(t *testing.T) {
-	good, _ := put(1).Append(nil)
+	good := frameOf(nil, put(1))
 	for name, hdr := range map[string][]byte{
 		"magic":    []byte("notawal1\x01\x00\x00\x00\x00\x00\x00\x00"),
 		"number":   append([]byte(segMagic), 2, 0, 0, 0, 0, 0, 0, 0),
@@ -311,7 +311,7 @@ func TestBadSegmentHeader(t *testing.T) {
 				t.Fatalf("damage %v", d)
 			}
 			n := 0
-			l.Scan(MakePos(1, 0), 0, func(Pos, Record) error { n++; return nil }, func(*CorruptError) error { return nil })
+			l.Scan(MakePos(1, 0), 0, func(Pos, Frame) error { n++; return nil }, func(*CorruptError) error { return nil })
 			if n != 1 {
 				t.Fatalf("%d records after a damaged header, want 1", n)
 			}
@@ -327,13 +327,13 @@ func TestReadAtMissingAndBad(t *testing.T) {
 	if err := l.Remove(1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.ReadAt(got["m0"]); !errors.Is(err, ErrMissing) {
+	if _, err := readRec(l.NewReader(), got["m0"]); !errors.Is(err, ErrMissing) {
 		t.Fatalf("read from removed segment: %v", err)
 	}
-	if _, err := l.ReadAt(got["m299"] + 1); !errors.Is(err, ErrCorrupt) {
+	if _, err := readRec(l.NewReader(), got["m299"]+1); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("read inside a record: %v", err)
 	}
-	if _, err := l.ReadAt(MakePos(got["m299"].Segment(), 3)); !errors.Is(err, ErrCorrupt) {
+	if _, err := readRec(l.NewReader(), MakePos(got["m299"].Segment(), 3)); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("read inside the header: %v", err)
 	}
 	if err := l.Remove(l.End().Segment()); err == nil {
@@ -345,7 +345,7 @@ func TestReadAtMissingAndBad(t *testing.T) {
 // must never panic or fail on damage, the first segment's record must survive, a scan of what it
 // kept must meet no damage Open did not report, and the log must go on.
 func FuzzOpen(f *testing.F) {
-	good, _ := put(1).Append(nil)
+	good := frameOf(nil, put(1))
 	f.Add(append(segmentHeader(2), good...))
 	f.Add(append(segmentHeader(2), good[:len(good)-3]...))
 	f.Add(segmentHeader(2)[:7])
@@ -355,16 +355,16 @@ func FuzzOpen(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := t.TempDir()
-		first, _ := put(0).Append(segmentHeader(1))
+		first := frameOf(segmentHeader(1), put(0))
 		os.WriteFile(segmentPath(dir, 1), first, 0o644)
 		os.WriteFile(segmentPath(dir, 2), data, 0o644)
-		l, err := Open(dir, Options{Logger: quiet, NoSync: true})
+		l, err := Open(dir, Options{Logger: quiet, NoSync: true, Verify: verifyTest})
 		if err != nil {
 			t.Fatalf("Open: %v", err)
 		}
 		defer l.Close()
 		n, damaged := 0, 0
-		if err := l.Scan(MakePos(1, SegmentHeader), 0, func(Pos, Record) error { n++; return nil },
+		if err := l.Scan(MakePos(1, SegmentHeader), 0, func(Pos, Frame) error { n++; return nil },
 			func(*CorruptError) error { damaged++; return nil }); err != nil {
 			t.Fatalf("Scan after Open: %v", err)
 		}
@@ -376,11 +376,11 @@ func FuzzOpen(f *testing.F) {
 			t.Fatalf("Open reported %d damaged places, the scan met %d", len(l.OpenDamage()), damaged)
 		}
 		// The log goes on.
-		pos, end, err := l.Append(put(7))
+		pos, end, err := appendRec(l, put(7))
 		if err != nil || l.WaitDurable(end) != nil {
 			t.Fatalf("Append: %v", err)
 		}
-		if r, err := l.ReadAt(pos); err != nil || r.ID != "m7" {
+		if r, err := readRec(l.NewReader(), pos); err != nil || r.id != "m7" {
 			t.Fatalf("ReadAt of the record appended after Open: %+v, %v", r, err)
 		}
 	})

@@ -12,24 +12,24 @@ import (
 // Reader (a page, its window, a window larger than the default) and in a scan (its buffer), and
 // the limit.
 func boundarySizes() []int {
-	const overhead = HeaderSize + 1 + 37 + 2 + 2 + 1 // a Put with an empty ID and topic "t"
+	const overhead = HeaderSize + 1 + 2 + 3 // a test record with an ID of 3 bytes
 	var sizes []int
 	for _, b := range []int{4 << 10, ReadWindow - 4<<10, ReadWindow, 2 * ReadWindow, 1 << 20} {
 		for _, at := range []int{b, b - overhead} {
 			sizes = append(sizes, at-1, at, at+1)
 		}
 	}
-	sizes = append(sizes, 0, MaxPayload)
+	sizes = append(sizes, 0, MaxBody-2-4)
 	slices.Sort(sizes)
 	return slices.Compact(sizes)
 }
 
-func sizedPut(i, size int) *Record {
+func sizedPut(i, size int) *testRecord {
 	p := bytes.Repeat([]byte{byte(i)}, size)
 	if size > 0 {
 		p[0], p[size-1] = 0xaa, 0xee
 	}
-	return &Record{Kind: KindPut, Threaded: true, ListSlot: int64(i), Topic: "t", Payload: p}
+	return &testRecord{id: fmt.Sprint("s", i), payload: p}
 }
 
 // TestReadAtEveryBoundary is the regression test of a record larger than the Reader's window:
@@ -39,11 +39,11 @@ func sizedPut(i, size int) *Record {
 func TestReadAtEveryBoundary(t *testing.T) {
 	l := openLog(t, t.TempDir(), Options{SegmentSize: 1 << 20, NoSync: true})
 	defer l.Close()
-	var recs []*Record
+	var recs []*testRecord
 	var pos []Pos
 	for i, size := range boundarySizes() {
-		for _, r := range []*Record{sizedPut(i, size), put(i)} {
-			p, _, err := l.Append(r)
+		for _, r := range []*testRecord{sizedPut(i, size), put(i)} {
+			p, _, err := appendRec(l, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,12 +57,12 @@ func TestReadAtEveryBoundary(t *testing.T) {
 	readBack := func(order []int) {
 		t.Helper()
 		for _, i := range order {
-			got, err := r.ReadAt(pos[i])
+			got, err := readRec(r, pos[i])
 			if err != nil {
-				t.Fatalf("ReadAt(%v) of a %d-byte payload: %v", pos[i], len(recs[i].Payload), err)
+				t.Fatalf("ReadAt(%v) of a %d-byte payload: %v", pos[i], len(recs[i].payload), err)
 			}
-			if !bytes.Equal(got.Payload, recs[i].Payload) || got.ID != recs[i].ID {
-				t.Fatalf("ReadAt(%v): payload of %d bytes, want %d", pos[i], len(got.Payload), len(recs[i].Payload))
+			if !bytes.Equal(got.payload, recs[i].payload) || got.id != recs[i].id {
+				t.Fatalf("ReadAt(%v): payload of %d bytes, want %d", pos[i], len(got.payload), len(recs[i].payload))
 			}
 		}
 	}
@@ -74,9 +74,10 @@ func TestReadAtEveryBoundary(t *testing.T) {
 	slices.Reverse(order)
 	readBack(order)
 	n := 0
-	err := l.Scan(MakePos(1, SegmentHeader), 0, func(p Pos, got Record) error {
-		if p != pos[n] || !bytes.Equal(got.Payload, recs[n].Payload) {
-			return fmt.Errorf("record %d at %v: %d bytes, want %d at %v", n, p, len(got.Payload), len(recs[n].Payload), pos[n])
+	err := l.Scan(MakePos(1, SegmentHeader), 0, func(p Pos, f Frame) error {
+		got := decodeRec(f)
+		if p != pos[n] || !bytes.Equal(got.payload, recs[n].payload) {
+			return fmt.Errorf("record %d at %v: %d bytes, want %d at %v", n, p, len(got.payload), len(recs[n].payload), pos[n])
 		}
 		n++
 		return nil
@@ -98,12 +99,12 @@ func FuzzReaderLargeRecords(f *testing.F) {
 		}
 		l := openLog(t, t.TempDir(), Options{SegmentSize: 1 << 20, NoSync: true})
 		defer l.Close()
-		var recs []*Record
+		var recs []*testRecord
 		var pos []Pos
 		for i := 0; i+1 < len(spec); i += 2 {
 			// Up to 4 MiB in steps of 64 bytes: every window and segment boundary is reachable.
 			r := sizedPut(i, (int(spec[i])<<8|int(spec[i+1]))*64+int(spec[i]%64))
-			p, _, err := l.Append(r)
+			p, _, err := appendRec(l, r)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -115,14 +116,15 @@ func FuzzReaderLargeRecords(f *testing.F) {
 		rng := rand.New(rand.NewPCG(seed, 0))
 		r := l.NewReader()
 		for _, i := range rng.Perm(len(recs)) {
-			got, err := r.ReadAt(pos[i])
-			if err != nil || !bytes.Equal(got.Payload, recs[i].Payload) {
-				t.Fatalf("ReadAt(%v) of %d bytes: %d bytes, %v", pos[i], len(recs[i].Payload), len(got.Payload), err)
+			got, err := readRec(r, pos[i])
+			if err != nil || !bytes.Equal(got.payload, recs[i].payload) {
+				t.Fatalf("ReadAt(%v) of %d bytes: %d bytes, %v", pos[i], len(recs[i].payload), len(got.payload), err)
 			}
 		}
 		n := 0
-		if err := l.Scan(MakePos(1, SegmentHeader), 0, func(p Pos, got Record) error {
-			if p != pos[n] || !bytes.Equal(got.Payload, recs[n].Payload) {
+		if err := l.Scan(MakePos(1, SegmentHeader), 0, func(p Pos, f Frame) error {
+			got := decodeRec(f)
+			if p != pos[n] || !bytes.Equal(got.payload, recs[n].payload) {
 				return fmt.Errorf("record %d at %v differs", n, p)
 			}
 			n++

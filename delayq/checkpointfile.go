@@ -1,0 +1,293 @@
+package delayq
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/tockwheel/tock/delayq/internal/format"
+	"github.com/tockwheel/tock/delayq/internal/wal"
+)
+
+// The checkpoint file: its edits are appended and synced; when they outgrow the state they
+// describe, the file is rewritten as one full edit, merged from the file itself, without the
+// queue's lock: to a temporary file that is synced, renamed over the old one, and made durable by
+// syncing the directory. Recovery applies the edits in order (applyEdit). A last edit cut short (a
+// crash while appending it) is ignored: the one before describes a state the log still holds all
+// of, since retention follows an edit only once it is durable. Any other damage makes the
+// checkpoint unusable, and the state is rebuilt from the log.
+//
+// Versions 1 to 3 were one snapshot per file, version 4 lacked what version 5 added (see format's
+// versions.go). Open reads them, reads every list once to learn what they lack (the counts of each
+// list by topic; for versions up to 3 the first record of each list and the record of each chosen
+// ID, and for versions 1 and 2 the due counts), and writes the state in the current version.
+
+const checkpointName = "checkpoint"
+
+// A checkpoint is the state a checkpoint file describes, decoded and merged.
+type checkpoint struct {
+	version uint32
+	replay  wal.Pos
+	slotNs  int64
+	slots   int
+	loaded  int64
+	pending int64
+	lists   []slotList // by wheel index, without their topics
+	// topics holds the counts by topic of the lists that have any, by wheel index (version 5).
+	topics map[int][]ckListTopic
+	paused []string
+	hasDue bool // lists carry their due counts (not in version 1)
+	// end is where the last valid edit ends, and full the size of the first (version 4 on).
+	end, full int64
+	pins      pins
+	entries   map[wal.Pos]ckEntry // by origin
+	ids       map[string]idLoc
+}
+
+// A ckListTopic is a listTopic as the checkpoint keeps it.
+type ckListTopic struct {
+	name         string
+	n, due, last int64
+}
+
+// A ckEntry is a message in memory, as the checkpoint keeps it.
+type ckEntry struct {
+	pos, origin wal.Pos
+	deliverAt   int64
+	attempt     uint32
+	failure     uint8
+	failedAt    int64
+	topic       string // set only when it differs from the record's (a dead letter)
+}
+
+// readCheckpoint reads dir's checkpoint; it returns an error matching os.ErrNotExist when there
+// is none.
+func readCheckpoint(dir string) (*checkpoint, error) {
+	path := filepath.Join(dir, checkpointName)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return decodeCheckpoint(path, b)
+}
+
+// decodeCheckpoint decodes a checkpoint file's contents, of any version, applying its edits in
+// order. Damage gives a *wal.CorruptError naming path and the offset where decoding failed.
+func decodeCheckpoint(path string, b []byte) (*checkpoint, error) {
+	var ck *checkpoint
+	cf, err := format.DecodeCheckpoint(b, func(ed *format.Edit) error {
+		var err error
+		ck, err = ck.applyEdit(ed)
+		return err
+	})
+	var fe *format.Error
+	if errors.As(err, &fe) {
+		return nil, wal.NewCorruptError(path, fe.Offset, fe.Reason)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if cf.Snapshot != nil {
+		return fromSnapshot(cf.Snapshot), nil
+	}
+	ck.version, ck.end, ck.full = cf.Version, cf.End, cf.FirstEnd
+	return ck, nil
+}
+
+// applyEdit applies ed to ck (nil before the first edit, which must be full) and returns the
+// result. Edits of version 4 hold no paused topics (nil) and no counts by topic.
+func (ck *checkpoint) applyEdit(ed *format.Edit) (*checkpoint, error) {
+	switch {
+	case ed.Full:
+		ck = &checkpoint{lists: make([]slotList, ed.Slots), hasDue: true, topics: make(map[int][]ckListTopic),
+			entries: make(map[wal.Pos]ckEntry, len(ed.Entries)), ids: make(map[string]idLoc, len(ed.IDs))}
+	case ck == nil:
+		return nil, errors.New("first checkpoint edit is not full")
+	case ck.slotNs != ed.SlotNs || ck.slots != ed.Slots:
+		return nil, errors.New("checkpoint edit changes the wheel's shape")
+	}
+	ck.replay, ck.slotNs, ck.slots, ck.loaded, ck.pending = ed.Replay, ed.SlotNs, ed.Slots, ed.Loaded, ed.Pending
+	if ed.Paused != nil {
+		ck.paused = ed.Paused
+	}
+	for _, l := range ed.Lists {
+		delete(ck.topics, l.Index)
+		if len(l.Topics) > 0 {
+			lts := make([]ckListTopic, len(l.Topics))
+			for j, lt := range l.Topics {
+				lts[j] = ckListTopic{name: lt.Name, n: lt.N, due: lt.Due, last: lt.Last}
+			}
+			ck.topics[l.Index] = lts
+		}
+		ck.lists[l.Index] = slotList{slot: l.Slot, head: l.Head, first: l.First, due: l.Due, n: l.N}
+	}
+	ck.pins = make(pins, len(ed.Pins))
+	for _, p := range ed.Pins {
+		ck.pins[p.Segment] = p.Count
+	}
+	// Removals first: an edit may remove a message and hold another with the same origin, added
+	// since (a copy of it).
+	for _, origin := range ed.RemovedEntries {
+		delete(ck.entries, origin)
+	}
+	for _, e := range ed.Entries {
+		ck.entries[e.Origin] = fromFormatEntry(e)
+	}
+	for _, id := range ed.IDs {
+		ck.ids[id.ID] = idLoc{slot: id.Slot, pos: id.Pos}
+	}
+	for _, id := range ed.RemovedIDs {
+		delete(ck.ids, id)
+	}
+	return ck, nil
+}
+
+func fromFormatEntry(e format.Entry) ckEntry {
+	return ckEntry{pos: e.Pos, origin: e.Origin, deliverAt: e.DeliverAt, attempt: e.Attempt, failure: e.Failure, failedAt: e.FailedAt, topic: e.Topic}
+}
+
+// fromSnapshot returns the state a checkpoint of versions 1 to 3 held.
+func fromSnapshot(s *format.Snapshot) *checkpoint {
+	ck := &checkpoint{version: s.Version, replay: s.Replay, slotNs: s.SlotNs, slots: s.Slots, loaded: s.Loaded, pending: s.Pending,
+		hasDue: s.Version >= 2, lists: make([]slotList, s.Slots), pins: make(pins, len(s.Pins)),
+		entries: make(map[wal.Pos]ckEntry, len(s.Entries)), ids: make(map[string]idLoc, len(s.IDs))}
+	n := int64(s.Slots)
+	for _, h := range s.Heads {
+		ck.lists[((h.Slot%n)+n)%n] = slotList{slot: h.Slot, head: h.Head, due: h.Due}
+	}
+	for _, p := range s.Pins {
+		ck.pins[p.Segment] = p.Count
+	}
+	for _, e := range s.Entries {
+		ck.entries[e.Origin] = fromFormatEntry(e)
+	}
+	for _, id := range s.IDs {
+		ck.ids[id.ID] = idLoc{slot: id.Slot}
+	}
+	return ck
+}
+
+// fullEdit returns ck as one full edit.
+func (ck *checkpoint) fullEdit() *format.Edit {
+	ed := &edit{full: true, replay: ck.replay, slotNs: ck.slotNs, slots: ck.slots, loaded: ck.loaded, pending: ck.pending, pins: ck.pins,
+		paused: ck.paused}
+	for i, l := range ck.lists {
+		if l.head != 0 {
+			ed.lists = append(ed.lists, indexedList{i: i, l: l, topics: ck.topics[i]})
+		}
+	}
+	for _, e := range ck.entries {
+		ed.entries = append(ed.entries, entryOp{ce: e})
+	}
+	for id, loc := range ck.ids {
+		ed.ids = append(ed.ids, idOp{id: id, loc: loc})
+	}
+	return ed.toFormat()
+}
+
+// A checkpointFile is the checkpoint file being appended to, owned by whoever holds ckptMu.
+type checkpointFile struct {
+	f        *os.File // nil until the first full edit is written
+	size     int64    // bytes in the file
+	fullSize int64    // bytes of its first (full) edit
+	pins     pins     // the pins of the last edit written
+	edits    int      // edits written since Open, for tests and benchmarks
+}
+
+// open makes the checkpoint file of dir, which ck was decoded from, the one appended to: from the
+// end of its last valid edit, so that one cut short is written over.
+func (c *checkpointFile) open(dir string, ck *checkpoint) error {
+	f, err := os.OpenFile(filepath.Join(dir, checkpointName), os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("delayq: checkpoint: %w", err)
+	}
+	c.f, c.size, c.fullSize, c.pins = f, ck.end, ck.full, ck.pins.clone()
+	return nil
+}
+
+// rewriteAt is how large the edits may grow, beyond the full state they describe, before the file
+// is rewritten as one full edit: the rewrite costs about what the edits since the last did.
+func (c *checkpointFile) rewriteAt() int64 { return 2*c.fullSize + 1<<20 }
+
+// writeFull replaces dir's checkpoint with a new file holding the full edit ed, atomically and
+// durably, and makes it the file appended to.
+func (c *checkpointFile) writeFull(dir string, ed *format.Edit) error {
+	b, err := format.AppendEdit(format.AppendCheckpointHeader(nil), ed)
+	if err != nil {
+		return fmt.Errorf("delayq: checkpoint: %w", err)
+	}
+	path := filepath.Join(dir, checkpointName)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("delayq: checkpoint: %w", err)
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = wal.SyncDir(dir)
+	}
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("delayq: checkpoint: %w", err)
+	}
+	c.close()
+	c.f, c.size, c.fullSize, c.pins = f, int64(len(b)), int64(len(b)), pinsOf(ed)
+	c.edits++
+	return nil
+}
+
+// appendEdit appends ed to the file and syncs it.
+func (c *checkpointFile) appendEdit(ed *format.Edit) error {
+	b, err := format.AppendEdit(nil, ed)
+	if err != nil {
+		return fmt.Errorf("delayq: checkpoint: %w", err)
+	}
+	if _, err := c.f.WriteAt(b, c.size); err != nil {
+		return fmt.Errorf("delayq: checkpoint: %w", err)
+	}
+	if err := c.f.Sync(); err != nil {
+		return fmt.Errorf("delayq: checkpoint: %w", err)
+	}
+	c.size += int64(len(b))
+	c.pins = pinsOf(ed)
+	c.edits++
+	return nil
+}
+
+// rewrite rewrites the file as one full edit of the state it describes, merged from the file.
+func (c *checkpointFile) rewrite(dir string) error {
+	path := filepath.Join(dir, checkpointName)
+	b := make([]byte, c.size)
+	if _, err := c.f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("delayq: checkpoint: %w", err)
+	}
+	ck, err := decodeCheckpoint(path, b)
+	if err != nil {
+		return err
+	}
+	return c.writeFull(dir, ck.fullEdit())
+}
+
+func (c *checkpointFile) close() {
+	if c.f != nil {
+		c.f.Close()
+		c.f = nil
+	}
+}
+
+// pinsOf returns the pins of ed.
+func pinsOf(ed *format.Edit) pins {
+	p := make(pins, len(ed.Pins))
+	for _, pin := range ed.Pins {
+		p[pin.Segment] = pin.Count
+	}
+	return p
+}

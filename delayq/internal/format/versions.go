@@ -1,0 +1,26 @@
+package format
+
+// The versions of what delayq writes, in one place. A directory written by any version below
+// opens with the current one; what a version added cannot be read by the versions before it.
+//
+// Records (record.go), identified by the kinds and flags they use, not by a number:
+//
+//	kinds 1-5                 Put, Cancel, Ack, Update, Advance: the first log
+//	kind 6                    Relocate: compaction
+//	frame group bit           atomic groups (PutBatch, DeliverNow)
+//	kinds 7, 8                Pause, Purge: the operator's actions
+//	Cancel flag bit 1         the topic of the message cancelled
+//	Update failure, failedAt  why the last delivery failed
+//
+// Checkpoint files (checkpoint.go), by the version in their header:
+//
+//	1  one snapshot, no due counts of lists
+//	2  due counts of lists
+//	3  cancelled messages no longer counted as pending
+//	4  a log of edits, each framed by its length and checksum
+//	5  names, paused topics, lists' counts by topic and n, the failure of entries
+//
+// The secret file (secret.go): one version, magic "tocksec1".
+
+// CheckpointVersion is the version of the checkpoint files written.
+const CheckpointVersion = 5

@@ -1,0 +1,150 @@
+package wal
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+)
+
+// # Frame
+//
+// Every frame is one record of the content the log carries; frames follow each other with no
+// padding. All integers are little endian.
+//
+//	offset  size  field
+//	0       4     crc     CRC-32C (Castagnoli) of bytes [4, 8+length): the length, type and body,
+//	                      so a damaged length is caught as surely as a damaged body
+//	4       4     length  number of bytes after this field: 1 (type) + len(body); at least 1
+//	8       1     type    the content's type of the body in the low 7 bits, 1 to 127, which the log
+//	                      does not interpret; 0 is never written, so a run of zero bytes (a
+//	                      preallocated or half-written page) never decodes. The high bit (0x80)
+//	                      says that the frame is not the last of an atomic group: see below.
+//	9       n     body    the content's bytes
+//
+// # Atomic groups
+//
+// Frames appended as a group (Log.Reserve, then Append with more set on all but the last) are
+// written into one segment, one after the other, each with the high bit of its type set except
+// the last. Open treats a group without its last frame at the end of the log as a torn write and
+// cuts all of it, so a group is in the log whole or not at all. Elsewhere the bit means nothing:
+// readers take the frames of a group one by one. The bit was added after the other fields: logs
+// holding it cannot be read by versions of delayq older than it.
+//
+// These constants are frozen: changing one makes existing logs unreadable.
+const (
+	// HeaderSize is the size of a frame's crc and length fields.
+	HeaderSize = 8
+	// maxLength bounds a frame's length field (its type and body), so that a damaged length
+	// cannot make a reader allocate gigabytes: 16 MiB and 256 KiB.
+	maxLength = 1<<24 + 1<<18
+	// MaxBody is the largest body a frame holds.
+	MaxBody = maxLength - 1
+	// moreBit is the bit of a frame's type byte that says more frames of its group follow.
+	moreBit = 0x80
+)
+
+// MaxType is the largest type a frame can carry; types are from 1 to MaxType.
+const MaxType = moreBit - 1
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// A Frame is one frame read back: its type, its group bit and its body. Body is only valid until
+// the next read of the Reader, scan or call that returned it; copy what must outlive that.
+type Frame struct {
+	Type byte
+	// More reports that the frame is not the last of an atomic group.
+	More bool
+	Body []byte
+}
+
+// FrameSize returns the size of the frame of a body of n bytes.
+func FrameSize(n int) int { return HeaderSize + 1 + n }
+
+// AppendFrame appends the frame of body, of content type typ, to b; more sets the group bit. It
+// returns an error, and b unchanged, for a type out of [1, MaxType] or a body over MaxBody.
+func AppendFrame(b []byte, typ byte, more bool, body []byte) ([]byte, error) {
+	if typ == 0 || typ > MaxType {
+		return b, fmt.Errorf("delayq: frame type %d out of range", typ)
+	}
+	if len(body) > MaxBody {
+		return b, fmt.Errorf("delayq: frame body of %d bytes over %d", len(body), MaxBody)
+	}
+	start := len(b)
+	t := typ
+	if more {
+		t |= moreBit
+	}
+	b = append(b, 0, 0, 0, 0, 0, 0, 0, 0, t)
+	binary.LittleEndian.PutUint32(b[start+4:], uint32(1+len(body)))
+	b = append(b, body...)
+	binary.LittleEndian.PutUint32(b[start:], crc32.Checksum(b[start+4:], castagnoli))
+	return b, nil
+}
+
+// frameError describes why bytes are not a valid frame. truncated means the bytes ended before
+// the frame did, which at the end of the last segment is a torn tail rather than corruption.
+type frameError struct {
+	msg       string
+	truncated bool
+}
+
+func (e *frameError) Error() string { return e.msg }
+
+// frameLen validates a frame header and returns the frame's total size.
+func frameLen(hdr []byte) (int, error) {
+	if len(hdr) < HeaderSize {
+		return 0, &frameError{msg: "frame header cut short", truncated: true}
+	}
+	n := binary.LittleEndian.Uint32(hdr[4:])
+	if n == 0 || n > maxLength {
+		return 0, &frameError{msg: fmt.Sprintf("frame length %d out of range", n)}
+	}
+	return HeaderSize + int(n), nil
+}
+
+// A Verifier says whether a frame's body is well formed for its type: the content's own check,
+// which the log applies, beside the checksum, to tell a valid frame from damage (Options.Verify).
+// It must not keep body.
+type Verifier func(typ byte, body []byte) error
+
+// checkFrame checks that b is exactly one frame, its checksum, its type and, with verify, its
+// body, and returns it; Body aliases b.
+func checkFrame(b []byte, verify Verifier) (Frame, error) {
+	n, err := frameLen(b)
+	if err != nil {
+		return Frame{}, err
+	}
+	if len(b) < n {
+		return Frame{}, &frameError{msg: fmt.Sprintf("frame of %d bytes cut short at %d", n, len(b)), truncated: true}
+	}
+	if len(b) > n {
+		return Frame{}, &frameError{msg: fmt.Sprintf("%d bytes after a frame of %d", len(b)-n, n)}
+	}
+	if want, got := binary.LittleEndian.Uint32(b), crc32.Checksum(b[4:n], castagnoli); want != got {
+		return Frame{}, &frameError{msg: fmt.Sprintf("checksum mismatch: stored %08x, computed %08x", want, got)}
+	}
+	f := Frame{Type: b[8] &^ moreBit, More: b[8]&moreBit != 0, Body: b[HeaderSize+1 : n]}
+	if f.Type == 0 {
+		return Frame{}, &frameError{msg: "frame of type 0"}
+	}
+	if verify != nil {
+		if err := verify(f.Type, f.Body); err != nil {
+			return Frame{}, &frameError{msg: err.Error()}
+		}
+	}
+	return f, nil
+}
+
+// DecodeFrame checks that b holds exactly one valid frame (see checkFrame) and returns it. Body
+// aliases b. Bad input gives an error, never a panic.
+func DecodeFrame(b []byte, verify Verifier) (Frame, error) { return checkFrame(b, verify) }
+
+// UncheckedFrame returns the frame b starts with without checking its checksum, for saying what
+// damaged bytes seem to hold; ok is false when b does not hold a whole frame of a nonzero type.
+func UncheckedFrame(b []byte) (f Frame, ok bool) {
+	n, err := frameLen(b)
+	if err != nil || n > len(b) || b[8]&^moreBit == 0 {
+		return Frame{}, false
+	}
+	return Frame{Type: b[8] &^ moreBit, More: b[8]&moreBit != 0, Body: b[HeaderSize+1 : n]}, true
+}

@@ -1,0 +1,160 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// repair finds the segments of the log and makes the end of the last one ready to append to:
+//
+//   - A torn write is cut: bytes after the last valid frame that hold no valid frame and end
+//     before the frame they start does (a frame cut short, zeros, garbage), and a group of frames
+//     whose last frame is missing. Only what lies at or after covered is ever cut.
+//   - Any other damage (a complete frame that fails its checksum, or damage before covered) is
+//     corruption: it is left as it is and reported by OpenDamage, and scans and reads go past it.
+//     When the last segment ends before covered, appends go to a new segment, so that no position
+//     the checkpoint names is ever given to another frame.
+func (l *Log) repair(covered Pos) error {
+	segs, err := ListSegments(l.dir)
+	if err != nil {
+		return err
+	}
+	for _, s := range segs {
+		fi, err := os.Stat(segmentPath(l.dir, s))
+		if err != nil {
+			return fmt.Errorf("delayq: %w", err)
+		}
+		l.sizes[s] = fi.Size()
+	}
+	var last uint32
+	if len(segs) > 0 {
+		last = segs[len(segs)-1]
+	}
+	switch {
+	case covered.Segment() > last:
+		// The segment the checkpoint ends in is gone: go on after it. (Segments between may have
+		// been deleted by retention.)
+		l.openDamage = append(l.openDamage, missingSegment(l.dir, covered.Segment()))
+		l.startFresh(covered.Segment() + 1)
+		return nil
+	case len(segs) == 0:
+		l.startSegmentLocked(1)
+		return nil
+	}
+	return l.openLast(last, covered)
+}
+
+// startFresh makes seg, a new segment, the one appends go to, with everything before it written.
+func (l *Log) startFresh(seg uint32) {
+	l.startSegmentLocked(seg)
+	l.written, l.durable = MakePos(seg, 0), MakePos(seg, 0)
+}
+
+// openLast validates the last segment, cuts a torn write at its end, and opens it for appending.
+func (l *Log) openLast(seg uint32, covered Pos) error {
+	path := segmentPath(l.dir, seg)
+	coveredOff := int64(0)
+	switch {
+	case covered.Segment() > seg:
+		coveredOff = l.sizes[seg] + 1
+	case covered.Segment() == seg:
+		coveredOff = int64(covered.Offset())
+	}
+	sc, hdrDamage, err := openScanner(path, seg, l.verify, SegmentHeader, -1)
+	if err != nil {
+		return err
+	}
+	size := sc.limit
+	if hdrDamage != nil && hdrDamage.torn {
+		sc.close()
+		if coveredOff > 0 {
+			l.openDamage = append(l.openDamage, hdrDamage)
+			l.startFresh(seg + 1)
+			return nil
+		}
+		// The header itself never made it: drop the file and start it again.
+		l.logger.Warn("delayq: removing segment with torn header", "file", path, "bytes", size)
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("delayq: %w", err)
+		}
+		delete(l.sizes, seg)
+		if err := SyncDir(l.dir); err != nil {
+			return err
+		}
+		l.startFresh(seg)
+		return nil
+	}
+	var damage []*CorruptError
+	if hdrDamage != nil {
+		damage = append(damage, hdrDamage)
+	}
+	groupStart := int64(-1) // first frame of a group whose last frame has not been met
+	for {
+		off, f, err := sc.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var ce *CorruptError
+		if errors.As(err, &ce) {
+			damage = append(damage, ce)
+			continue
+		}
+		if err != nil {
+			sc.close()
+			return err
+		}
+		if f.More && groupStart < 0 {
+			groupStart = off
+		} else if !f.More {
+			groupStart = -1
+		}
+	}
+	sc.close()
+	cut := int64(-1)
+	if n := len(damage); n > 0 && damage[n-1].torn && damage[n-1].Offset >= coveredOff {
+		cut = damage[n-1].Offset
+		damage = damage[:n-1]
+	}
+	if groupStart >= coveredOff && (cut < 0 || groupStart < cut) && !damageAfter(damage, groupStart) {
+		cut = groupStart
+	}
+	if cut >= 0 {
+		l.logger.Warn("delayq: cutting a torn write at the end of the log", "file", path, "offset", cut, "dropped_bytes", size-cut)
+		if err := os.Truncate(path, cut); err != nil {
+			return fmt.Errorf("delayq: cutting a torn write: %w", err)
+		}
+		size = cut
+		l.sizes[seg] = cut
+	}
+	l.openDamage = append(l.openDamage, damage...)
+	if size < coveredOff {
+		// The segment ends before the checkpoint does: appending to it would give positions the
+		// checkpoint names to other frames.
+		l.startFresh(seg + 1)
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("delayq: %w", err)
+	}
+	if err := fdatasync(f); err != nil {
+		f.Close()
+		return fmt.Errorf("delayq: %w", err)
+	}
+	l.cur, l.curSeg = f, seg
+	l.end = MakePos(seg, uint32(size))
+	l.written, l.durable = l.end, l.end
+	return nil
+}
+
+// damageAfter reports whether any of damage lies at or after off.
+func damageAfter(damage []*CorruptError, off int64) bool {
+	for _, d := range damage {
+		if d.Offset >= off {
+			return true
+		}
+	}
+	return false
+}
