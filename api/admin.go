@@ -34,6 +34,8 @@ type Topic struct {
 	Acks       uint64 `json:"acks"`
 	// Rate is how fast those counts grew recently.
 	Rate Rate `json:"rate"`
+	// Limit is the topic's delivery limit, absent when it has none (or the engine has no limits).
+	Limit *Limit `json:"limit,omitempty"`
 }
 
 // Rate is the growth of a topic's counts, per second, over about the last minute: the server

@@ -32,6 +32,12 @@
 //	POST   /v1/topics/{topic}/pause     (no body)       200 PauseResponse
 //	POST   /v1/topics/{topic}/resume    (no body)       200 PauseResponse
 //
+// The routes of delivery limits (answered 501 by an engine that has none):
+//
+//	GET    /v1/limits                                   200 LimitsResponse
+//	PUT    /v1/topics/{topic}/limit     Limit           200 Limit (as kept, its default burst filled in)
+//	DELETE /v1/topics/{topic}/limit                     204
+//
 // Every error answer is an [ErrorBody], with more fields for a duplicate ([DuplicateBody]) and a
 // partial ack ([AckErrorBody]). Its Code, one of the Code constants, is what programs compare; the
 // message is for people and may change.

@@ -27,6 +27,12 @@ const (
 	RoutePurge    = "POST /v1/topics/{topic}/purge"
 	RoutePause    = "POST /v1/topics/{topic}/pause"
 	RouteResume   = "POST /v1/topics/{topic}/resume"
+
+	// Routes of delivery limits; they need an engine that is a queue.Limiter, and are answered 501
+	// (CodeNotImplemented) otherwise.
+	RouteLimits      = "GET " + PathLimits
+	RouteSetLimit    = "PUT /v1/topics/{topic}/limit"
+	RouteRemoveLimit = "DELETE /v1/topics/{topic}/limit"
 )
 
 // Paths of the routes that name no topic or message.
@@ -38,6 +44,7 @@ const (
 	PathHealth = "/healthz"
 	PathReady  = "/readyz"
 	PathTopics = "/v1/topics"
+	PathLimits = "/v1/limits"
 )
 
 // PutPath returns the path of [RoutePut] for topic, escaped.
@@ -69,6 +76,9 @@ func PurgePath(topic string) string { return topicPath(topic, "purge") }
 
 // PausePath returns the path of [RoutePause] for topic, escaped.
 func PausePath(topic string) string { return topicPath(topic, "pause") }
+
+// LimitPath returns the path of [RouteSetLimit] and [RouteRemoveLimit] for topic, escaped.
+func LimitPath(topic string) string { return topicPath(topic, "limit") }
 
 // ResumePath returns the path of [RouteResume] for topic, escaped.
 func ResumePath(topic string) string { return topicPath(topic, "resume") }

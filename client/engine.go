@@ -13,7 +13,7 @@ import (
 	"github.com/tockwheel/tock/queue"
 )
 
-// An Engine is a [queue.Engine] made of a Client: each call is the request of the HTTP API that
+// An Engine is a [queue.Engine] and a [queue.Limiter] made of a Client: each call is the request of the HTTP API that
 // does the same, so that code written against the contract (package worker, queuetest) runs
 // against a tockd server as against an embedded engine. Make one with [Client.Engine]. It is safe
 // for concurrent use. Where HTTP and the contract differ, it says so:

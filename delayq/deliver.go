@@ -33,7 +33,8 @@ func (q *Queue) fire(b *bucket) {
 // Receive leases up to max due messages of topic, oldest due first (those already due before a
 // restart come back in nearly that order: each is placed by due time among the 64 before it in the
 // log), blocking until at least one is due, ctx ends (it returns ctx.Err()) or the queue closes (ErrClosed). On a paused topic (see
-// [Queue.Pause]) it waits as on an empty one, until the topic is resumed. Each message stays
+// [Queue.Pause]) it waits as on an empty one, until the topic is resumed; on a topic at its limit
+// (see [Queue.SetLimit]), until a permit comes. Each message stays
 // leased for the visibility timeout: Ack it within that time, or it is due again after a backoff
 // and its delivery counts as failed. Messages are delivered at least once: a crash, an expired
 // lease or a lost ack means a message can be delivered again. max and visibility must be positive.
@@ -49,13 +50,15 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 		}
 		t := q.mem.topics.get(topic)
 		if t.ready > 0 && !t.paused {
-			ds := make([]Delivery, 0, min(max, t.ready))
-			deadline := after(time.Now().UnixNano(), visibility)
-			for t.head != nil && len(ds) < max {
-				ds = append(ds, q.leaseLocked(t.head, deadline))
+			if n := q.permitsLocked(t, min(max, t.ready)); n > 0 {
+				ds := make([]Delivery, 0, n)
+				deadline := after(time.Now().UnixNano(), visibility)
+				for t.head != nil && len(ds) < n {
+					ds = append(ds, q.leaseLocked(t.head, deadline))
+				}
+				q.mu.Unlock()
+				return ds, nil
 			}
-			q.mu.Unlock()
-			return ds, nil
 		}
 		if t.signal == nil {
 			t.signal = make(chan struct{})

@@ -55,7 +55,9 @@
 // makes a scheduled message due at once; [Queue.Requeue] sends dead letters back to their topic
 // with their attempts reset; [Queue.Purge] removes a topic's scheduled, due or dead messages (the
 // scheduled ones of the disk wheel with one record per slot list, whatever their number);
-// [Queue.Pause] holds a topic's deliveries, across restarts, until [Queue.Resume]. A message's
+// [Queue.Pause] holds a topic's deliveries, across restarts, until [Queue.Resume];
+// [Queue.SetLimit] bounds them (a rate with a burst, a concurrency: see queue.Limiter), for every
+// consumer, the next permit a timer on the wheel. A message's
 // last failed delivery (nacked, or its lease expired) and its time are kept for every message in
 // memory and in the checkpoint, so a dead letter always tells why it died.
 //
@@ -96,6 +98,7 @@
 // The counters of [Queue.Topics] (puts, deliveries, acks) count since Open. Directories written
 // by versions of delayq before the operator's actions are opened (each slot list is read once to
 // count its messages by topic), but logs written since cannot be read by those versions. The
-// directory belongs to one Queue at a time (an flock enforces it on Unix). Nothing is replicated:
+// delivery limits are kept in memory for now: a restart forgets them, and they must be set
+// again. The directory belongs to one Queue at a time (an flock enforces it on Unix). Nothing is replicated:
 // losing the disk loses the queue.
 package delayq

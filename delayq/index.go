@@ -269,6 +269,9 @@ func (x *deliveryIndex) count(e *entry, d int) {
 	case leased:
 		e.t.leased += d
 		x.leased += d
+		if d < 0 && e.t.limit != nil && e.t.limit.Concurrency > 0 && e.t.ready > 0 {
+			e.t.wake() // a place under the topic's concurrency is free
+		}
 	}
 	if e.dead() && e.st != leased {
 		e.home.deadWaiting += d

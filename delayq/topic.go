@@ -15,7 +15,7 @@ package delayq
 //   - disk is the sum of the counts of the topic in the disk wheel's lists, and lists the number
 //     of lists that count it;
 //   - refs counts what points at the topic: entries (through e.t and e.home) and lists. A topic
-//     with no refs, no waiting Receive and no pause is forgotten (its counters with it).
+//     with no refs, no waiting Receive, no pause and no limit is forgotten (its counters with it).
 type topicState struct {
 	name string
 
@@ -36,6 +36,8 @@ type topicState struct {
 
 	refs   int
 	paused bool
+	// limit is the topic's delivery limit, nil for none (see limit.go).
+	limit *limiter
 	// Counters since Open, or since the topic was last forgotten.
 	puts, deliveries, acks uint64
 }
@@ -57,7 +59,7 @@ func (s topicSet) get(name string) *topicState {
 // release forgets t when nothing needs it any more, so that topics named once (a Receive on an
 // ever new name, say) keep no memory.
 func (s topicSet) release(t *topicState) {
-	if t.refs == 0 && t.waiters == 0 && !t.paused && s[t.name] == t {
+	if t.refs == 0 && t.waiters == 0 && !t.paused && t.limit == nil && s[t.name] == t {
 		delete(s, t.name)
 	}
 }

@@ -45,6 +45,10 @@ func (s *Server) handleTopics(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	limits, err := s.topicLimits(r)
+	if err != nil {
+		return err
+	}
 	rates := s.rates.sample(s.now(), ts)
 	out := api.TopicsResponse{Topics: make([]api.Topic, len(ts))}
 	for i, t := range ts {
@@ -52,7 +56,7 @@ func (s *Server) handleTopics(w http.ResponseWriter, r *http.Request) error {
 			Topic: t.Topic, Scheduled: t.Scheduled, Due: t.Due, Leased: t.Leased, Dead: t.Dead,
 			OldestDue: t.OldestDue.UTC(), Paused: t.Paused,
 			Puts: t.Puts, Deliveries: t.Deliveries, Acks: t.Acks,
-			Rate: rates[i],
+			Rate: rates[i], Limit: limits[t.Topic],
 		}
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -19,8 +19,8 @@ import (
 //     default.
 //   - Requeue with no IDs is the client's RequeueAll.
 type httpAdmin struct {
-	*client.Engine
-	c *client.Client
+	queue.Engine // a *client.Engine, its other methods hidden
+	c            *client.Client
 }
 
 var _ queue.Admin = httpAdmin{}

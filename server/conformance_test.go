@@ -82,8 +82,31 @@ func serveOverHTTP(t *testing.T, e queue.Engine, maxPayload int64) queue.Engine 
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := e.(queue.Admin); ok {
-		return httpAdmin{Engine: c.Engine(), c: c}
+	ce := c.Engine()
+	_, admin := e.(queue.Admin)
+	_, limiter := e.(queue.Limiter)
+	// The client's engine has every method; what the test sees has those of e only.
+	switch {
+	case admin && limiter:
+		return httpAdminLimiter{httpAdmin{Engine: ce, c: c}, ce}
+	case admin:
+		return httpAdmin{Engine: ce, c: c}
+	case limiter:
+		return ce
 	}
-	return c.Engine()
+	return struct{ queue.Engine }{ce}
+}
+
+// httpAdminLimiter is an httpAdmin whose engine is a queue.Limiter too.
+type httpAdminLimiter struct {
+	httpAdmin
+	l queue.Limiter
+}
+
+func (e httpAdminLimiter) SetLimit(ctx context.Context, topic string, l queue.Limit) error {
+	return e.l.SetLimit(ctx, topic, l)
+}
+
+func (e httpAdminLimiter) Limits(ctx context.Context) ([]queue.TopicLimit, error) {
+	return e.l.Limits(ctx)
 }

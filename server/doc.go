@@ -31,6 +31,14 @@
 //	POST   /v1/topics/{topic}/pause     (no body)                                    200 {"topic", "paused": true}
 //	POST   /v1/topics/{topic}/resume    (no body)                                    200 {"topic", "paused": false}
 //
+// The routes of delivery limits need an engine that is a [queue.Limiter]
+// (501 otherwise); a topic's limit binds every consumer of the engine, and
+// /v1/topics shows it beside the topic's counts:
+//
+//	GET    /v1/limits                                                                200 [api.LimitsResponse]
+//	PUT    /v1/topics/{topic}/limit     {"rate"?, "burst"?, "concurrency"?}           200 [api.Limit] as kept
+//	DELETE /v1/topics/{topic}/limit                                                  204
+//
 // A page of messages names its state (scheduled, due, leased or dead) and holds 50 messages
 // unless limit says otherwise (1 to [queue.MaxPage]); its "next" is the cursor of the following
 // page, absent on the last. A message's "preview" is the first [queue.PreviewLen] bytes of its

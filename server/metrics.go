@@ -106,7 +106,7 @@ func newMetrics(engine queue.Engine, conns *connLimiter, log *slog.Logger) *metr
 		}, []string{"route"}),
 		actions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tock_admin_actions_total",
-			Help: "Admin actions done through the API, by action: deliver (now), requeue, purge, pause, resume.",
+			Help: "Admin actions done through the API, by action: deliver (now), requeue, purge, pause, resume, limit.",
 		}, []string{"action"}),
 		moved: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tock_admin_messages_moved_total",
@@ -115,7 +115,7 @@ func newMetrics(engine queue.Engine, conns *connLimiter, log *slog.Logger) *metr
 		routes: map[string]*routeMetrics{},
 	}
 	// Export every action from the start, at zero, so that rates and alerts see the first one.
-	for _, a := range []string{"deliver", "requeue", "purge", "pause", "resume"} {
+	for _, a := range []string{"deliver", "requeue", "purge", "pause", "resume", "limit"} {
 		m.actions.WithLabelValues(a)
 	}
 	for _, a := range []string{"deliver", "requeue", "purge"} {

@@ -22,7 +22,8 @@ import (
 // for concurrent use; its zero value is not usable, call [New].
 type Server struct {
 	engine   queue.Engine
-	admin    queue.Admin // the engine, if it is one; nil: the admin routes answer 501
+	admin    queue.Admin   // the engine, if it is one; nil: the admin routes answer 501
+	limiter  queue.Limiter // the engine, if it is one; nil: the limit routes answer 501
 	limits   Limits
 	tokenSum []byte // sha256 of the token; nil: no auth
 	log      *slog.Logger
@@ -144,6 +145,7 @@ func New(engine queue.Engine, opts ...Option) *Server {
 		drained: make(chan struct{}),
 	}
 	s.admin, _ = engine.(queue.Admin)
+	s.limiter, _ = engine.(queue.Limiter)
 	if c.token != "" {
 		sum := sha256.Sum256([]byte(c.token))
 		s.tokenSum = sum[:]
@@ -166,6 +168,9 @@ func New(engine queue.Engine, opts ...Option) *Server {
 	s.route(api.RoutePurge, s.handlePurge)
 	s.route(api.RoutePause, s.handlePause)
 	s.route(api.RouteResume, s.handleResume)
+	s.route(api.RouteLimits, s.handleLimits)
+	s.route(api.RouteSetLimit, s.handleSetLimit)
+	s.route(api.RouteRemoveLimit, s.handleRemoveLimit)
 	s.route(api.RouteHealth, s.handleHealth)
 	s.route(api.RouteReady, s.handleReady)
 	s.route("GET /{$}", s.handleStatusPage)

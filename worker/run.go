@@ -33,7 +33,17 @@ type run struct {
 	mu    sync.Mutex
 	jobs  map[*job]struct{} // running, not yet settled
 	fatal error
+
+	// The acks of handlers that succeeded, sent together: one Ack carries those that finished
+	// while the last was in flight, so that under load a topic costs the engine one call (one
+	// request, one sync) per batch rather than per message, and no ack waits when it is idle.
+	ackMu  sync.Mutex
+	ackq   []*job
+	acking bool // an acker goroutine is sending ackq
 }
+
+// maxAckBatch bounds the receipts of one Ack.
+const maxAckBatch = 1000
 
 // A job is one delivered message and its handler.
 type job struct {
@@ -46,6 +56,7 @@ type job struct {
 	leaseEnd time.Time  // when the lease ends, by this process's clock, at the earliest
 	timer    tock.Timer // the next extension
 	settled  bool       // acked, nacked or handed back: nothing more is sent of it
+	acked    chan error // the outcome of its ack, from the acker
 }
 
 func newRun(w *Worker, ctx context.Context) *run {
@@ -161,7 +172,7 @@ func (r *run) loop(topic string, h Handler) {
 }
 
 // start runs the handler of d, leased by a receive asked at asked, and gives its place back to
-// free when it returns.
+// free when the handler returns.
 func (r *run) start(topic string, h Handler, d queue.Delivery, asked time.Time, free chan<- struct{}) {
 	vis := r.w.cfg.visibility
 	j := &job{topic: topic, d: d, leaseEnd: asked.Add(vis)}
@@ -175,13 +186,15 @@ func (r *run) start(topic string, h Handler, d queue.Delivery, asked time.Time, 
 	r.handlers.Add(1)
 	go func() {
 		defer r.handlers.Done()
-		defer func() { free <- struct{}{} }()
 		m := r.w.m
 		m.inFlight.WithLabelValues(topic).Inc()
 		began := time.Now()
 		err := r.call(h, j)
 		m.duration.WithLabelValues(topic).Observe(time.Since(began).Seconds())
 		m.inFlight.WithLabelValues(topic).Dec()
+		// The handler's place is free: its ack or nack goes on beside the next receive, so that
+		// a topic's throughput is not bound by the round trips of its acks.
+		free <- struct{}{}
 		r.finish(j, err)
 	}()
 }
@@ -280,12 +293,12 @@ func (r *run) finish(j *job, err error) {
 		return
 	}
 	m, topic := r.w.m, j.topic
-	ctx, cancel := context.WithTimeout(r.base, settleTimeout)
-	defer cancel()
 	if err == nil {
-		r.report(j, "ack", outcomeAcked, r.w.e.Ack(ctx, j.d.Receipt))
+		r.report(j, "ack", outcomeAcked, r.ack(j))
 		return
 	}
+	ctx, cancel := context.WithTimeout(r.base, settleTimeout)
+	defer cancel()
 	reason := queue.WithReason(queue.CutReason(err.Error()))
 	var pe *permanentError
 	var pa *PanicError
@@ -355,4 +368,59 @@ func (r *run) handBack() {
 		}()
 	}
 	wg.Wait()
+}
+
+// ack acks j's message with those of other handlers that finished meanwhile, and returns the
+// outcome of its receipt.
+func (r *run) ack(j *job) error {
+	j.acked = make(chan error, 1)
+	r.ackMu.Lock()
+	r.ackq = append(r.ackq, j)
+	start := !r.acking
+	r.acking = true
+	r.ackMu.Unlock()
+	if start {
+		go r.acker()
+	}
+	return <-j.acked
+}
+
+// acker sends the queued acks, a batch per Ack, until none is left.
+func (r *run) acker() {
+	for {
+		r.ackMu.Lock()
+		n := min(len(r.ackq), maxAckBatch)
+		if n == 0 {
+			r.acking = false
+			r.ackMu.Unlock()
+			return
+		}
+		batch := make([]*job, n)
+		copy(batch, r.ackq)
+		r.ackq = append(r.ackq[:0], r.ackq[n:]...)
+		r.ackMu.Unlock()
+		receipts := make([]string, n)
+		for i, j := range batch {
+			receipts[i] = j.d.Receipt
+		}
+		ctx, cancel := context.WithTimeout(r.base, settleTimeout)
+		err := r.w.e.Ack(ctx, receipts...)
+		cancel()
+		var failed map[string]error
+		var ae *queue.AckError
+		if errors.As(err, &ae) {
+			failed = make(map[string]error, len(ae.Failed))
+			for _, f := range ae.Failed {
+				failed[f.Receipt] = f.Err
+			}
+			err = nil
+		}
+		for _, j := range batch {
+			if e, ok := failed[j.d.Receipt]; ok {
+				j.acked <- e
+			} else {
+				j.acked <- err
+			}
+		}
+	}
 }

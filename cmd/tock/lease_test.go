@@ -153,3 +153,30 @@ func TestCLIWork(t *testing.T) {
 		t.Errorf("work with a missing command: %d %q", code, errs)
 	}
 }
+
+// TestCLILimit sets, lists and removes a topic's delivery limit.
+func TestCLILimit(t *testing.T) {
+	url := startServer(t, "")
+	run := func(name string, args ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := limitCommands()[name](context.Background(), append([]string{"--server", url}, args...), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	if code, out, errs := run("limit", "emails", "--rate", "50", "--concurrency", "8"); code != exitOK || !strings.Contains(out, "burst 5") {
+		t.Fatalf("limit: %d %q %q; want the default burst, 5, said", code, out, errs)
+	}
+	if code, out, _ := run("limits"); code != exitOK || !strings.Contains(out, "emails") || !strings.Contains(out, "50") || !strings.Contains(out, "8") {
+		t.Fatalf("limits: %d %q", code, out)
+	}
+	for _, bad := range [][]string{{"emails"}, {"emails", "--off", "--rate", "1"}, {"emails", "--rate", "-1"}, {"emails", "--burst", "3"}} {
+		if code, _, errs := run("limit", bad...); code != exitUsage || errs == "" {
+			t.Errorf("limit %q: %d %q; want a usage error", bad, code, errs)
+		}
+	}
+	if code, out, errs := run("limit", "emails", "--off"); code != exitOK || !strings.Contains(out, "no limit") {
+		t.Fatalf("limit --off: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := run("limits"); code != exitOK || !strings.Contains(errs, "no topic has a limit") {
+		t.Fatalf("limits after --off: %d %q", code, errs)
+	}
+}

@@ -16,7 +16,7 @@ import (
 const usage = `usage: tock COMMAND [flags] [args]
 
   bench    [flags]                    measure the tock wheel beside time.AfterFunc
-` + checkUsage + "\n" + queueUsage + "\n\n" + leaseUsage + "\n\n" + adminUsage
+` + checkUsage + "\n" + queueUsage + "\n\n" + leaseUsage + "\n\n" + adminUsage + "\n" + limitUsage
 
 // A command runs one subcommand with its arguments (after the name) and returns the process's exit
 // code.
@@ -31,6 +31,9 @@ func commands() map[string]command {
 		cmds[name] = command(run)
 	}
 	for name, run := range leaseCommands() {
+		cmds[name] = command(run)
+	}
+	for name, run := range limitCommands() {
 		cmds[name] = command(run)
 	}
 	return cmds

@@ -3,7 +3,7 @@
 // function that opens a new, empty engine, and Run tests every behaviour of the contract against
 // it (delays, never early, leases, nack, backoff, dead letters, cancel, ack idempotency, forged
 // receipts, duplicate IDs, batches, ordering by due time, limits, stats, close), and, when the
-// engine is a [queue.Admin], every operation of that interface.
+// engine is a [queue.Admin] or a [queue.Limiter], every operation of those interfaces.
 //
 // The suite runs in real time, because an engine may keep time in another process (Redis): its
 // delays are a few hundred milliseconds, and its subtests run in parallel, each on an engine of
@@ -53,6 +53,20 @@ func Run(t *testing.T, open Opener) {
 			ctx, cancel := context.WithTimeout(context.Background(), CaseTimeout)
 			defer cancel()
 			tc.run(ctx, &env{T: t, e: e})
+		})
+	}
+	for _, tc := range limitCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := open(t)
+			t.Cleanup(func() { _ = e.Close() })
+			l, ok := e.(queue.Limiter)
+			if !ok {
+				t.Skipf("%T is not a queue.Limiter", e)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			tc.run(ctx, &env{T: t, e: e}, l)
 		})
 	}
 	for _, tc := range adminCases {

@@ -1,0 +1,124 @@
+package delayq
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/tockwheel/tock/queue"
+)
+
+// Delivery limits per topic (queue.Limiter): a token bucket for the rate, and the topic's count of
+// leased messages for the concurrency, both decided under the queue's lock by the one process
+// that has the directory, so that every consumer of the queue is bound by them. A Receive that
+// finds a topic's due messages held back by its limit waits on the topic's signal, as on an empty
+// topic; the signal is given by the permit timer (the next token of the rate, a timer on the
+// wheel) or by the end of a lease of the topic (ack, nack, expiry, cancel).
+
+var _ queue.Limiter = (*Queue)(nil)
+
+// A limiter is a topic's limit and the state of its rate's bucket. Its fields are guarded by
+// Queue.mu.
+type limiter struct {
+	queue.Limit
+	tokens   float64 // the bucket, at most Burst
+	refilled int64   // Unix ns of the last refill
+	timer    bool    // a permit timer is set for when the next token comes
+}
+
+// SetLimit sets the limit of topic's deliveries (see [queue.Limiter.SetLimit]); the zero Limit
+// removes it. The bucket of a new rate starts full, with Burst tokens.
+//
+// Limits are kept in memory: a restart forgets them, and they must be set again (they are to be
+// written to the log once its format layer has a record for them).
+func (q *Queue) SetLimit(ctx context.Context, topic string, l queue.Limit) error {
+	if err := checkTopic(topic); err != nil {
+		return err
+	}
+	l, err := l.Check()
+	if err != nil {
+		return fmt.Errorf("delayq: %w", err)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delayq: %w", err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.usableLocked(); err != nil {
+		return err
+	}
+	t := q.mem.topics.get(topic)
+	switch {
+	case l.IsZero():
+		t.limit = nil
+	case t.limit == nil || t.limit.Rate != l.Rate || t.limit.Burst != l.Burst:
+		t.limit = &limiter{Limit: l, tokens: float64(l.Burst), refilled: time.Now().UnixNano()}
+	default:
+		t.limit.Concurrency = l.Concurrency
+	}
+	t.wake() // waiting receives look again
+	q.mem.topics.release(t)
+	return nil
+}
+
+// Limits returns the limit of every topic that has one, in the order of their names.
+func (q *Queue) Limits(ctx context.Context) ([]queue.TopicLimit, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("delayq: %w", err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.usableLocked(); err != nil {
+		return nil, err
+	}
+	var out []queue.TopicLimit
+	for _, t := range q.mem.topics {
+		if t.limit != nil {
+			out = append(out, queue.TopicLimit{Topic: t.name, Limit: t.limit.Limit})
+		}
+	}
+	slices.SortFunc(out, func(a, b queue.TopicLimit) int { return cmp.Compare(a.Topic, b.Topic) })
+	return out, nil
+}
+
+// permitsLocked returns how many of n due messages of t its limit lets a Receive lease now, and
+// takes them from the bucket. When it lets none through for want of a token, it sets a timer for
+// when the next one comes, which wakes t's receivers.
+func (q *Queue) permitsLocked(t *topicState, n int) int {
+	l := t.limit
+	if l == nil {
+		return n
+	}
+	if l.Concurrency > 0 {
+		n = min(n, max(l.Concurrency-t.leased, 0))
+	}
+	if l.Rate == 0 || n == 0 {
+		return n
+	}
+	now := time.Now().UnixNano()
+	l.tokens = math.Min(float64(l.Burst), l.tokens+float64(now-l.refilled)*l.Rate/1e9)
+	l.refilled = now
+	n = min(n, int(l.tokens))
+	l.tokens -= float64(n)
+	if n == 0 && !l.timer {
+		// The next token, rounded up to the nanosecond: never early.
+		wait := time.Duration(math.Ceil((1 - l.tokens) / l.Rate * 1e9))
+		if _, err := q.wheel.AfterFunc(wait, func() { q.permitTimerFired(t, l) }); err == nil {
+			l.timer = true
+		}
+	}
+	return n
+}
+
+// permitTimerFired wakes t's receivers: a token came.
+func (q *Queue) permitTimerFired(t *topicState, l *limiter) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l.timer = false
+	if t.limit == l {
+		t.wake()
+	}
+}
