@@ -10,52 +10,18 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tockwheel/tock/internal/rediskit"
 	"github.com/tockwheel/tock/internal/redistest"
 )
 
-var slotKeys = []string{
-	"", "foo", "bar", "hello", "123456789", "{", "}", "{}", "}{", "{}x", "x{}", "{a}", "{a}b", "b{a}",
-	"{a}{b}", "a{b}c{d}", "a{{b}}", "{{}}", "a}b{c}", "tock:lock:{job}", "tock:lock:{job}:fence",
-	"tock:lock:{a{b}:fence", "\x00\xff{\x80}", "ünïcödé{ключ}",
-}
-
-// slotOracle starts a redis-server in cluster mode, whose CLUSTER KEYSLOT is the reference.
-func slotOracle(t testing.TB) *redis.Client {
-	s := redistest.Start(t, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf")
-	return newClient(t, s)
-}
-
-func checkSlot(t testing.TB, rdb *redis.Client, key string) {
-	t.Helper()
-	want, err := rdb.ClusterKeySlot(context.Background(), key).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := keySlot(key); int64(got) != want {
-		t.Fatalf("keySlot(%q) = %d, Redis says %d", key, got, want)
-	}
-}
-
-func TestKeySlotMatchesRedis(t *testing.T) {
-	rdb := slotOracle(t)
-	for _, k := range slotKeys {
-		checkSlot(t, rdb, k)
-	}
-	if got := crc16("123456789"); got != 0x31c3 {
-		t.Fatalf("crc16 check value = %#x, want 0x31c3", got)
-	}
-}
-
-func FuzzKeySlot(f *testing.F) {
-	for _, k := range slotKeys {
+// FuzzLockKeysShareASlot checks that a lock's keys share a slot whatever its name, which is what
+// lets its scripts run in Redis Cluster. (rediskit's tests check Slot against Redis itself.)
+func FuzzLockKeysShareASlot(f *testing.F) {
+	for _, k := range []string{"", "job", "{", "}", "{}", "a{b", "a}b{c}", "{a}{b}", "ünïcödé{ключ}"} {
 		f.Add(k)
 	}
-	rdb := slotOracle(f)
 	f.Fuzz(func(t *testing.T, key string) {
-		checkSlot(t, rdb, key)
-		// A lock's keys always share a slot, whatever the name, which is what lets its scripts
-		// run in Redis Cluster.
-		if keySlot(lockKey(key)) != keySlot(fenceKey(key)) && validName(key) {
+		if rediskit.Slot(lockKey(key)) != rediskit.Slot(fenceKey(key)) && validName(key) {
 			t.Fatalf("name %q: lock and fence keys in different slots", key)
 		}
 	})

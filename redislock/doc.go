@@ -53,7 +53,9 @@
 // the WAIT go to the master as one pipeline, as WAIT covers the writes of its own connection.
 //
 // Calls that fail for a reason that passes by itself (a connection refused or reset, CLUSTERDOWN,
-// TRYAGAIN, MOVED, ASK, READONLY, LOADING) are retried within the lease; after each failure the
+// TRYAGAIN, MOVED, ASK, READONLY, LOADING) are retried within the lease, classified as package
+// redisq classifies them (both use one internal package); after each failure that suggests the
+// topology changed (a connection that failed, MOVED, CLUSTERDOWN, READONLY, MASTERDOWN) the
 // Locker has a [redis.ClusterClient] reload its slot map ([redis.ClusterClient.ReloadState]), as
 // go-redis alone reloads it only on a redirection or every ClusterStateReloadInterval (60 s by
 // default), and would go on calling a dead master until long after a replica took over.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/internal/rediskit"
 )
 
 // Key layout; see the package doc. Frozen: other clients rely on it.
@@ -72,9 +73,9 @@ func New(rdb redis.UniversalClient, opts ...Option) *Locker {
 	}
 	switch rdb.(type) {
 	case *redis.ClusterClient:
-		l.group = func(key string) string { return strconv.Itoa(keySlot(key)) }
+		l.group = func(key string) string { return strconv.Itoa(rediskit.Slot(key)) }
 	case *redis.Ring:
-		l.group = hashTag
+		l.group = rediskit.HashTag
 	default:
 		l.group = func(string) string { return "" }
 	}

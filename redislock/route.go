@@ -3,14 +3,12 @@ package redislock
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tockwheel/tock/internal/rediskit"
 )
 
 // nodeFor returns the client of the Redis master that serves key, on which a script and the WAIT
@@ -66,65 +64,20 @@ func askTarget(err error) (string, bool) {
 	return f[2], true
 }
 
-// clusterTransitions are the prefixes of the errors Redis answers while a deployment changes: a
-// failover, a resharding, a replica still loading, a master without enough replicas, a script
-// running long. They pass, so the commands that got them are retried.
-var clusterTransitions = []string{
-	"CLUSTERDOWN", "TRYAGAIN", "LOADING", "MASTERDOWN", "READONLY", "MOVED", "ASK", "NOREPLICAS", "BUSY",
-}
-
-// transient reports whether err may pass by itself: a connection that failed (refused, reset, timed
-// out, a pool without a free connection) or one of the clusterTransitions. A script's own error
-// (WRONGTYPE, a syntax error), a closed client, the caller's context ending and the package's own
-// errors are not.
+// transient reports whether err may pass by itself, as rediskit.Transient says (a connection that
+// failed, a deployment in transition), or is the package's own errReplicaAppeared. A script's own
+// error, a closed client, the caller's context ending and the package's other errors are not.
 func transient(err error) bool {
-	if err == nil || errors.Is(err, redis.ErrClosed) {
-		return false
-	}
-	var rerr redis.Error
-	if errors.As(err, &rerr) {
-		msg := rerr.Error()
-		for _, p := range clusterTransitions {
-			if strings.HasPrefix(msg, p) {
-				return true
-			}
-		}
-		return false
-	}
-	// A failed dial may wrap the dial timeout's context error: it is still the network's failure.
-	var opErr *net.OpError
-	if errors.As(err, &opErr) {
-		return true
-	}
-	// context.DeadlineExceeded is a net.Error too.
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return false
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) {
-		return true
-	}
-	for _, e := range transientErrors {
-		if errors.Is(err, e) {
-			return true
-		}
-	}
-	msg := err.Error()
-	return strings.Contains(msg, "all ring shards are down") || strings.Contains(msg, "cluster has no nodes")
+	return rediskit.Transient(err) || errors.Is(err, errReplicaAppeared)
 }
 
-// transientErrors are the errors other than net.Error that a connection's failure surfaces as.
-var transientErrors = []error{
-	io.EOF, io.ErrUnexpectedEOF, syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.EPIPE,
-	redis.ErrPoolTimeout, redis.ErrPoolExhausted, errReplicaAppeared,
-}
-
-// reloadAfter makes a ClusterClient reload its slot map after err, if err is transient: go-redis
+// reloadAfter makes a ClusterClient reload its slot map after err, if err suggests the topology
+// changed (rediskit.Reloads: a connection that failed, MOVED, CLUSTERDOWN, ...): go-redis
 // reloads it by itself only after a redirection or every ClusterStateReloadInterval (60 s by
 // default), so without this a Locker would go on calling a master that died, or that was demoted,
 // until long after a replica took over. The reload runs in the background.
 func (l *Locker) reloadAfter(err error) {
-	if cc, ok := l.rdb.(*redis.ClusterClient); ok && transient(err) {
+	if cc, ok := l.rdb.(*redis.ClusterClient); ok && rediskit.Reloads(err) {
 		cc.ReloadState(context.Background())
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/internal/rediskit"
 	"github.com/tockwheel/tock/internal/redistest"
 )
 
@@ -250,7 +251,7 @@ func TestWatchdogAfterScriptFlush(t *testing.T) {
 }
 
 func TestBatchGroupsByClusterSlot(t *testing.T) {
-	l := &Locker{timeout: time.Second, group: func(key string) string { return fmt.Sprint(keySlot(key)) }}
+	l := &Locker{timeout: time.Second, group: func(key string) string { return fmt.Sprint(rediskit.Slot(key)) }}
 	l.dog.init(l)
 	var es []*entry
 	// 300 keys of one slot (names sharing a hash tag prefix is impossible, so use the same name with
@@ -267,10 +268,10 @@ func TestBatchGroupsByClusterSlot(t *testing.T) {
 		if len(b) == 0 || len(b) > renewBatchSize {
 			t.Fatalf("batch of %d keys", len(b))
 		}
-		slot := keySlot(b[0].key)
+		slot := rediskit.Slot(b[0].key)
 		for _, e := range b {
-			if keySlot(e.key) != slot {
-				t.Fatalf("batch mixes slots %d and %d", slot, keySlot(e.key))
+			if rediskit.Slot(e.key) != slot {
+				t.Fatalf("batch mixes slots %d and %d", slot, rediskit.Slot(e.key))
 			}
 		}
 		total += len(b)
@@ -284,9 +285,9 @@ func TestBatchGroupsByClusterSlot(t *testing.T) {
 }
 
 func distinctSlots(n int) int {
-	seen := map[int]bool{keySlot(lockKey("same")): true}
+	seen := map[int]bool{rediskit.Slot(lockKey("same")): true}
 	for i := range n {
-		seen[keySlot(lockKey(fmt.Sprint("other-", i)))] = true
+		seen[rediskit.Slot(lockKey(fmt.Sprint("other-", i)))] = true
 	}
 	return len(seen) - 1
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -473,5 +474,21 @@ func TestAdminActionsSurviveMasterKill(t *testing.T) {
 			t.Fatalf("Receive after Resume, with %d of %d: %v", got, n, err)
 		}
 		got += len(ds)
+	}
+}
+
+// TestOpenWithANodeDownSaysWhich opens a deployment on a cluster one of whose masters is down
+// (and not yet taken for failed by the others): the error says which node refused the connection,
+// where it used to say "failover or migration in progress".
+func TestOpenWithANodeDownSaysWhich(t *testing.T) {
+	c := redistest.StartCluster(t, redistest.ClusterConfig{Masters: 2, NodeTimeout: time.Minute})
+	down := c.Masters()[1]
+	c.Kill(down.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := Open(ctx, clusterClient(t, c.Addrs()), WithPrefix(newPrefix()))
+	want := "cannot connect to Redis at " + down.Addr + ": connection refused"
+	if !errors.Is(err, queue.ErrUnavailable) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Open with %s down: %v; want queue.ErrUnavailable saying %q", down.Addr, err, want)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+
+	"github.com/tockwheel/tock/internal/rediskit"
 )
 
 // Limits of the layout.
@@ -18,7 +20,7 @@ const (
 	// MaxPrefix is the longest prefix WithPrefix accepts.
 	MaxPrefix = 64
 	// slotCount is the number of hash slots of Redis Cluster.
-	slotCount = 16384
+	slotCount = rediskit.SlotCount
 )
 
 // layout names the keys of one deployment: its prefix and the tags of its shards. It is immutable.
@@ -43,7 +45,7 @@ func shardTag(prefix string, i, n int) string {
 	base := prefix + "/" + strconv.Itoa(i) + "."
 	for k := 0; ; k++ {
 		tag := base + strconv.Itoa(k)
-		if s := int(crc16(tag) % slotCount); s >= lo && s < hi {
+		if s := rediskit.Slot("{" + tag + "}"); s >= lo && s < hi {
 			return tag
 		}
 	}
@@ -161,20 +163,4 @@ func parseAlias(a string, shards int) (shard int, token string, ok bool) {
 		return 0, "", false
 	}
 	return s, a[i+1:], true
-}
-
-// crc16 is CRC-16/XMODEM, with which Redis Cluster maps a key's hash tag to its slot.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
 }

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tockwheel/tock/internal/rediskit"
 )
 
 // TestShardTagsSpreadOverSlotRanges checks that each shard's tag falls in its own range of slots,
@@ -12,22 +14,13 @@ func TestShardTagsSpreadOverSlotRanges(t *testing.T) {
 	for _, n := range []int{1, 3, 16, 100, MaxShards} {
 		l := newLayout("tock", n)
 		for i, tag := range l.tags {
-			slot := int(crc16(tag) % slotCount)
+			slot := rediskit.Slot(l.metaKey(i))
 			if lo, hi := i*slotCount/n, (i+1)*slotCount/n; slot < lo || slot >= hi {
 				t.Fatalf("%d shards: tag %q of shard %d is in slot %d, outside [%d, %d)", n, tag, i, slot, lo, hi)
 			}
 			if !strings.HasPrefix(tag, "tock/"+strconv.Itoa(i)+".") {
 				t.Fatalf("tag %q of shard %d", tag, i)
 			}
-		}
-	}
-}
-
-// TestCRC16MatchesRedis checks crc16 against slots Redis reports (CLUSTER KEYSLOT).
-func TestCRC16MatchesRedis(t *testing.T) {
-	for key, slot := range map[string]int{"foo": 12182, "bar": 5061, "123456789": 12739, "": 0} {
-		if got := int(crc16(key) % slotCount); got != slot {
-			t.Errorf("slot of %q = %d; want %d", key, got, slot)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/internal/rediskit"
 	"github.com/tockwheel/tock/queue"
 )
 
@@ -245,7 +246,7 @@ func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis 
 	v, err := receiveScript.Run(ctx, q.rdb, q.lay.keys(s), args...).Slice()
 	q.metrics.observeScript(time.Since(start))
 	if err != nil {
-		if q.cluster != nil && reloads(err) {
+		if q.cluster != nil && rediskit.Reloads(err) {
 			q.cluster.ReloadState(context.Background())
 		}
 		// Ask again a little later rather than at once.

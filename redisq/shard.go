@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/internal/rediskit"
 	"github.com/tockwheel/tock/redislock"
 )
 
@@ -385,7 +386,7 @@ func (s *shard) tick(ctx context.Context, lk *redislock.Lock, wcount int64) erro
 		v, err := tickScript.Run(ctx, q.rdb, q.lay.lockedKeys(s.i), args...).Slice()
 		q.metrics.observeScript(time.Since(start))
 		if err != nil {
-			if q.cluster != nil && reloads(err) {
+			if q.cluster != nil && rediskit.Reloads(err) {
 				q.cluster.ReloadState(context.Background())
 			}
 			return fmt.Errorf("tick: %w", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/internal/rediskit"
 	"github.com/tockwheel/tock/queue"
 )
 
@@ -263,11 +264,11 @@ func (w *writer) finish(r *request, err error) {
 
 // retry sends r again after a backoff, if its context allows, or completes it with err.
 func (w *writer) retry(r *request, err error) {
-	if w.q.cluster != nil && reloads(err) {
+	if w.q.cluster != nil && rediskit.Reloads(err) {
 		w.q.cluster.ReloadState(context.Background())
 	}
 	w.q.metrics.retries.Add(1)
-	if transient(err) && !refused(err) && !r.firstSent.IsZero() {
+	if rediskit.Transient(err) && !rediskit.Refused(err) && !r.firstSent.IsZero() {
 		r.unknown = true
 	}
 	if r.unknown && time.Since(r.firstSent) > retryWindow {
@@ -275,8 +276,8 @@ func (w *writer) retry(r *request, err error) {
 			queue.ErrUnavailable, retryWindow, err))
 		return
 	}
-	if !transient(err) || r.ctx.Err() != nil || w.q.closed.Load() {
-		if r.ctx.Err() != nil && transient(err) {
+	if !rediskit.Transient(err) || r.ctx.Err() != nil || w.q.closed.Load() {
+		if r.ctx.Err() != nil && rediskit.Transient(err) {
 			err = fmt.Errorf("%w (after %d tries: %w)", r.ctx.Err(), r.tries, unavailable(err))
 		}
 		w.finish(r, err)
@@ -439,7 +440,7 @@ func (w *writer) flush(n *node, reqs []*request) {
 			w.loadScripts(n)
 		}
 		if err == nil && waitErr != nil {
-			if transient(waitErr) {
+			if rediskit.Transient(waitErr) {
 				// The connection failed after the script: send it again (the scripts are idempotent),
 				// so that the retry's WAIT covers it.
 				err = waitErr
@@ -452,7 +453,7 @@ func (w *writer) flush(n *node, reqs []*request) {
 		}
 		if err != nil {
 			for _, r := range c.reqs {
-				if r.genIDs && refused(err) && !r.unknown {
+				if r.genIDs && rediskit.Refused(err) && !r.unknown {
 					// Refused before it ran: a generated Put may go to another shard.
 					r.shard = -1
 					r.avoid = n.addr

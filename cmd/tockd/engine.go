@@ -6,9 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +13,7 @@ import (
 
 	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/rediskit"
 	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/redisq"
 )
@@ -28,10 +26,6 @@ type redisConfig struct {
 	replicas       int // -1: redisq's default, one replica where the master has one
 	replicaTimeout time.Duration
 }
-
-// clusterReload is how often a cluster client reloads the cluster's state while it is used, so
-// that a failover is noticed within seconds rather than go-redis's default minute (redisq's doc).
-const clusterReload = 2 * time.Second
 
 // openTimeout bounds the opening of the engine on Redis, so that an unreachable deployment fails
 // tockd's start rather than hanging it.
@@ -82,7 +76,7 @@ func openRedisq(ctx context.Context, c config, log *slog.Logger, wheel *tock.Whe
 	if err != nil {
 		return nil, nil, err
 	}
-	rdb, kind := rt.client(), rt.kind
+	rdb, kind := rt.Client(), rt.Kind
 	opts := []redisq.Option{
 		redisq.WithPrefix(c.redis.prefix),
 		redisq.WithMaxPayload(int(c.limits.MaxPayload)),
@@ -125,127 +119,17 @@ func openRedisq(ctx context.Context, c config, log *slog.Logger, wheel *tock.Whe
 	return q, func() { _ = rdb.Close() }, nil
 }
 
-// A redisTarget is the Redis deployment -redis names: the options of one of go-redis's clients.
-type redisTarget struct {
-	kind     string // "server", "cluster" or "sentinel"
-	server   *redis.Options
-	cluster  *redis.ClusterOptions
-	sentinel *redis.FailoverOptions
-}
-
-// client returns a client of the deployment. It dials nothing until used.
-func (rt redisTarget) client() redis.UniversalClient {
-	switch {
-	case rt.cluster != nil:
-		return redis.NewClusterClient(rt.cluster)
-	case rt.sentinel != nil:
-		return redis.NewFailoverClient(rt.sentinel)
+// parseRedisTarget parses -redis (see rediskit.ParseTarget).
+func parseRedisTarget(target string) (rediskit.Target, error) {
+	rt, err := rediskit.ParseTarget(target)
+	if err != nil {
+		return rt, fmt.Errorf("tockd: -redis: %w", err)
 	}
-	return redis.NewClient(rt.server)
-}
-
-// parseRedisTarget parses -redis:
-//
-//   - redis://, rediss:// or unix:// URL: one server (go-redis's ParseURL); with addr= query
-//     parameters, a Cluster whose seed nodes are the URL's host and those (ParseClusterURL).
-//   - redis-sentinel:// or rediss-sentinel:// URL: the master named by its master_name parameter, found
-//     through the Sentinels at its host and its addr= parameters (ParseFailoverURL; the URL's
-//     user and password are the Sentinels', a password= parameter the master's).
-//   - host:port[,host:port...]: a Cluster, seeded with those nodes.
-//
-// Cluster clients reload the cluster's state every clusterReload while in use.
-func parseRedisTarget(target string) (redisTarget, error) {
-	target = strings.TrimSpace(target)
-	scheme, rest, isURL := strings.Cut(target, "://")
-	if !isURL {
-		addrs, err := clusterAddrs(target)
-		if err != nil {
-			return redisTarget{}, err
-		}
-		return redisTarget{kind: "cluster", cluster: &redis.ClusterOptions{Addrs: addrs, ClusterStateReloadInterval: clusterReload}}, nil
-	}
-	bad := func(err error) error {
-		// go-redis's parse errors can quote the URL, password included.
-		msg := strings.ReplaceAll(err.Error(), target, redactedTarget(target))
-		return fmt.Errorf("tockd: -redis %s: %s", redactedTarget(target), msg)
-	}
-	switch scheme {
-	case "redis-sentinel", "rediss-sentinel":
-		opt, err := redis.ParseFailoverURL(strings.TrimSuffix(scheme, "-sentinel") + "://" + rest)
-		if err != nil {
-			return redisTarget{}, bad(err)
-		}
-		if opt.MasterName == "" {
-			return redisTarget{}, bad(errors.New("name the master with ?master_name=NAME"))
-		}
-		return redisTarget{kind: "sentinel", sentinel: opt}, nil
-	case "redis", "rediss", "unix":
-		u, err := url.Parse(target)
-		if err != nil {
-			return redisTarget{}, bad(err)
-		}
-		if scheme != "unix" && u.Query().Has("addr") {
-			opt, err := redis.ParseClusterURL(target)
-			if err != nil {
-				return redisTarget{}, bad(err)
-			}
-			if opt.ClusterStateReloadInterval == 0 {
-				opt.ClusterStateReloadInterval = clusterReload
-			}
-			return redisTarget{kind: "cluster", cluster: opt}, nil
-		}
-		opt, err := redis.ParseURL(target)
-		if err != nil {
-			return redisTarget{}, bad(err)
-		}
-		return redisTarget{kind: "server", server: opt}, nil
-	}
-	return redisTarget{}, fmt.Errorf("tockd: -redis %s: unknown scheme %q; want redis://, rediss://, unix://, redis-sentinel://, rediss-sentinel:// or host:port addresses of a Cluster",
-		redactedTarget(target), scheme)
-}
-
-// clusterAddrs parses comma-separated host:port addresses.
-func clusterAddrs(list string) ([]string, error) {
-	var addrs []string
-	for a := range strings.SplitSeq(list, ",") {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			continue
-		}
-		host, port, err := net.SplitHostPort(a)
-		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
-			return nil, fmt.Errorf("tockd: -redis: %q is not host:port; give a redis:// URL for one server, or host:port addresses of a Cluster separated by commas", a)
-		}
-		addrs = append(addrs, a)
-	}
-	if len(addrs) == 0 {
-		return nil, errors.New("tockd: -redis: no address given")
-	}
-	return addrs, nil
+	return rt, nil
 }
 
 // redactedTarget is target, for logs, with any password in it replaced by xxxxx.
-func redactedTarget(target string) string {
-	u, err := url.Parse(target)
-	if err != nil {
-		// Unparsable: it may hold a password anywhere.
-		if scheme, _, ok := strings.Cut(target, "://"); ok {
-			return scheme + "://(not a valid URL)"
-		}
-		return target
-	}
-	if u.Scheme == "" || u.Host == "" {
-		return target
-	}
-	q := u.Query()
-	for _, k := range []string{"password", "sentinel_password"} {
-		if q.Has(k) {
-			q.Set(k, "xxxxx")
-		}
-	}
-	u.RawQuery = q.Encode()
-	return u.Redacted()
-}
+func redactedTarget(target string) string { return rediskit.Redact(target) }
 
 // checkEngineFlags refuses flags that do not apply to the engine the flags choose, and values
 // out of the engine's bounds, so that a mistake is a usage error rather than a surprise.

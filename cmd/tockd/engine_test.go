@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tockwheel/tock/internal/rediskit"
 )
 
 // TestRedisTargets checks which client each form of -redis makes, and with
@@ -35,20 +37,20 @@ func TestRedisTargets(t *testing.T) {
 		var addrs []string
 		var master string
 		switch {
-		case rt.cluster != nil:
-			addrs = rt.cluster.Addrs
-			if iv := rt.cluster.ClusterStateReloadInterval; iv != clusterReload {
-				t.Errorf("%s: cluster state reloaded every %v, want %v", tc.target, iv, clusterReload)
+		case rt.Cluster != nil:
+			addrs = rt.Cluster.Addrs
+			if iv := rt.Cluster.ClusterStateReloadInterval; iv != rediskit.ClusterReload {
+				t.Errorf("%s: cluster state reloaded every %v, want %v", tc.target, iv, rediskit.ClusterReload)
 			}
-		case rt.sentinel != nil:
-			addrs, master = rt.sentinel.SentinelAddrs, rt.sentinel.MasterName
-		case rt.server != nil:
-			addrs = []string{rt.server.Addr}
+		case rt.Sentinel != nil:
+			addrs, master = rt.Sentinel.SentinelAddrs, rt.Sentinel.MasterName
+		case rt.Server != nil:
+			addrs = []string{rt.Server.Addr}
 		}
-		if rt.kind != tc.kind || !slices.Equal(addrs, tc.addrs) || master != tc.master {
-			t.Errorf("%s: %s %v %q; want %s %v %q", tc.target, rt.kind, addrs, master, tc.kind, tc.addrs, tc.master)
+		if rt.Kind != tc.kind || !slices.Equal(addrs, tc.addrs) || master != tc.master {
+			t.Errorf("%s: %s %v %q; want %s %v %q", tc.target, rt.Kind, addrs, master, tc.kind, tc.addrs, tc.master)
 		}
-		rt.client().Close()
+		rt.Client().Close()
 	}
 }
 
