@@ -325,6 +325,10 @@
 // commands, 0.46 ms, paging by rank); paging through all of them grows Redis's memory by 50 KB
 // (BenchmarkRedisPage).
 //
+// [Check] verifies a deployment's layout for an operator (tock check -redis URL): every record in
+// exactly one place, the wheels' chunks, the counters. It reads each shard while the writes of the
+// shard's master are paused, for at most 10 s per shard.
+//
 // # Durability
 //
 // Put, PutBatch, Ack, Nack and Cancel are grouped: concurrent calls for the shards of one Redis

@@ -172,8 +172,9 @@ func TestOpenRefusesInvalidOptions(t *testing.T) {
 		WithMaxPayload(MaxPayloadLimit + 1), WithDeadLetterTopic(strings.Repeat("d", MaxTopic+1)), WithOwnerLease(time.Millisecond),
 		WithRecheck(0), WithReplicaWait(-1, time.Second), WithReplicaWait(1, 0),
 	} {
-		if _, err := Open(ctx, rdb, o); !errors.Is(err, ErrInvalidOption) {
-			t.Errorf("Open with an invalid option: %v; want ErrInvalidOption", err)
+		// The engines agree: a bad option matches queue.ErrInvalid, as delayq's do.
+		if _, err := Open(ctx, rdb, o); !errors.Is(err, ErrInvalidOption) || !errors.Is(err, queue.ErrInvalid) || !errors.Is(err, ErrInvalid) {
+			t.Errorf("Open with an invalid option: %v; want ErrInvalidOption, which matches queue.ErrInvalid", err)
 		}
 	}
 	if _, err := Open(ctx, redis.NewRing(&redis.RingOptions{Addrs: map[string]string{"a": s.Addr}})); !errors.Is(err, ErrInvalidOption) {
@@ -632,5 +633,22 @@ func TestOneCallPuttingAnIDTwiceStoresItOnce(t *testing.T) {
 	info, err := q.Message(ctx, "a")
 	if err != nil || string(info.Payload) != "x" {
 		t.Fatalf("Message(a) = %+v, %v; want the first payload", info, err)
+	}
+}
+
+// TestSentinelsAreQueues checks that redisq re-exports package queue's sentinels, as delayq does,
+// so that code using either engine compares with the same values.
+func TestSentinelsAreQueues(t *testing.T) {
+	for _, c := range []struct{ ours, queues error }{
+		{ErrClosed, queue.ErrClosed}, {ErrInvalid, queue.ErrInvalid}, {ErrTooLarge, queue.ErrTooLarge},
+		{ErrNotFound, queue.ErrNotFound}, {ErrUnknownReceipt, queue.ErrUnknownReceipt},
+		{ErrDuplicate, queue.ErrDuplicate}, {ErrUnavailable, queue.ErrUnavailable},
+	} {
+		if c.ours != c.queues {
+			t.Errorf("redisq's %v is not queue's", c.ours)
+		}
+	}
+	if !errors.Is(ErrInvalidOption, queue.ErrInvalid) || ErrInvalidOption.Error() != "redisq: invalid option" {
+		t.Errorf("ErrInvalidOption %q does not match queue.ErrInvalid", ErrInvalidOption)
 	}
 }

@@ -11,20 +11,27 @@ import (
 	"github.com/tockwheel/tock/delayq"
 )
 
-const checkUsage = `  check    DIR                        verify a closed queue directory offline; exit 1 on damage`
+const checkUsage = `  check    DIR                        verify a closed queue directory offline; exit 1 on damage
+  check    -redis URL [-redis-prefix P]  verify a deployment in Redis (pauses each shard's writes while read)`
 
 // checkCommand verifies a queue directory offline, as bbolt check does for bbolt: every segment,
 // the checkpoint, every list of the disk wheel. It prints each damaged place (file, offset) and
 // what it held, and exits 1 on damage, 0 when the directory is sound.
-func checkCommand(_ context.Context, args []string, stdout, stderr io.Writer) int {
+func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprintf(stderr, "usage: tock check DIR\n\n%s\n", checkUsage) }
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: tock check DIR | -redis URL [-redis-prefix P]\n\n%s\n", checkUsage)
+	}
+	redisFlags := addCheckRedisFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK // help asked for
 		}
 		return exitUsage
+	}
+	if redisFlags.given(fs) {
+		return checkRedis(ctx, fs, redisFlags, stdout, stderr)
 	}
 	if fs.NArg() != 1 {
 		fs.Usage()

@@ -9,7 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/redistest"
+	"github.com/tockwheel/tock/queue"
+	"github.com/tockwheel/tock/redisq"
 )
 
 // TestCheck runs tock check on a clean queue directory (exit 0), on one with a damaged record
@@ -51,5 +55,47 @@ func TestCheck(t *testing.T) {
 	}
 	if code, _ := run(); code != exitUsage {
 		t.Fatalf("check without a directory: exit %d", code)
+	}
+}
+
+// TestCheckRedis runs tock check -redis on a deployment of redisq: exit 0 when sound, 1 naming
+// the broken invariant once a message is taken out of its place, 1 for a prefix with no
+// deployment, 2 for a malformed URL.
+func TestCheckRedis(t *testing.T) {
+	s := redistest.Start(t)
+	rdb := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer rdb.Close()
+	ctx := context.Background()
+	q, err := redisq.Open(ctx, rdb, redisq.WithPrefix("checked"), redisq.WithShards(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	id, err := q.Put(ctx, queue.Message{Topic: "t", Payload: []byte("x"), DeliverAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := commands()["check"](ctx, args, &out, &errb)
+		return code, out.String() + errb.String()
+	}
+	url := "redis://" + s.Addr
+	if code, out := run("-redis", url, "-redis-prefix", "checked"); code != exitOK || !strings.Contains(out, ": ok; 2 shards, 1 message") {
+		t.Fatalf("check of a sound deployment: %d\n%s", code, out)
+	}
+	// The record goes; its entry in the wheel stays.
+	keys, _ := rdb.Keys(ctx, "{checked/*}:rec").Result()
+	for _, k := range keys {
+		rdb.HDel(ctx, k, id)
+	}
+	if code, out := run("-redis", url, "-redis-prefix", "checked"); code != exitFailed || !strings.Contains(out, "broken: shard") || !strings.Contains(out, id) {
+		t.Fatalf("check of a broken deployment: %d\n%s", code, out)
+	}
+	if code, out := run("-redis", url, "-redis-prefix", "nothing-here"); code != exitFailed || !strings.Contains(out, "-redis-prefix") {
+		t.Fatalf("check of a missing deployment: %d\n%s", code, out)
+	}
+	if code, _ := run("-redis", "http://x"); code != exitUsage {
+		t.Fatalf("check -redis http://x: exit %d", code)
 	}
 }
