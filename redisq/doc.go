@@ -240,12 +240,18 @@
 // no leases. A new owner rebuilds nothing but the near window: its first tick reads the earliest
 // second and lease deadline.
 //
-// Delivery does not depend on an owner being alive: the receive script promotes and expires what is
-// already due before it leases, and a process that sees a shard's time pass by a second (the grace)
-// without the owner's event runs tick itself, without a fencing token and without a lead. The owner
-// is what makes delivery precise (promotion ahead of time, so a large second is ready when due),
-// what expires leases of topics nobody is receiving from, and what saves the other processes from
-// all doing the same work.
+// Delivery does not depend on an owner being alive, nor on time: a process that has not seen the
+// owner's event 100 ms (the grace, plus an offset of its own of up to half as much) after the owner
+// should have ticked runs tick itself, without a fencing token but with the owner's lead, so that
+// a second whose owner died (its lease not yet run out) is still promoted before it starts; the
+// first process to act publishes its event, and the others, seeing the shard's times move on, do
+// nothing. A lease deadline, which has no lead, is expired that much late. The receive script
+// promotes and expires what is already due before it leases, too. The owner is what saves the
+// other processes from all doing the same work, and what expires, on time, the leases of topics
+// nobody is receiving from. A process killed with messages due over the next seconds costs them
+// no lateness: in cmd/tockd's TestKilledInstanceLeavesNoLateness (two tockd on one Redis, 1,000
+// messages, the owner of some shards killed), the survivor delivers them with a lateness p99
+// under 25 ms.
 //
 // # Receipts
 //

@@ -49,7 +49,7 @@ type config struct {
 	err          error         // the first invalid option
 
 	// Internal knobs, for tests.
-	grace       time.Duration // how long past a shard's time a process waits for its owner's tick
+	grace       time.Duration // how long past the owner's time to tick a process waits for its event
 	noCandidacy bool
 }
 
@@ -65,7 +65,7 @@ func defaultConfig() config {
 		recheck:      DefaultRecheck,
 		replicas:     -1,
 		replicaWait:  DefaultReplicaWait,
-		grace:        time.Second,
+		grace:        defaultGrace,
 	}
 }
 
@@ -171,8 +171,8 @@ func WithDeadLetterTopic(topic string) Option {
 
 // WithOwnerLease sets the lease under which a process owns a shard's housekeeping (DefaultOwnerLease
 // by default): redislock's watchdog renews it every third of d while the shard has work, and a
-// process that dies leaves it to another after at most d (meanwhile the others deliver what is
-// due, a second late). Open refuses d below MinOwnerLease.
+// process that dies leaves it to another after at most d (meanwhile the others do its work in its
+// place, on time). Open refuses d below MinOwnerLease.
 func WithOwnerLease(d time.Duration) Option {
 	return func(c *config) {
 		if d < MinOwnerLease {
@@ -211,8 +211,14 @@ func WithReplicaWait(n int, timeout time.Duration) Option {
 	}
 }
 
-// withGrace sets how long past a shard's time a process waits for the owner's event before it acts
-// in the owner's place (a second by default). Tests shorten it.
+// defaultGrace is how long past the time the owner of a shard should have ticked (its lead ahead
+// of a second, or a lease's deadline) the other processes wait for its event before one acts in
+// its place. With the offsets of the processes (up to half of it) it stays under the lead
+// (leadBase, 250 ms), so that a second whose owner died is still promoted before it starts.
+const defaultGrace = 100 * time.Millisecond
+
+// withGrace sets how long past the owner's time to tick a process waits for the owner's event
+// before it acts in the owner's place (defaultGrace by default). Tests change it.
 func withGrace(d time.Duration) Option {
 	return func(c *config) { c.grace = d }
 }

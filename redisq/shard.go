@@ -26,17 +26,25 @@ const (
 	maxLead        = 30 * time.Second
 	// actTimeout bounds one housekeeping call.
 	actTimeout = 5 * time.Second
+	// candidacySpread spreads the processes' attempts to take a free shard: each tries at its own
+	// offset ahead of the shard's time, up to half of it, and later by up to the other half the
+	// more shards it owns.
+	candidacySpread = time.Second
 )
 
 // A shard is this process's driver of one shard's housekeeping. It keeps what it knows of the
 // shard's next times (from script replies and events), owns the shard's lock while the shard has
-// work near, and keeps one timer: as owner, for the next tick; otherwise for taking the shard
-// when its next time comes and no one owns it, or for acting in the owner's place when the owner's
-// event did not come a grace period after a time passed.
+// work near, and keeps one timer: as owner, for the next tick, a lead ahead of the shard's next
+// second; otherwise for taking the shard ahead of its next time when no one owns it, or for acting
+// in the owner's place when the owner's event did not come a grace period after the owner should
+// have ticked, which is still ahead of the second: a dead owner costs no lateness.
 type shard struct {
 	q       *Queue
 	i       int
-	stagger time.Duration // this process's offset from the others at the shard's times
+	stagger time.Duration // this process's offset from the others in taking the shard
+	// fallbackStagger is this process's offset from the others in acting in the owner's place,
+	// below half the grace, so that one process usually acts and the others see its event.
+	fallbackStagger time.Duration
 
 	mu struct {
 		sync.Mutex
@@ -57,7 +65,10 @@ type shard struct {
 }
 
 func newShard(q *Queue, i int) *shard {
-	s := &shard{q: q, i: i, stagger: time.Duration(rand.Int64N(int64(q.cfg.grace/2) + 1))}
+	s := &shard{q: q, i: i,
+		stagger:         time.Duration(rand.Int64N(int64(candidacySpread/2) + 1)),
+		fallbackStagger: time.Duration(rand.Int64N(int64(q.cfg.grace/2) + 1)),
+	}
 	s.mu.wsec, s.mu.lms = -1, -1
 	return s
 }
@@ -182,7 +193,9 @@ func (s *shard) armLocked() {
 		// Take the shard before its time, later the more shards this process owns.
 		at = leadAt - (s.stagger + s.q.ownedDelay()).Milliseconds()
 	default:
-		at = event + (s.q.cfg.grace + s.stagger).Milliseconds()
+		// Another process owns the shard: act in its place if its event has not come a grace
+		// after it should have ticked.
+		at = leadAt + (s.q.cfg.grace + s.fallbackStagger).Milliseconds()
 	}
 	s.setTimerLocked(at)
 }
@@ -303,8 +316,10 @@ func (s *shard) step() error {
 	if event < 0 {
 		return nil
 	}
-	if owner == "" || event+q.cfg.grace.Milliseconds() <= now {
-		late := event+q.cfg.grace.Milliseconds() <= now
+	// The owner ticks at leadAt; by a grace later its event has come unless it is late (paused,
+	// dead, cut off).
+	late := leadAt+q.cfg.grace.Milliseconds() <= now
+	if owner == "" || late {
 		if !late && (leadAt-(s.stagger+q.ownedDelay()).Milliseconds() > now || q.testHookNoCandidacy.Load()) {
 			return nil // woken early
 		}
@@ -321,12 +336,13 @@ func (s *shard) step() error {
 		}
 		s.mu.Unlock()
 	}
-	if event+q.cfg.grace.Milliseconds() > now {
+	if !late {
 		return nil
 	}
-	// The owner is late by the grace period: do its work, without a lead and without its token.
+	// The owner is late by the grace period: do its work, with its lead (so that a second is still
+	// promoted before it starts) and without its token.
 	q.metrics.fallbackTicks.Add(1)
-	return s.tick(ctx, nil, 0)
+	return s.tick(ctx, nil, wcount)
 }
 
 // took records that this process acquired the shard's lock, announces it and ticks.
@@ -371,14 +387,13 @@ func (s *shard) release(ctx context.Context, lk *redislock.Lock) error {
 	return s.q.rdb.SPublish(ctx, s.q.lay.channel(s.i), "o -").Err()
 }
 
-// tick runs the tick script: as owner under lk's fencing token, or in the owner's place (lk nil),
-// and repeats while it leaves work.
+// tick runs the tick script, with the lead of a second of wcount messages: as owner under lk's
+// fencing token, or in the owner's place (lk nil), and repeats while it leaves work.
 func (s *shard) tick(ctx context.Context, lk *redislock.Lock, wcount int64) error {
 	q := s.q
-	token, owner, leadMs := "", "", int64(0)
+	token, owner, leadMs := "", "", lead(wcount).Milliseconds()
 	if lk != nil {
 		token, owner = strconv.FormatInt(lk.Token(), 10), q.owner
-		leadMs = lead(wcount).Milliseconds()
 	}
 	for {
 		args := append(q.cfgArgs(), token, owner, leadMs, tickBudget)
@@ -420,9 +435,7 @@ func (s *shard) tick(ctx context.Context, lk *redislock.Lock, wcount int64) erro
 		if more == 0 || ctx.Err() != nil {
 			return nil
 		}
-		if lk != nil {
-			leadMs = lead(wc).Milliseconds()
-		}
+		leadMs = lead(wc).Milliseconds()
 	}
 }
 
@@ -488,7 +501,7 @@ func (s *shard) stop() {
 
 // ownedDelay is how much later than a process owning no shard this one tries to take a free one.
 func (q *Queue) ownedDelay() time.Duration {
-	return min(time.Duration(q.metrics.owned.Load())*10*time.Millisecond, q.cfg.grace/2)
+	return min(time.Duration(q.metrics.owned.Load())*10*time.Millisecond, candidacySpread/2)
 }
 
 // String describes the driver's state, for logs and test failures.
