@@ -471,7 +471,7 @@ func (q *Queue) infoLocked(e *entry, state queue.State, preview bool) queue.Mess
 		m.Attempts += q.cfg.maxAttempts
 	}
 	switch {
-	case e.failure == format.FailureNacked && e.deadLettered:
+	case e.failure == format.FailureDeadLettered:
 		m.LastFailure, m.FailedAt = "dead-lettered", time.Unix(0, e.failedAt)
 	case e.failure == format.FailureNacked:
 		m.LastFailure, m.FailedAt = "nacked", time.Unix(0, e.failedAt)

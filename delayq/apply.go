@@ -6,6 +6,7 @@ import (
 
 	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/queue"
 )
 
 // One state machine: every change to the durable state is a record, and apply is the one place
@@ -83,6 +84,10 @@ func (q *Queue) apply(pos wal.Pos, rec *format.Record, list []listRecord) error 
 			t.wake()
 		}
 		q.mem.topics.release(t)
+	case format.KindLimit:
+		t := q.mem.topics.get(rec.Topic)
+		t.setLimit(queue.Limit{Rate: rec.Rate, Burst: int(rec.Burst), Concurrency: int(rec.Concurrency)})
+		q.mem.topics.release(t)
 	case format.KindPurge:
 		q.disk.raiseLoaded(rec.ListSlot - q.disk.horizon())
 		q.forgetPurged(rec, list)
@@ -120,9 +125,9 @@ func (q *Queue) applyUpdate(e *entry, rec *format.Record) {
 	switch rec.Failure {
 	case format.FailureUnchanged:
 	case format.FailureNone:
-		e.failure, e.failedAt, e.reason, e.deadLettered = 0, 0, "", false
+		e.failure, e.failedAt, e.reason = 0, 0, ""
 	default:
-		e.failure, e.failedAt, e.reason, e.deadLettered = rec.Failure, rec.FailedAt, "", false
+		e.failure, e.failedAt, e.reason = rec.Failure, rec.FailedAt, rec.Reason
 	}
 	q.mem.changed(e, false)
 	q.mem.arm(e)

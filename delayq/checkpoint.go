@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/format"
@@ -38,6 +39,7 @@ type edit struct {
 	pending int64
 	lists   []indexedList
 	paused  []string
+	limits  []format.Limit
 	pins    pins
 	entries []entryOp
 	ids     []idOp
@@ -109,6 +111,9 @@ func (q *Queue) editHeaderLocked(end wal.Pos) *edit {
 		if t.paused {
 			ed.paused = append(ed.paused, name)
 		}
+		if t.limit != nil {
+			ed.limits = append(ed.limits, t.limit.record(name))
+		}
 	}
 	return ed
 }
@@ -127,7 +132,8 @@ func trailingZeros(x uint64) int {
 // entries holds one op per entry already).
 func (ed *edit) toFormat() *format.Edit {
 	fe := &format.Edit{Full: ed.full, Replay: ed.replay, SlotNs: ed.slotNs, Slots: ed.slots, Loaded: ed.loaded, Pending: ed.pending,
-		Paused: slices.Sorted(slices.Values(ed.paused))}
+		Paused: slices.Sorted(slices.Values(ed.paused)),
+		Limits: slices.SortedFunc(slices.Values(ed.limits), func(a, b format.Limit) int { return strings.Compare(a.Topic, b.Topic) })}
 	for _, il := range ed.lists {
 		l := format.List{Index: il.i, Slot: il.l.slot, Head: il.l.head, First: il.l.first, Due: il.l.due, N: il.l.n}
 		for _, lt := range il.topics {
@@ -164,7 +170,7 @@ func (ed *edit) toFormat() *format.Edit {
 }
 
 func (e ckEntry) toFormat() format.Entry {
-	return format.Entry{Origin: e.origin, Pos: e.pos, DeliverAt: e.deliverAt, Attempt: e.attempt, Failure: e.failure, FailedAt: e.failedAt, Topic: e.topic}
+	return format.Entry{Origin: e.origin, Pos: e.pos, DeliverAt: e.deliverAt, Attempt: e.attempt, Failure: e.failure, FailedAt: e.failedAt, Topic: e.topic, Reason: e.reason}
 }
 
 // checkpoint writes a checkpoint edit, once the log it describes is durable, and then deletes the

@@ -38,6 +38,8 @@ type checkpoint struct {
 	// topics holds the counts by topic of the lists that have any, by wheel index (version 5).
 	topics map[int][]ckListTopic
 	paused []string
+	// limits are the topics' delivery limits (version 6 on).
+	limits []format.Limit
 	hasDue bool // lists carry their due counts (not in version 1)
 	// end is where the last valid edit ends, and full the size of the first (version 4 on).
 	end, full int64
@@ -60,6 +62,7 @@ type ckEntry struct {
 	failure     uint8
 	failedAt    int64
 	topic       string // set only when it differs from the record's (a dead letter)
+	reason      string // of the failure, when its Nack gave one
 }
 
 // readCheckpoint reads dir's checkpoint; it returns an error matching os.ErrNotExist when there
@@ -112,6 +115,9 @@ func (ck *checkpoint) applyEdit(ed *format.Edit) (*checkpoint, error) {
 	if ed.Paused != nil {
 		ck.paused = ed.Paused
 	}
+	if ed.Limits != nil {
+		ck.limits = ed.Limits
+	}
 	for _, l := range ed.Lists {
 		delete(ck.topics, l.Index)
 		if len(l.Topics) > 0 {
@@ -145,7 +151,7 @@ func (ck *checkpoint) applyEdit(ed *format.Edit) (*checkpoint, error) {
 }
 
 func fromFormatEntry(e format.Entry) ckEntry {
-	return ckEntry{pos: e.Pos, origin: e.Origin, deliverAt: e.DeliverAt, attempt: e.Attempt, failure: e.Failure, failedAt: e.FailedAt, topic: e.Topic}
+	return ckEntry{pos: e.Pos, origin: e.Origin, deliverAt: e.DeliverAt, attempt: e.Attempt, failure: e.Failure, failedAt: e.FailedAt, topic: e.Topic, reason: e.Reason}
 }
 
 // fromSnapshot returns the state a checkpoint of versions 1 to 3 held.
@@ -172,7 +178,7 @@ func fromSnapshot(s *format.Snapshot) *checkpoint {
 // fullEdit returns ck as one full edit.
 func (ck *checkpoint) fullEdit() *format.Edit {
 	ed := &edit{full: true, replay: ck.replay, slotNs: ck.slotNs, slots: ck.slots, loaded: ck.loaded, pending: ck.pending, pins: ck.pins,
-		paused: ck.paused}
+		paused: ck.paused, limits: ck.limits}
 	for i, l := range ck.lists {
 		if l.head != 0 {
 			ed.lists = append(ed.lists, indexedList{i: i, l: l, topics: ck.topics[i]})

@@ -171,7 +171,7 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 // (at once if delay is 0), or moves to the dead-letter topic if it has failed the maximum number
 // of times, or at once with [queue.WithDeadLetter]. A reason given with [queue.WithReason] is
 // what [Queue.Message] reports as the message's last failure, until it fails again, is requeued
-// or is done; it is kept in memory, so a restart forgets it (the failure and its time remain). It
+// or is done; it is written with the failure, in the Update record, and survives restarts. It
 // returns an error matching ErrUnknownReceipt if the receipt names no current lease, and one
 // matching ErrInvalid for a negative delay or a reason queue.NackOptionsOf refuses.
 func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration, opts ...queue.NackOption) error {
@@ -247,9 +247,12 @@ func (q *Queue) Extend(ctx context.Context, receipt string, visibility time.Dura
 func (q *Queue) retryLocked(e *entry, delay time.Duration, useBackoff bool, o queue.NackOptions) (wal.Pos, error) {
 	attempt := e.attempt + 1
 	now := time.Now().UnixNano()
-	rec := format.Record{Kind: format.KindUpdate, Target: e.origin, Failure: format.FailureNacked, FailedAt: now}
-	if useBackoff {
+	rec := format.Record{Kind: format.KindUpdate, Target: e.origin, Failure: format.FailureNacked, FailedAt: now, Reason: o.Reason}
+	switch {
+	case useBackoff:
 		rec.Failure = format.FailureExpired
+	case o.DeadLetter:
+		rec.Failure = format.FailureDeadLettered
 	}
 	dead := o.DeadLetter || q.cfg.maxAttempts > 0 && int(attempt) >= q.cfg.maxAttempts
 	diedAfter := e.diedAfter
@@ -269,7 +272,7 @@ func (q *Queue) retryLocked(e *entry, delay time.Duration, useBackoff bool, o qu
 	rec.Attempt = attempt
 	end, err := q.commitLocked(&rec, nil)
 	if err == nil {
-		e.reason, e.deadLettered, e.diedAfter = o.Reason, o.DeadLetter, diedAfter
+		e.diedAfter = diedAfter
 	}
 	return end, err
 }

@@ -97,8 +97,8 @@
 // Cancel or Ack record loses the cancel or the ack (the message is delivered after all, or again).
 // The counters of [Queue.Topics] (puts, deliveries, acks) count since Open. Directories written
 // by versions of delayq before the operator's actions are opened (each slot list is read once to
-// count its messages by topic), but logs written since cannot be read by those versions. The
-// delivery limits are kept in memory for now: a restart forgets them, and they must be set
-// again. The directory belongs to one Queue at a time (an flock enforces it on Unix). Nothing is replicated:
+// count its messages by topic), but logs written since cannot be read by those versions, nor, once
+// a delivery limit or a Nack's reason was written (a Limit record, an Update's reason, checkpoint
+// version 6), by the versions before them. The directory belongs to one Queue at a time (an flock enforces it on Unix). Nothing is replicated:
 // losing the disk loses the queue.
 package delayq

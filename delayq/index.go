@@ -59,7 +59,7 @@ type entryOp struct {
 
 // changed records that e was added (added set) or its checkpointed fields changed.
 func (x *deliveryIndex) changed(e *entry, added bool) {
-	ce := ckEntry{pos: e.pos, origin: e.origin, deliverAt: e.deliverAt, attempt: e.attempt, failure: e.failure, failedAt: e.failedAt}
+	ce := ckEntry{pos: e.pos, origin: e.origin, deliverAt: e.deliverAt, attempt: e.attempt, failure: e.failure, failedAt: e.failedAt, reason: e.reason}
 	if e.dead() {
 		ce.topic = e.t.name
 	}
@@ -110,16 +110,14 @@ type entry struct {
 	payload   []byte
 	deliverAt int64  // Unix nanoseconds
 	attempt   uint32 // failed deliveries so far
-	// failure says why the last delivery failed (format.FailureNacked or format.FailureExpired), and
+	// failure says why the last delivery failed (format.FailureNacked, FailureExpired or
+	// FailureDeadLettered), and
 	// failedAt when; failure is 0 for an entry that has not failed, or whose cause is not known
 	// (written by an older version).
 	failure  uint8
 	failedAt int64
-	// reason is the reason the Nack of the last failure gave, and deadLettered says that Nack
-	// sent the message to its dead-letter topic at once (queue.WithDeadLetter). They are kept in
-	// memory only: a restart forgets them (the failure and its time remain).
-	reason       string
-	deadLettered bool
+	// reason is the reason the Nack of the last failure gave (queue.WithReason), or "".
+	reason string
 	// diedAfter is the deliveries a dead letter failed on its topic before it died, when known
 	// (in memory only, like reason: a restart counts the maximum attempts).
 	diedAfter uint32

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tockwheel/tock/delayq/internal/format"
+	"github.com/tockwheel/tock/delayq/internal/wal"
 	"github.com/tockwheel/tock/queue"
 )
 
@@ -30,10 +32,9 @@ type limiter struct {
 }
 
 // SetLimit sets the limit of topic's deliveries (see [queue.Limiter.SetLimit]); the zero Limit
-// removes it. The bucket of a new rate starts full, with Burst tokens.
-//
-// Limits are kept in memory: a restart forgets them, and they must be set again (they are to be
-// written to the log once its format layer has a record for them).
+// removes it. The limit is a record in the log, durable when SetLimit returns, and is kept in the
+// checkpoint, so it lasts across restarts. The bucket of a new rate starts full, with Burst
+// tokens (after a restart too).
 func (q *Queue) SetLimit(ctx context.Context, topic string, l queue.Limit) error {
 	if err := checkTopic(topic); err != nil {
 		return err
@@ -42,15 +43,38 @@ func (q *Queue) SetLimit(ctx context.Context, topic string, l queue.Limit) error
 	if err != nil {
 		return fmt.Errorf("delayq: %w", err)
 	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("delayq: %w", err)
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if err := q.usableLocked(); err != nil {
+	if err := q.lockToWrite(ctx); err != nil {
 		return err
 	}
-	t := q.mem.topics.get(topic)
+	var end wal.Pos
+	if t := q.mem.topics[topic]; t != nil && t.limit != nil && t.limit.Limit == l || (t == nil || t.limit == nil) && l.IsZero() {
+		end = q.log.End() // as it is already, durably once the log is here
+	} else {
+		rec := limitRecord(topic, l)
+		end, err = q.commitLocked(&rec, nil)
+	}
+	q.mu.Unlock()
+	return q.waitFor(end, err)
+}
+
+// limitRecord returns the Limit record that sets topic's limit to l.
+func limitRecord(topic string, l queue.Limit) format.Record {
+	return format.Record{Kind: format.KindLimit, Topic: topic, Rate: l.Rate, Burst: uint32(l.Burst), Concurrency: uint32(l.Concurrency)}
+}
+
+// record returns the limit as the checkpoint keeps it.
+func (l *limiter) record(topic string) format.Limit {
+	return format.Limit{Topic: topic, Rate: l.Rate, Burst: uint32(l.Burst), Concurrency: uint32(l.Concurrency)}
+}
+
+// limitOf returns the limit a checkpoint kept.
+func limitOf(l format.Limit) queue.Limit {
+	return queue.Limit{Rate: l.Rate, Burst: int(l.Burst), Concurrency: int(l.Concurrency)}
+}
+
+// setLimit applies a limit to t (a record's, or the checkpoint's), and wakes its receivers to
+// look again. A new rate's bucket starts full.
+func (t *topicState) setLimit(l queue.Limit) {
 	switch {
 	case l.IsZero():
 		t.limit = nil
@@ -59,9 +83,7 @@ func (q *Queue) SetLimit(ctx context.Context, topic string, l queue.Limit) error
 	default:
 		t.limit.Concurrency = l.Concurrency
 	}
-	t.wake() // waiting receives look again
-	q.mem.topics.release(t)
-	return nil
+	t.wake()
 }
 
 // Limits returns the limit of every topic that has one, in the order of their names.

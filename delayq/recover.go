@@ -107,9 +107,12 @@ func (q *Queue) restore(ck *checkpoint, rebuild bool, first wal.Pos) (wal.Pos, e
 	for _, name := range ck.paused {
 		w.topics.get(name).paused = true
 	}
+	for _, l := range ck.limits {
+		w.topics.get(l.Topic).setLimit(limitOf(l))
+	}
 	q.disk = w
 	q.pins = ck.pins
-	if ck.version < format.CheckpointVersion {
+	if ck.version < 5 { // before lists counted their messages by topic (version 6 added only limits and reasons)
 		if err := q.migrate(!ck.hasDue, ck.version <= 3); err != nil {
 			return 0, err
 		}
@@ -143,7 +146,7 @@ func (q *Queue) loadEntries(m map[wal.Pos]ckEntry) error {
 			return fmt.Errorf("delayq: reading a message the checkpoint holds: %w", err)
 		}
 		e := q.mem.newEntry(ce.pos, &rec)
-		e.origin, e.deliverAt, e.attempt, e.failure, e.failedAt = ce.origin, ce.deliverAt, ce.attempt, ce.failure, ce.failedAt
+		e.origin, e.deliverAt, e.attempt, e.failure, e.failedAt, e.reason = ce.origin, ce.deliverAt, ce.attempt, ce.failure, ce.failedAt, ce.reason
 		if ce.topic != "" {
 			e.t = q.mem.topics.get(ce.topic)
 		}

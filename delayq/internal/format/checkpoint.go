@@ -79,7 +79,7 @@ func DecodeCheckpoint(b []byte, apply func(*Edit) error) (CheckpointFile, error)
 		s, err := DecodeSnapshot(b)
 		cf.Snapshot = s
 		return cf, err
-	case v != 4 && v != 5:
+	case v < 4 || v > 6:
 		return CheckpointFile{}, &Error{Offset: 8, Reason: fmt.Sprintf("unsupported checkpoint version %d", v)}
 	}
 	off := checkpointHeader

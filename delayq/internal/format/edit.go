@@ -2,6 +2,7 @@ package format
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
@@ -10,7 +11,7 @@ import (
 // # Checkpoint edits
 //
 // A checkpoint file is a log of edits (see checkpoint.go): each holds the whole state (full) or
-// what changed since the edit before. The body of an edit, version 5:
+// what changed since the edit before. The body of an edit, version 6:
 //
 //	0  1  flags: bit 0 full (the state is this edit alone; the first edit of a file is full)
 //	1  8  replay position: the log position recovery replays from
@@ -18,21 +19,25 @@ import (
 //	17 4  slots in the disk wheel (horizon / slot, fixed when the queue is created)
 //	21 8  loaded: the newest slot moved to memory
 //	29 8  messages in the disk wheel, not counting cancelled ones
-//	37 4×8 the counts of the sections that follow:
-//	   names:     name: the topics the lists and paused sections name, by their index in this
-//	              section (names are the edit's own), in the order they are first named
+//	37 4×9 the counts of the sections that follow:
+//	   names:     name: the topics the lists, paused and limits sections name, by their index in
+//	              this section (names are the edit's own), in the order they are first named
 //	   paused:    name uint32 (all of them: they replace the edit before's)
+//	   limits:    name uint32, rate float64 bits, burst, concurrency uint32 (all of them: they
+//	              replace the edit before's)
 //	   lists:     index uint32, slot int64, head, first uint64, due, n int64, topics uint32, then
 //	              per topic: name uint32, n, due, last int64 (a list that is empty has head 0)
 //	   pins:      segment uint32, count int64 (all of them: they replace the edit before's)
 //	   entries:   origin, pos uint64, deliverAt int64, attempt uint32, failure uint8, failedAt
-//	              int64, topic name (empty: the topic in the record at pos)
+//	              int64, topic name (empty: the topic in the record at pos), reason name (empty:
+//	              none)
 //	   removed entries: origin uint64 (applied before the entries held)
 //	   IDs:       slot int64, pos uint64, id name
 //	   removed IDs: id name
 //
-// Version 4 had no names, paused or list topics sections, no n in lists, and no failure in
-// entries: its counts are those of lists, pins, entries, removed entries, IDs and removed IDs.
+// Version 5 had no limits section, and no reason in entries. Version 4 had no names, paused or list
+// topics sections, no n in lists, and no failure in entries: its counts are those of lists, pins,
+// entries, removed entries, IDs and removed IDs.
 
 // An Edit is one edit of a checkpoint: a plain value, applied by the queue (see delayq's
 // checkpoint.go). In a full edit, Lists are every list that is not empty, and nothing is removed.
@@ -45,6 +50,8 @@ type Edit struct {
 	Pending int64
 	// Paused lists every paused topic (version 5 on).
 	Paused []string
+	// Limits lists every topic's delivery limit (version 6 on).
+	Limits []Limit
 	// Lists are the lists that changed, each whole; a list with Head 0 is empty.
 	Lists []List
 	// Pins are all of them, by segment.
@@ -73,6 +80,13 @@ type ListTopic struct {
 	N, Due, Last int64
 }
 
+// A Limit is a topic's delivery limit, as a Limit record holds it (version 6 on).
+type Limit struct {
+	Topic              string
+	Rate               float64
+	Burst, Concurrency uint32
+}
+
 // A Pin is the number of records still needed in a segment.
 type Pin struct {
 	Segment uint32
@@ -88,6 +102,8 @@ type Entry struct {
 	FailedAt    int64 // version 5 on
 	// Topic is set only when it differs from the record's (a dead letter).
 	Topic string
+	// Reason is the reason of its failure, if its Nack gave one (version 6 on).
+	Reason string
 }
 
 // An ID is a chosen ID of a message in the disk wheel: the slot it is due in and its Put (0 when
@@ -117,6 +133,12 @@ func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 	for _, p := range ed.Paused {
 		name(p)
 	}
+	for _, l := range ed.Limits {
+		if math.IsNaN(l.Rate) || l.Rate < 0 {
+			return nil, fmt.Errorf("%w: limit of rate %v in a checkpoint edit", errMalformed, l.Rate)
+		}
+		name(l.Topic)
+	}
 	for _, l := range ed.Lists {
 		for _, lt := range l.Topics {
 			name(lt.Name)
@@ -128,7 +150,7 @@ func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 		}
 	}
 	for _, e := range ed.Entries {
-		if len(e.Topic) > MaxName {
+		if len(e.Topic) > MaxName || len(e.Reason) > MaxName {
 			return nil, fmt.Errorf("%w: topic of %d bytes in a checkpoint edit", errMalformed, len(e.Topic))
 		}
 	}
@@ -153,7 +175,7 @@ func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 	e.u32(uint32(ed.Slots))
 	e.i64(ed.Loaded)
 	e.i64(ed.Pending)
-	for _, n := range []int{len(names), len(ed.Paused), len(ed.Lists), len(ed.Pins), len(ed.Entries), len(ed.RemovedEntries), len(ed.IDs), len(ed.RemovedIDs)} {
+	for _, n := range []int{len(names), len(ed.Paused), len(ed.Limits), len(ed.Lists), len(ed.Pins), len(ed.Entries), len(ed.RemovedEntries), len(ed.IDs), len(ed.RemovedIDs)} {
 		e.u32(uint32(n))
 	}
 	for _, s := range names {
@@ -161,6 +183,12 @@ func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 	}
 	for _, p := range ed.Paused {
 		e.u32(index[p])
+	}
+	for _, l := range ed.Limits {
+		e.u32(index[l.Topic])
+		e.u64(math.Float64bits(l.Rate))
+		e.u32(l.Burst)
+		e.u32(l.Concurrency)
 	}
 	for _, l := range ed.Lists {
 		e.u32(uint32(l.Index))
@@ -189,6 +217,7 @@ func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 		e.u8(en.Failure)
 		e.i64(en.FailedAt)
 		e.name(en.Topic)
+		e.name(en.Reason)
 	}
 	for _, o := range ed.RemovedEntries {
 		e.pos(o)
@@ -204,17 +233,20 @@ func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 	return e.b, nil
 }
 
-// decodeEdit decodes the body of an edit of a file of the given version (4 or 5).
+// decodeEdit decodes the body of an edit of a file of the given version (4 to 6).
 func decodeEdit(body []byte, version uint32) (*Edit, error) {
-	v5 := version >= 5
+	v5, v6 := version >= 5, version >= 6
 	d := decoder{b: body, keep: true}
 	ed := &Edit{}
 	ed.Full = d.u8()&1 != 0
 	ed.Replay, ed.SlotNs, ed.Slots = d.pos(), d.i64(), int(d.u32())
 	ed.Loaded, ed.Pending = d.i64(), d.i64()
-	var nn, npa int
+	var nn, npa, nli int
 	if v5 {
 		nn, npa = int(d.u32()), int(d.u32())
+	}
+	if v6 {
+		nli = int(d.u32())
 	}
 	nl, np, ne, nde, ni, ndi := int(d.u32()), int(d.u32()), int(d.u32()), int(d.u32()), int(d.u32()), int(d.u32())
 	if d.bad || ed.SlotNs < int64(time.Millisecond) || ed.Slots < 1 || ed.Slots > MaxSlots {
@@ -222,7 +254,7 @@ func decodeEdit(body []byte, version uint32) (*Edit, error) {
 	}
 	// Each section entry takes at least 2 bytes: counts beyond the data are damage, caught before
 	// they size an allocation.
-	if rest := d.left(); nl > ed.Slots || nl > rest || nn > rest || npa > rest || np > rest || ne > rest || nde > rest || ni > rest || ndi > rest {
+	if rest := d.left(); nl > ed.Slots || nl > rest || nn > rest || npa > rest || nli > rest || np > rest || ne > rest || nde > rest || ni > rest || ndi > rest {
 		return nil, fmt.Errorf("section counts %d/%d/%d/%d/%d/%d/%d/%d exceed the data", nn, npa, nl, np, ne, nde, ni, ndi)
 	}
 	// Names are numbered in the order they are first named, each once, all named: anything else
@@ -252,6 +284,16 @@ func decodeEdit(body []byte, version uint32) (*Edit, error) {
 		ed.Paused = make([]string, npa)
 		for i := range ed.Paused {
 			ed.Paused[i] = name()
+		}
+	}
+	if v6 {
+		ed.Limits = make([]Limit, nli) // not nil: they replace the edit before's
+		for i := range ed.Limits {
+			l := Limit{Topic: name(), Rate: math.Float64frombits(d.u64()), Burst: d.u32(), Concurrency: d.u32()}
+			if math.IsNaN(l.Rate) || l.Rate < 0 {
+				return nil, fmt.Errorf("limit of rate %v in checkpoint edit", l.Rate)
+			}
+			ed.Limits[i] = l
 		}
 	}
 	ed.Lists = make([]List, nl)
@@ -286,6 +328,9 @@ func decodeEdit(body []byte, version uint32) (*Edit, error) {
 			e.Failure, e.FailedAt = d.u8(), d.i64()
 		}
 		e.Topic = d.name()
+		if v6 {
+			e.Reason = d.name()
+		}
 		ed.Entries[i] = e
 	}
 	ed.RemovedEntries = make([]wal.Pos, nde)

@@ -14,11 +14,13 @@ import (
 var sampleEdits = []Edit{
 	{Full: true, Replay: wal.MakePos(3, 16), SlotNs: int64(time.Second), Slots: 86400, Loaded: 1 << 30, Pending: 2,
 		Paused: []string{"p", "q"},
+		Limits: []Limit{{Topic: "q", Rate: 12.5, Burst: 2}, {Topic: "emails", Concurrency: 8}},
 		Lists: []List{{Index: 5, Slot: 1<<30 + 5, Head: wal.MakePos(3, 500), First: wal.MakePos(2, 16), Due: 1, N: 2,
 			Topics: []ListTopic{{Name: "t", N: 1, Due: 1, Last: 1<<30 + 5}, {Name: "q", N: 1, Last: 1<<30 + 86405}}}},
-		Pins:    []Pin{{Segment: 2, Count: 1}, {Segment: 3, Count: 2}},
-		Entries: []Entry{{Origin: wal.MakePos(1, 16), Pos: wal.MakePos(2, 99), DeliverAt: 7, Attempt: 2, Failure: FailureNacked, FailedAt: 6, Topic: "t.dead"}},
-		IDs:     []ID{{ID: "user", Slot: 1<<30 + 5, Pos: wal.MakePos(3, 500)}}},
+		Pins: []Pin{{Segment: 2, Count: 1}, {Segment: 3, Count: 2}},
+		Entries: []Entry{{Origin: wal.MakePos(1, 16), Pos: wal.MakePos(2, 99), DeliverAt: 7, Attempt: 2, Failure: FailureNacked, FailedAt: 6, Topic: "t.dead"},
+			{Origin: wal.MakePos(1, 32), Pos: wal.MakePos(1, 32), Failure: FailureDeadLettered, FailedAt: 8, Topic: "u.dead", Reason: "no such user"}},
+		IDs: []ID{{ID: "user", Slot: 1<<30 + 5, Pos: wal.MakePos(3, 500)}}},
 	{Replay: wal.MakePos(4, 16), SlotNs: int64(time.Millisecond), Slots: 1, Loaded: -1, Pending: -3,
 		Lists:          []List{{Index: 0, Slot: 9}},
 		RemovedEntries: []wal.Pos{wal.MakePos(1, 16)},
@@ -30,6 +32,9 @@ var sampleEdits = []Edit{
 func normal(ed Edit) Edit {
 	if len(ed.Paused) == 0 {
 		ed.Paused = nil
+	}
+	if len(ed.Limits) == 0 {
+		ed.Limits = nil
 	}
 	if len(ed.Lists) == 0 {
 		ed.Lists = nil

@@ -3,6 +3,7 @@ package format
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
@@ -47,8 +48,11 @@ import (
 //	0   8  target, 8 8 deliverAt, 16 4 attempt
 //	20     topic      name
 //	..  1  failure    optional (absent in records written before it): why the last delivery
-//	                  failed, FailureNacked or FailureExpired, or FailureNone to forget it
+//	                  failed, FailureNacked, FailureExpired or FailureDeadLettered, or
+//	                  FailureNone to forget it
 //	..  8  failedAt   with failure: when, in Unix nanoseconds
+//	..     reason     optional, with failure FailureNacked or FailureDeadLettered: name, the
+//	                  reason the consumer's Nack gave (absent when it gave none)
 //
 // Advance (kind 5): slot's list was loaded into memory; the wheel no longer holds it.
 //
@@ -72,6 +76,13 @@ import (
 //	1   8  listSlot, 9 8 prev   as in Put
 //	17     topic      name
 //
+// Limit (kind 9): the delivery limit of topic is set; all zero removes it.
+//
+//	0      topic        name
+//	..  8  rate         float64 bits (IEEE 754): deliveries a second, 0 for none
+//	..  4  burst        uint32
+//	..  4  concurrency  uint32: messages leased at once, 0 for no bound
+//
 // The threaded fields come first in Put, Cancel and Purge so a list can be followed without
 // decoding the rest. What each kind and field was added in is in versions.go; a body that holds
 // a kind, flag or field this version does not know is malformed, never skipped.
@@ -89,6 +100,7 @@ const (
 	KindRelocate Kind = 6
 	KindPause    Kind = 7
 	KindPurge    Kind = 8
+	KindLimit    Kind = 9
 )
 
 func (k Kind) String() string {
@@ -109,6 +121,8 @@ func (k Kind) String() string {
 		return "pause"
 	case KindPurge:
 		return "purge"
+	case KindLimit:
+		return "limit"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -124,6 +138,8 @@ const (
 	FailureExpired   uint8 = 2
 	// FailureNone: the message has no failure to report any more (requeued).
 	FailureNone uint8 = 3
+	// FailureDeadLettered: nacked by its consumer to the dead letters at once.
+	FailureDeadLettered uint8 = 4
 )
 
 // Limits of what records hold.
@@ -166,9 +182,16 @@ type Record struct {
 	Target wal.Pos // Ack, Update
 	Slot   int64   // Advance, Relocate
 
-	Failure  uint8 // Update: FailureNacked, FailureExpired, FailureNone, or FailureUnchanged
+	Failure  uint8 // Update: FailureNacked, FailureExpired, FailureDeadLettered, FailureNone, or FailureUnchanged
 	FailedAt int64 // Update with a Failure other than FailureUnchanged: Unix nanoseconds
-	Paused   bool  // Pause: paused, or resumed
+	// Reason is the reason of an Update's failure (FailureNacked or FailureDeadLettered only).
+	Reason string
+	Paused bool // Pause: paused, or resumed
+
+	// Limit: the topic's delivery limit (Topic names it).
+	Rate        float64
+	Burst       uint32
+	Concurrency uint32
 }
 
 // errMalformed is wrapped by the errors of bodies that are not a valid record, and of values that
@@ -232,8 +255,11 @@ func (r *Record) encode(e *encoder) error {
 	case KindAck:
 		e.pos(r.Target)
 	case KindUpdate:
-		if r.Failure > FailureNone {
+		if r.Failure > FailureDeadLettered {
 			return fmt.Errorf("%w: update with failure %d", errMalformed, r.Failure)
+		}
+		if r.Reason != "" && r.Failure != FailureNacked && r.Failure != FailureDeadLettered {
+			return fmt.Errorf("%w: update with a reason and failure %d", errMalformed, r.Failure)
 		}
 		e.pos(r.Target)
 		e.i64(r.DeliverAt)
@@ -243,6 +269,17 @@ func (r *Record) encode(e *encoder) error {
 			e.u8(r.Failure)
 			e.i64(r.FailedAt)
 		}
+		if r.Reason != "" {
+			e.name(r.Reason)
+		}
+	case KindLimit:
+		if math.IsNaN(r.Rate) || r.Rate < 0 {
+			return fmt.Errorf("%w: limit of rate %v", errMalformed, r.Rate)
+		}
+		e.name(r.Topic)
+		e.u64(math.Float64bits(r.Rate))
+		e.u32(r.Burst)
+		e.u32(r.Concurrency)
 	case KindAdvance, KindRelocate:
 		e.i64(r.Slot)
 	case KindPause:
@@ -331,9 +368,29 @@ func decode(k Kind, d *decoder) (Record, error) {
 		if d.more() {
 			r.Failure = d.u8()
 			r.FailedAt = d.i64()
-			if r.Failure == FailureUnchanged || r.Failure > FailureNone {
+			if r.Failure == FailureUnchanged || r.Failure > FailureDeadLettered {
 				return bad("unknown failure %d", r.Failure)
 			}
+		}
+		if d.more() {
+			if r.Failure != FailureNacked && r.Failure != FailureDeadLettered {
+				return bad("a reason with failure %d", r.Failure)
+			}
+			if d.keep {
+				r.Reason = d.name()
+				if r.Reason == "" && !d.bad {
+					return bad("an empty reason")
+				}
+			} else if d.nameLen() == 0 && !d.bad {
+				return bad("an empty reason")
+			}
+		}
+	case KindLimit:
+		r.Topic = d.name()
+		r.Rate = math.Float64frombits(d.u64())
+		r.Burst, r.Concurrency = d.u32(), d.u32()
+		if math.IsNaN(r.Rate) || r.Rate < 0 {
+			return bad("a limit of rate %v", r.Rate)
 		}
 	case KindAdvance, KindRelocate:
 		r.Slot = d.i64()
@@ -382,6 +439,8 @@ func Describe(k Kind, body []byte) string {
 		return fmt.Sprintf("pause (%v) of topic %q", r.Paused, r.Topic)
 	case KindPurge:
 		return fmt.Sprintf("purge of topic %q from the list of slot %d", r.Topic, r.ListSlot)
+	case KindLimit:
+		return fmt.Sprintf("limit of topic %q", r.Topic)
 	default:
 		return fmt.Sprintf("%v of slot %d", r.Kind, r.Slot)
 	}

@@ -25,6 +25,11 @@ var sampleRecords = []Record{
 	{Kind: KindUpdate, Target: wal.MakePos(2, 77), DeliverAt: 5, Attempt: 1, Failure: FailureNacked, FailedAt: 4},
 	{Kind: KindUpdate, Target: wal.MakePos(2, 77), Topic: "t.dead", Failure: FailureExpired, FailedAt: -1},
 	{Kind: KindUpdate, Target: wal.MakePos(2, 77), Topic: "t", Failure: FailureNone},
+	{Kind: KindUpdate, Target: wal.MakePos(2, 77), DeliverAt: 5, Attempt: 1, Failure: FailureNacked, FailedAt: 4, Reason: "smtp: 451 try later"},
+	{Kind: KindUpdate, Target: wal.MakePos(2, 77), Topic: "t.dead", Failure: FailureDeadLettered, FailedAt: 9, Reason: "no such mailbox"},
+	{Kind: KindUpdate, Target: wal.MakePos(2, 77), Topic: "t.dead", Failure: FailureDeadLettered, FailedAt: 9},
+	{Kind: KindLimit, Topic: "emails", Rate: 50.5, Burst: 10, Concurrency: 8},
+	{Kind: KindLimit, Topic: "emails"},
 	{Kind: KindPause, Paused: true, Topic: "paused"},
 	{Kind: KindPause, Topic: strings.Repeat("r", MaxName)},
 	{Kind: KindPurge, Threaded: true, ListSlot: -7, Prev: wal.MakePos(4, 400), Topic: "purged"},
@@ -58,7 +63,9 @@ func TestRecordLimits(t *testing.T) {
 		{Kind: KindPut, Topic: strings.Repeat("t", MaxName+1)},
 		{Kind: KindPut, Payload: make([]byte, MaxPayload+1)},
 		{Kind: KindPurge, Topic: "not threaded"},
-		{Kind: KindUpdate, Failure: FailureNone + 1},
+		{Kind: KindUpdate, Failure: FailureDeadLettered + 1},
+		{Kind: KindUpdate, Failure: FailureExpired, Reason: "a reason of an expiry"},
+		{Kind: KindLimit, Topic: "t", Rate: -1},
 		{Kind: 0},
 		{Kind: 99},
 	} {
@@ -83,24 +90,26 @@ func malformedBodies() []malformedBody {
 		{0, nil},
 		{42, []byte{1, 2, 3}},
 		{KindPut, make([]byte, 36)},
-		{KindPut, append([]byte{2}, make([]byte, 40)...)},                 // unknown flag
-		{KindPut, append(make([]byte, 37), 0xff, 0xff)},                   // id longer than body
-		{KindCancel, make([]byte, 18)},                                    // id length cut short
-		{KindAck, make([]byte, 7)},                                        // short
-		{KindAck, make([]byte, 9)},                                        // stray byte
-		{KindUpdate, append(make([]byte, 20), 5, 0, 'a')},                 // topic cut short
-		{KindAdvance, make([]byte, 16)},                                   // stray bytes
-		{KindRelocate, make([]byte, 4)},                                   // short
-		{KindCancel, append([]byte{3}, make([]byte, 20)...)},              // topic flag, empty topic
-		{KindCancel, append([]byte{4}, make([]byte, 18)...)},              // unknown flag
-		{KindUpdate, append(make([]byte, 22), 4, 0, 0, 0, 0, 0, 0, 0, 0)}, // unknown failure
-		{KindUpdate, append(make([]byte, 22), 0, 0, 0, 0, 0, 0, 0, 0, 0)}, // failure 0 written
-		{KindUpdate, append(make([]byte, 22), 1, 0, 0)},                   // failedAt cut short
-		{KindPause, []byte{2, 0, 0}},                                      // unknown flag
-		{KindPause, []byte{1, 3, 0, 'a'}},                                 // topic cut short
-		{KindPurge, make([]byte, 19)},                                     // not threaded
-		{KindPurge, append([]byte{1}, make([]byte, 17)...)},               // topic length cut short
-		{KindPurge, append([]byte{3}, make([]byte, 18)...)},               // unknown flag
+		{KindPut, append([]byte{2}, make([]byte, 40)...)},                            // unknown flag
+		{KindPut, append(make([]byte, 37), 0xff, 0xff)},                              // id longer than body
+		{KindCancel, make([]byte, 18)},                                               // id length cut short
+		{KindAck, make([]byte, 7)},                                                   // short
+		{KindAck, make([]byte, 9)},                                                   // stray byte
+		{KindUpdate, append(make([]byte, 20), 5, 0, 'a')},                            // topic cut short
+		{KindAdvance, make([]byte, 16)},                                              // stray bytes
+		{KindRelocate, make([]byte, 4)},                                              // short
+		{KindCancel, append([]byte{3}, make([]byte, 20)...)},                         // topic flag, empty topic
+		{KindCancel, append([]byte{4}, make([]byte, 18)...)},                         // unknown flag
+		{KindUpdate, append(make([]byte, 22), 5, 0, 0, 0, 0, 0, 0, 0, 0)},            // unknown failure
+		{KindUpdate, append(make([]byte, 22), 2, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 120)}, // a reason of an expiry
+		{KindUpdate, append(make([]byte, 22), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)},      // an empty reason
+		{KindUpdate, append(make([]byte, 22), 0, 0, 0, 0, 0, 0, 0, 0, 0)},            // failure 0 written
+		{KindUpdate, append(make([]byte, 22), 1, 0, 0)},                              // failedAt cut short
+		{KindPause, []byte{2, 0, 0}},                                                 // unknown flag
+		{KindPause, []byte{1, 3, 0, 'a'}},                                            // topic cut short
+		{KindPurge, make([]byte, 19)},                                                // not threaded
+		{KindPurge, append([]byte{1}, make([]byte, 17)...)},                          // topic length cut short
+		{KindPurge, append([]byte{3}, make([]byte, 18)...)},                          // unknown flag
 	}
 }
 

@@ -11,6 +11,8 @@ package format
 //	kinds 7, 8                Pause, Purge: the operator's actions
 //	Cancel flag bit 1         the topic of the message cancelled
 //	Update failure, failedAt  why the last delivery failed
+//	Update failure 4, reason  a consumer's reason, and its failure for good (dead-lettered)
+//	kind 9                    Limit: delivery limits per topic
 //
 // Checkpoint files (checkpoint.go), by the version in their header:
 //
@@ -19,8 +21,9 @@ package format
 //	3  cancelled messages no longer counted as pending
 //	4  a log of edits, each framed by its length and checksum
 //	5  names, paused topics, lists' counts by topic and n, the failure of entries
+//	6  delivery limits, the reason of entries' failures
 //
 // The secret file (secret.go): one version, magic "tocksec1".
 
 // CheckpointVersion is the version of the checkpoint files written.
-const CheckpointVersion = 5
+const CheckpointVersion = 6
