@@ -1,0 +1,474 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hibiken/asynq"
+	"github.com/tockwheel/tock/client"
+	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/queue"
+)
+
+// The tockd benchmarks run tockd as users do, a process of its own built from this tree (or
+// binaries named with -tockd.bin, to measure two builds side by side in one run), talking to it
+// with package client over loopback, beside the engine it serves called directly and, for puts,
+// asynq on a redis-server that fsyncs every write. Besides rates and latencies they report the CPU
+// time per message of the tockd process (tockd-µs/msg) and of this one (client-µs/msg: the client,
+// or for a direct run the engine), which the machine's other load moves far less than rates.
+var (
+	tockdBins  = flag.String("tockd.bin", "", "tockd binaries to run side by side, as name=path,name=path (default: one built from this tree, named tip)")
+	tockdBurst = flag.Int("tockd.burst", 100_000, "messages due within one second in BenchmarkTockdBurst")
+)
+
+// tockdPayload is a 100-byte JSON payload (a string), the size the other put benchmarks use.
+var tockdPayload = []byte(`"` + strings.Repeat("x", 98) + `"`)
+
+// tockdBinary is a tockd to run: its name in the benchmark's and its path.
+type tockdBinary struct{ name, path string }
+
+var tockdBuild struct {
+	once sync.Once
+	bins []tockdBinary
+	err  error
+}
+
+// tockdBinaries returns the tockd binaries of -tockd.bin, or builds one from this tree.
+func tockdBinaries(b *testing.B) []tockdBinary {
+	tockdBuild.once.Do(func() {
+		if *tockdBins != "" {
+			for _, nv := range strings.Split(*tockdBins, ",") {
+				name, path, ok := strings.Cut(nv, "=")
+				if !ok {
+					tockdBuild.err = fmt.Errorf("-tockd.bin: %q is not name=path", nv)
+					return
+				}
+				tockdBuild.bins = append(tockdBuild.bins, tockdBinary{name, path})
+			}
+			return
+		}
+		dir, err := os.MkdirTemp("", "tockd-bench-")
+		if err != nil {
+			tockdBuild.err = err
+			return
+		}
+		path := filepath.Join(dir, "tockd")
+		// Built in tock's own module (the parent directory), with its dependencies.
+		cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", path, "./cmd/tockd")
+		cmd.Dir = ".."
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			tockdBuild.err = fmt.Errorf("go build tockd: %v\n%s", err, out)
+			return
+		}
+		tockdBuild.bins = []tockdBinary{{"tip", path}}
+	})
+	if tockdBuild.err != nil {
+		b.Fatal(tockdBuild.err)
+	}
+	return tockdBuild.bins
+}
+
+var tockdListening = regexp.MustCompile(`msg="tockd listening" addr=(\S+)`)
+
+// A tockdProcess is a running tockd.
+type tockdProcess struct {
+	url string
+	pid int
+}
+
+// startTockd starts bin on a free loopback port with args and waits until it listens; it is
+// killed when the benchmark ends.
+func startTockd(b *testing.B, bin string, args ...string) *tockdProcess {
+	cmd := exec.Command(bin, append([]string{"-addr", "127.0.0.1:0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	var log strings.Builder
+	addr := make(chan string, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			mu.Lock()
+			log.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			if m := tockdListening.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+	}()
+	b.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		_ = cmd.Wait()
+	})
+	select {
+	case a := <-addr:
+		return &tockdProcess{url: "http://" + a, pid: cmd.Process.Pid}
+	case <-done:
+	case <-time.After(30 * time.Second):
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	b.Fatalf("tockd did not start listening:\n%s", log.String())
+	return nil
+}
+
+// cpu returns the CPU time the process has used, user and system, at the kernel's tick (10 ms).
+func (p *tockdProcess) cpu(b *testing.B) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Fields after the command name, which is in parentheses: utime and stime are the 12th and
+	// 13th of them, in ticks of 1/100 s (USER_HZ).
+	rest := string(data[strings.LastIndexByte(string(data), ')')+2:])
+	f := strings.Fields(rest)
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// selfCPU returns the CPU time this process has used, user and system.
+func selfCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuPerMessage returns a function that reports the CPU time per message spent since by this
+// process (client-µs/msg) and by tockd p when not nil (tockd-µs/msg).
+func cpuPerMessage(b *testing.B, p *tockdProcess) func(n int) {
+	self := selfCPU(b)
+	var server time.Duration
+	if p != nil {
+		server = p.cpu(b)
+	}
+	return func(n int) {
+		b.ReportMetric(float64((selfCPU(b)-self).Microseconds())/float64(n), "client-µs/msg")
+		if p != nil {
+			b.ReportMetric(float64((p.cpu(b)-server).Microseconds())/float64(n), "tockd-µs/msg")
+		}
+	}
+}
+
+// newTockdClient returns a client of p.
+func newTockdClient(b *testing.B, p *tockdProcess) *client.Client {
+	c, err := client.New(p.url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c
+}
+
+// putLoad calls put b.N times from 32 goroutines, each waiting for its call, and reports the
+// rate (puts/s) and the latency of a call (p50-ms, p99-ms).
+func putLoad(b *testing.B, put func() error) {
+	const producers = 32
+	var next atomic.Int64
+	lat := make([][]time.Duration, producers)
+	var failed atomic.Pointer[error]
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for w := range producers {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				t0 := time.Now()
+				if err := put(); err != nil {
+					failed.CompareAndSwap(nil, &err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if err := failed.Load(); err != nil {
+		b.Fatal(*err)
+	}
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	b.ReportMetric(float64(len(all))/elapsed.Seconds(), "puts/s")
+	b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(0, "ns/op") // puts/s says it
+}
+
+// BenchmarkTockdPut puts 100-byte messages due in an hour from 32 producers, each waiting for its
+// durable put: through tockd over loopback HTTP with package client, beside the engine tockd
+// serves called directly (delayq; redisq on a redis-server with appendfsync always) and asynq's
+// scheduled tasks on a redis-server with appendfsync always.
+//
+//	cd bench && go test -run '^$' -bench TockdPut -benchtime 50000x -count 3
+func BenchmarkTockdPut(b *testing.B) {
+	ctx := context.Background()
+	fsyncAlways := []string{"--appendonly", "yes", "--appendfsync", "always"}
+	b.Run("engine=delayq/direct", func(b *testing.B) {
+		q, err := delayq.Open(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer q.Close()
+		report := cpuPerMessage(b, nil)
+		putLoad(b, func() error {
+			_, err := q.Put(ctx, queue.Message{Topic: "bench", Payload: tockdPayload, DeliverAt: time.Now().Add(time.Hour)})
+			return err
+		})
+		report(b.N)
+	})
+	for _, bin := range tockdBinaries(b) {
+		b.Run("engine=delayq/tockd="+bin.name, func(b *testing.B) {
+			p := startTockd(b, bin.path, "-data", b.TempDir())
+			c := newTockdClient(b, p)
+			report := cpuPerMessage(b, p)
+			putLoad(b, func() error {
+				_, err := c.Put(ctx, "bench", client.Message{Payload: tockdPayload, Delay: time.Hour})
+				return err
+			})
+			report(b.N)
+		})
+	}
+	b.Run("asynq-appendfsync-always", func(b *testing.B) {
+		srv, _ := redisServer(b, fsyncAlways...)
+		if srv == nil {
+			return
+		}
+		ac := asynq.NewClient(asynq.RedisClientOpt{Addr: srv.Addr, PoolSize: 64})
+		defer ac.Close()
+		report := cpuPerMessage(b, nil)
+		putLoad(b, func() error {
+			_, err := ac.Enqueue(asynq.NewTask("bench", tockdPayload), asynq.ProcessIn(time.Hour))
+			return err
+		})
+		report(b.N)
+	})
+	b.Run("engine=redisq/direct", func(b *testing.B) {
+		srv, rdb := redisServer(b, fsyncAlways...)
+		if srv == nil {
+			return
+		}
+		q := openRedisq(b, rdb)
+		report := cpuPerMessage(b, nil)
+		putLoad(b, func() error {
+			_, err := q.Put(ctx, queue.Message{Topic: "bench", Payload: tockdPayload, DeliverAt: time.Now().Add(time.Hour)})
+			return err
+		})
+		report(b.N)
+	})
+	for _, bin := range tockdBinaries(b) {
+		b.Run("engine=redisq/tockd="+bin.name, func(b *testing.B) {
+			srv, _ := redisServer(b, fsyncAlways...)
+			if srv == nil {
+				return
+			}
+			p := startTockd(b, bin.path, "-redis", "redis://"+srv.Addr)
+			c := newTockdClient(b, p)
+			report := cpuPerMessage(b, p)
+			putLoad(b, func() error {
+				_, err := c.Put(ctx, "bench", client.Message{Payload: tockdPayload, Delay: time.Hour})
+				return err
+			})
+			report(b.N)
+		})
+	}
+}
+
+// A burstConsumer receives up to 100 due messages of topic "t", waiting up to wait, and acks them.
+type burstConsumer struct {
+	receive func(ctx context.Context, wait time.Duration) ([]burstDelivery, error)
+	ack     func(ctx context.Context, receipts []string) error
+}
+
+type burstDelivery struct {
+	receipt   string
+	deliverAt time.Time
+}
+
+// burst puts -tockd.burst messages due evenly within one second through putBatch, in batches of
+// 1,000, then lets 8 consumers receive and ack them, 100 at a time. It reports when the last was
+// received, in seconds after the second began (s-to-deliver-all), how late messages were from
+// their due times (p50-late-ms, p99-late-ms, max-late-ms) and how many came early.
+func burst(b *testing.B, p *tockdProcess, putBatch func(ctx context.Context, at []time.Time) error, c burstConsumer) {
+	n := *tockdBurst
+	ctx := context.Background()
+	for b.Loop() {
+		// The due second begins once every put has returned: 5 s leaves room on a loaded machine.
+		second := time.Now().Truncate(time.Second).Add(5 * time.Second)
+		at := make([]time.Time, 0, 1000)
+		for i := range n {
+			at = append(at, second.Add(time.Duration(i)*time.Second/time.Duration(n)))
+			if len(at) == cap(at) || i == n-1 {
+				if err := putBatch(ctx, at); err != nil {
+					b.Fatal(err)
+				}
+				at = at[:0]
+			}
+		}
+		if time.Now().After(second) {
+			b.Fatalf("the puts ended %v after the due second began", time.Since(second))
+		}
+		report := cpuPerMessage(b, p)
+		var got, early atomic.Int64
+		var last atomic.Int64
+		late := make([][]time.Duration, 8)
+		var wg sync.WaitGroup
+		deadline := second.Add(60 * time.Second)
+		for w := range 8 {
+			wg.Go(func() {
+				for got.Load() < int64(n) && time.Now().Before(deadline) {
+					ds, err := c.receive(ctx, 2*time.Second)
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					if len(ds) == 0 {
+						continue
+					}
+					now := time.Now()
+					receipts := make([]string, len(ds))
+					for i, d := range ds {
+						receipts[i] = d.receipt
+						l := now.Sub(d.deliverAt)
+						if l < 0 {
+							early.Add(1)
+						}
+						late[w] = append(late[w], l)
+					}
+					if err := c.ack(ctx, receipts); err != nil {
+						b.Error(err)
+						return
+					}
+					got.Add(int64(len(ds)))
+					last.Store(now.UnixNano())
+				}
+			})
+		}
+		wg.Wait()
+		if got.Load() < int64(n) {
+			b.Fatalf("%d of %d delivered in 60 s", got.Load(), n)
+		}
+		report(n)
+		all := slices.Concat(late...)
+		slices.Sort(all)
+		b.ReportMetric(time.Unix(0, last.Load()).Sub(second).Seconds(), "s-to-deliver-all")
+		b.ReportMetric(float64(all[len(all)/2].Microseconds())/1000, "p50-late-ms")
+		b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-late-ms")
+		b.ReportMetric(float64(all[len(all)-1].Microseconds())/1000, "max-late-ms")
+		b.ReportMetric(float64(early.Load()), "early")
+	}
+}
+
+// engineBurst runs burst on an engine called directly.
+func engineBurst(b *testing.B, q queue.Engine) {
+	burst(b, nil, func(ctx context.Context, at []time.Time) error {
+		ms := make([]queue.Message, len(at))
+		for i := range at {
+			ms[i] = queue.Message{Topic: "t", Payload: tockdPayload, DeliverAt: at[i]}
+		}
+		_, err := q.PutBatch(ctx, ms)
+		return err
+	}, burstConsumer{
+		receive: func(ctx context.Context, wait time.Duration) ([]burstDelivery, error) {
+			rctx, cancel := context.WithTimeout(ctx, wait)
+			defer cancel()
+			ds, err := q.Receive(rctx, "t", 100, time.Minute)
+			if err != nil && rctx.Err() != nil && ctx.Err() == nil {
+				err = nil
+			}
+			out := make([]burstDelivery, len(ds))
+			for i, d := range ds {
+				out[i] = burstDelivery{d.Receipt, d.DeliverAt}
+			}
+			return out, err
+		},
+		ack: func(ctx context.Context, receipts []string) error { return q.Ack(ctx, receipts...) },
+	})
+}
+
+// tockdBurstRun runs burst through tockd p.
+func tockdBurstRun(b *testing.B, p *tockdProcess) {
+	c := newTockdClient(b, p)
+	burst(b, p, func(ctx context.Context, at []time.Time) error {
+		ms := make([]client.Message, len(at))
+		for i := range at {
+			ms[i] = client.Message{Payload: tockdPayload, DeliverAt: at[i]}
+		}
+		_, err := c.PutBatch(ctx, "t", ms)
+		return err
+	}, burstConsumer{
+		receive: func(ctx context.Context, wait time.Duration) ([]burstDelivery, error) {
+			ds, err := c.Receive(ctx, "t", client.ReceiveOptions{Max: 100, Wait: wait, Visibility: time.Minute})
+			out := make([]burstDelivery, len(ds))
+			for i, d := range ds {
+				out[i] = burstDelivery{d.Receipt, d.DeliverAt}
+			}
+			return out, err
+		},
+		ack: func(ctx context.Context, receipts []string) error { return c.Ack(ctx, receipts...) },
+	})
+}
+
+// BenchmarkTockdBurst puts -tockd.burst messages due evenly within one second and measures when 8
+// consumers receiving 100 at a time (and acking them) have them all: through tockd over loopback
+// HTTP beside the engine it serves called directly (delayq; redisq on a redis-server without
+// persistence).
+//
+//	cd bench && go test -run '^$' -bench TockdBurst -benchtime 1x -count 3
+func BenchmarkTockdBurst(b *testing.B) {
+	b.Run("engine=delayq/direct", func(b *testing.B) {
+		q, err := delayq.Open(b.TempDir())
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer q.Close()
+		engineBurst(b, q)
+	})
+	for _, bin := range tockdBinaries(b) {
+		b.Run("engine=delayq/tockd="+bin.name, func(b *testing.B) {
+			tockdBurstRun(b, startTockd(b, bin.path, "-data", b.TempDir()))
+		})
+	}
+	b.Run("engine=redisq/direct", func(b *testing.B) {
+		srv, rdb := redisServer(b)
+		if srv == nil {
+			return
+		}
+		engineBurst(b, openRedisq(b, rdb))
+	})
+	for _, bin := range tockdBinaries(b) {
+		b.Run("engine=redisq/tockd="+bin.name, func(b *testing.B) {
+			srv, _ := redisServer(b)
+			if srv == nil {
+				return
+			}
+			tockdBurstRun(b, startTockd(b, bin.path, "-redis", "redis://"+srv.Addr))
+		})
+	}
+}
