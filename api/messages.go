@@ -35,9 +35,11 @@ type BatchRequest struct {
 	Messages []PutRequest `json:"messages"`
 }
 
-// BatchResponse is the answer of [RouteBatch]: the IDs of the messages, in order.
+// BatchResponse is the answer of [RouteBatch]: the IDs of the messages, in order, and when each
+// is due, as [PutResponse] gives them.
 type BatchResponse struct {
-	IDs []string `json:"ids"`
+	IDs       []string    `json:"ids"`
+	DeliverAt []time.Time `json:"deliver_at"`
 }
 
 // ReceiveRequest is the body of [RouteReceive]. Every field is optional, and so is the body.

@@ -89,7 +89,11 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.metrics.puts.Add(float64(len(ms)))
 	s.activity.put(now, len(ms))
-	writeJSON(w, http.StatusCreated, api.BatchResponse{IDs: out})
+	due := make([]time.Time, len(ms))
+	for i := range ms {
+		due[i] = ms[i].DeliverAt.UTC()
+	}
+	writeJSON(w, http.StatusCreated, api.BatchResponse{IDs: out, DeliverAt: due})
 	return nil
 }
 

@@ -178,11 +178,16 @@ func TestBatchCancelNack(t *testing.T) {
 		t.Fatalf("batch: %d %s", r.status, r.body)
 	}
 	var b struct {
-		IDs []string `json:"ids"`
+		IDs       []string    `json:"ids"`
+		DeliverAt []time.Time `json:"deliver_at"`
 	}
 	r.json(t, &b)
 	if len(b.IDs) != 3 || b.IDs[0] != "later" {
 		t.Fatalf("batch ids %v", b.IDs)
+	}
+	// Due times as a put answers them, resolved against the batch's one now.
+	if d := b.DeliverAt; len(d) != 3 || d[0].Sub(d[1]) != time.Hour || !d[2].Equal(d[1]) {
+		t.Fatalf("batch due times %v; want now+1h, now, now (not 2001)", d)
 	}
 
 	if r = call(t, ts, "DELETE", "/v1/messages/later", ""); r.status != 204 {
