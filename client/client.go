@@ -25,6 +25,7 @@ type Client struct {
 	http    *http.Client
 	retries int
 	backoff time.Duration
+	co      *coalescer
 }
 
 // An Option configures a Client. A nil Option is ignored.
@@ -32,10 +33,11 @@ type Option func(*config)
 
 // config is what the options set; New checks it.
 type config struct {
-	token   string
-	http    *http.Client
-	retries int
-	backoff time.Duration
+	token      string
+	http       *http.Client
+	retries    int
+	backoff    time.Duration
+	coalescing int
 }
 
 // WithToken sends token as a bearer token with every request. An empty
@@ -81,7 +83,7 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("client: server URL %q must look like http://host:port", baseURL)
 	}
 	u.RawQuery, u.Fragment = "", ""
-	cfg := config{retries: 3}
+	cfg := config{retries: 3, coalescing: DefaultCoalescing}
 	for _, o := range opts {
 		if o != nil {
 			o(&cfg)
@@ -90,12 +92,16 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 	if cfg.retries < 0 || cfg.backoff < 0 {
 		return nil, fmt.Errorf("%w: WithRetries(%d, %v): neither may be negative", ErrInvalidOption, cfg.retries, cfg.backoff)
 	}
+	if cfg.coalescing < 0 {
+		return nil, fmt.Errorf("%w: WithCoalescing(%d): may not be negative", ErrInvalidOption, cfg.coalescing)
+	}
 	c := &Client{
 		base:    strings.TrimSuffix(u.String(), "/"),
 		token:   cfg.token,
 		http:    cfg.http,
 		retries: cfg.retries,
 		backoff: cfg.backoff,
+		co:      newCoalescer(cfg.coalescing),
 	}
 	if c.http == nil {
 		c.http = http.DefaultClient
@@ -176,7 +182,9 @@ func (m Message) request() (api.PutRequest, error) {
 func ptr[T any](v T) *T { return &v }
 
 // Put schedules m on topic and returns its ID and due time once the server
-// has stored it durably. It is not retried (see the package doc).
+// has stored it durably. It is not retried (see the package doc). Puts of
+// one topic made while the Client is busy share requests (see
+// [WithCoalescing]).
 //
 // When m.ID names a message still waiting, Put stores nothing: it succeeds
 // with the same ID if that message is the same one (a retried Put: same
@@ -189,9 +197,7 @@ func (c *Client) Put(ctx context.Context, topic string, m Message) (PutResult, e
 	if err != nil {
 		return PutResult{}, err
 	}
-	var res PutResult
-	err = c.do(ctx, http.MethodPost, api.PutPath(topic), rawBody(r.AppendJSON(nil)), &res, false)
-	return res, err
+	return c.put(ctx, topic, r.AppendJSON(nil))
 }
 
 // PutBatch schedules all of ms on topic, or none of them, and returns their
@@ -267,7 +273,14 @@ func (c *Client) Receive(ctx context.Context, topic string, opts ReceiveOptions)
 // whose message is already done succeeds (the queue contract makes acks
 // idempotent), so Ack is retried as Cancel is (see [WithRetries]): a retry
 // after a lost answer succeeds for the receipts the first attempt acked.
+// Acks made while the Client is busy share requests (see
+// [WithCoalescing]).
 func (c *Client) Ack(ctx context.Context, receipts ...string) error {
+	return c.ack(ctx, receipts)
+}
+
+// ackOne sends one ack of receipts.
+func (c *Client) ackOne(ctx context.Context, receipts []string) error {
 	err := c.do(ctx, http.MethodPost, api.PathAck, api.AckRequest{Receipts: receipts}, nil, true)
 	var e *Error
 	if errors.As(err, &e) && e.ack != nil {

@@ -1,0 +1,447 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tockwheel/tock/api"
+)
+
+// DefaultCoalescing is the default of [WithCoalescing]: how many requests
+// of Puts of one topic, and of Acks, a Client keeps in flight before the
+// calls made meanwhile wait to go together in one request. One request in
+// flight makes the largest batches, which on a busy server cost the least
+// per call and gave the shortest latencies too: 32 producers put 1.2
+// times as fast with 1 as with 2, and 1.4 times as with 4 (see the
+// README).
+const DefaultCoalescing = 1
+
+// WithCoalescing lets concurrent [Client.Put] calls of one topic, and
+// concurrent [Client.Ack] calls, share requests, as Kafka's and NATS's
+// producers batch their sends: while n requests of Puts of a topic (or of
+// Acks) are in flight, the calls made meanwhile wait, and go together in
+// one batch request as soon as one of them ends. A call made while fewer
+// than n are in flight is sent at once, on its own, as without
+// coalescing: there is no timer, so coalescing adds no latency to a
+// Client that is not busy, and under load it trades at most the rest of
+// one request's time for a request per call. Each call gets the answer it
+// would have got on its own: a batch the server refuses stores nothing (a
+// batch is all or nothing), and then each of its Puts is sent again on its
+// own; an Ack's outcome is split receipt by receipt. An error that leaves
+// the batch's outcome unknown (the connection failed, a 5xx) is every
+// call's error, as it would have been each one's alone. A call whose
+// context ends while it waits is not sent; one whose context ends while
+// its batch is in flight returns at once, and the batch goes on for the
+// others.
+//
+// Puts with a body over 16 KiB, and Acks of over 1,000 receipts, are
+// always sent on their own; a coalesced request holds at most 1,000
+// messages or receipts and 64 KiB of puts, which any tockd accepts (a
+// server whose -max-batch is lower refuses the batch as too large, and
+// the Client then makes its batches smaller). Coalesced Puts need a tockd
+// that gives the due times of a batch's messages in its answer (this
+// version and later); a Client that meets an older one stops coalescing,
+// and reports the due times of the Puts it had coalesced as the client
+// sees them: the time asked for, or the time of the answer plus the delay.
+//
+// The default is [DefaultCoalescing]; n = 0 turns coalescing off, so that
+// every call is a request of its own. [New] refuses a negative n.
+func WithCoalescing(n int) Option { return func(c *config) { c.coalescing = n } }
+
+// Bounds of coalescing.
+const (
+	// maxCoalescedPutBody is the largest put body that is coalesced; a
+	// larger one is sent on its own, its size amortising its request.
+	maxCoalescedPutBody = 16 << 10
+	// maxCoalescedBytes bounds the puts of one batch: every tockd accepts a
+	// batch body this large (its limit is 16 times its payload limit, plus
+	// 64 KiB).
+	maxCoalescedBytes = 64 << 10
+	// maxCoalesced bounds the calls of one coalesced request (a server's
+	// default -max-batch is 10,000), and the receipts of one coalesced ack.
+	maxCoalesced = 1000
+)
+
+// A coalescer holds the calls waiting to be coalesced. It is safe for
+// concurrent use.
+type coalescer struct {
+	limit int // requests in flight per queue; 0: coalescing is off
+
+	mu   sync.Mutex
+	puts map[string]*callQueue // by topic; a queue is removed when it is idle
+	acks callQueue
+
+	// maxPuts bounds the puts of one batch: maxCoalesced, less after a
+	// server refused a batch as too large.
+	maxPuts atomic.Int32
+	// noDueTimes is set when a server answered a batch without due times:
+	// it is older than this client, and Puts are no longer coalesced.
+	noDueTimes atomic.Bool
+}
+
+func newCoalescer(limit int) *coalescer {
+	co := &coalescer{limit: limit, puts: make(map[string]*callQueue)}
+	co.maxPuts.Store(maxCoalesced)
+	return co
+}
+
+// A callQueue is the coalescing state of the Puts of one topic, or of the
+// Acks. Guarded by coalescer.mu.
+type callQueue struct {
+	inFlight int     // requests being sent
+	waiting  []*call // calls waiting for one of them to end, oldest first
+}
+
+// A call is a Put or an Ack that may be coalesced.
+type call struct {
+	ctx      context.Context
+	body     []byte   // a Put: its api.PutRequest as JSON
+	receipts []string // an Ack
+
+	taken bool // guarded by coalescer.mu: in a batch being sent, no longer to be withdrawn
+
+	done chan struct{} // closed once put and err are set
+	put  PutResult
+	err  error
+}
+
+func (cl *call) finish(put PutResult, err error) {
+	cl.put, cl.err = put, err
+	close(cl.done)
+}
+
+// enter adds cl to q, and reports whether the caller is to send it at
+// once, alone: fewer than limit requests are in flight and no call waits.
+// Then the caller holds one of the limit places, and must call next when
+// its request has ended. Otherwise cl waits, and the caller calls wait.
+func (co *coalescer) enterLocked(q *callQueue, cl *call) (alone bool) {
+	if q.inFlight < co.limit && len(q.waiting) == 0 {
+		q.inFlight++
+		return true
+	}
+	q.waiting = append(q.waiting, cl)
+	return false
+}
+
+// next is called when a request of q has ended: it returns the calls to
+// send next in its place, oldest first, up to what fits in one request
+// (see fits), and marks them taken; or, when no call waits, it frees the
+// place and returns nil. topic names q among the puts ("" for the acks),
+// so that an idle queue is removed.
+func (co *coalescer) next(q *callQueue, topic string, fits func(batch []*call, cl *call) bool) []*call {
+	co.mu.Lock()
+	defer co.mu.Unlock()
+	if len(q.waiting) == 0 {
+		q.inFlight--
+		if q.inFlight == 0 && q != &co.acks {
+			delete(co.puts, topic)
+		}
+		return nil
+	}
+	n := 0
+	for n < len(q.waiting) && (n == 0 || fits(q.waiting[:n], q.waiting[n])) {
+		q.waiting[n].taken = true
+		n++
+	}
+	batch := make([]*call, n)
+	copy(batch, q.waiting)
+	rest := copy(q.waiting, q.waiting[n:])
+	clear(q.waiting[rest:])
+	q.waiting = q.waiting[:rest]
+	return batch
+}
+
+// wait waits for cl, which waits in q, to be answered, or for its context
+// to end. A call whose context ends before it is taken into a batch is
+// withdrawn: it is not sent.
+func (co *coalescer) wait(q *callQueue, cl *call, method, path string) (PutResult, error) {
+	select {
+	case <-cl.done:
+		return cl.put, cl.err
+	case <-cl.ctx.Done():
+	}
+	co.mu.Lock()
+	if !cl.taken {
+		for i, w := range q.waiting {
+			if w == cl {
+				q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
+				break
+			}
+		}
+	}
+	co.mu.Unlock()
+	select {
+	case <-cl.done: // answered meanwhile
+		return cl.put, cl.err
+	default:
+	}
+	return PutResult{}, fmt.Errorf("client: %s %s: %w", method, path, cl.ctx.Err())
+}
+
+// batchContext returns a context for a request on behalf of every call of
+// batch: it carries the first call's values and ends when every call's
+// context has ended, so that one caller giving up does not fail the
+// others.
+func batchContext(batch []*call) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
+	var left atomic.Int32
+	left.Store(int32(len(batch)))
+	stops := make([]func() bool, len(batch))
+	for i, cl := range batch {
+		stops[i] = context.AfterFunc(cl.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		})
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// putFits reports whether cl may join the puts of batch in one request.
+func (co *coalescer) putFits(batch []*call, cl *call) bool {
+	if len(batch) >= int(co.maxPuts.Load()) {
+		return false
+	}
+	size := len(cl.body)
+	for _, b := range batch {
+		size += len(b.body) + 1
+	}
+	return size <= maxCoalescedBytes
+}
+
+// ackFits reports whether cl may join the acks of batch in one request.
+func ackFits(batch []*call, cl *call) bool {
+	n := len(cl.receipts)
+	for _, b := range batch {
+		n += len(b.receipts)
+	}
+	return n <= maxCoalesced
+}
+
+// put puts the message of body, a PutRequest as JSON, on topic, coalesced
+// with others when the Client is busy (see WithCoalescing).
+func (c *Client) put(ctx context.Context, topic string, body []byte) (PutResult, error) {
+	co := c.co
+	if co.limit == 0 || len(body) > maxCoalescedPutBody || co.noDueTimes.Load() {
+		return c.putOne(ctx, topic, body)
+	}
+	cl := &call{ctx: ctx, body: body, done: make(chan struct{})}
+	co.mu.Lock()
+	q := co.puts[topic]
+	if q == nil {
+		q = &callQueue{}
+		co.puts[topic] = q
+	}
+	alone := co.enterLocked(q, cl)
+	co.mu.Unlock()
+	if !alone {
+		return co.wait(q, cl, http.MethodPost, api.PutPath(topic))
+	}
+	res, err := c.putOne(ctx, topic, body)
+	if batch := co.next(q, topic, co.putFits); batch != nil {
+		go c.sendPuts(q, topic, batch)
+	}
+	return res, err
+}
+
+// putOne sends one put.
+func (c *Client) putOne(ctx context.Context, topic string, body []byte) (PutResult, error) {
+	var res PutResult
+	err := c.do(ctx, http.MethodPost, api.PutPath(topic), rawBody(body), &res, false)
+	return res, err
+}
+
+// sendPuts sends batch, and then the batches that wait in q after it,
+// until none waits.
+func (c *Client) sendPuts(q *callQueue, topic string, batch []*call) {
+	for batch != nil {
+		c.putBatch(topic, batch)
+		batch = c.co.next(q, topic, c.co.putFits)
+	}
+}
+
+// putBatch sends the puts of batch in one request and answers each call.
+func (c *Client) putBatch(topic string, batch []*call) {
+	if len(batch) == 1 {
+		cl := batch[0]
+		cl.finish(c.putOne(cl.ctx, topic, cl.body))
+		return
+	}
+	size := len(`{"messages":[]}`)
+	for _, cl := range batch {
+		size += len(cl.body) + 1
+	}
+	body := append(make([]byte, 0, size), `{"messages":[`...)
+	for i, cl := range batch {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, cl.body...)
+	}
+	body = append(body, "]}"...)
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	var res api.BatchResponse
+	err := c.do(ctx, http.MethodPost, api.BatchPath(topic), rawBody(body), &res, false)
+	var e *Error
+	switch {
+	case err == nil && len(res.IDs) == len(batch) && len(res.DeliverAt) == len(batch):
+		for i, cl := range batch {
+			cl.finish(PutResult{ID: res.IDs[i], DeliverAt: res.DeliverAt[i]}, nil)
+		}
+	case err == nil && len(res.IDs) == len(batch) && res.DeliverAt == nil:
+		// A server older than this client: stored, without due times.
+		c.co.noDueTimes.Store(true)
+		now := time.Now()
+		for i, cl := range batch {
+			cl.finish(PutResult{ID: res.IDs[i], DeliverAt: estimatedDue(cl.body, now)}, nil)
+		}
+	case err == nil:
+		err = fmt.Errorf("client: POST %s: the answer has %d ids and %d due times for %d messages",
+			api.BatchPath(topic), len(res.IDs), len(res.DeliverAt), len(batch))
+		for _, cl := range batch {
+			cl.finish(PutResult{}, err)
+		}
+	case errors.As(err, &e) && e.StatusCode >= 400 && e.StatusCode < 500:
+		// The server refused the batch and stored nothing: each put alone
+		// gets its own answer.
+		if e.StatusCode == http.StatusRequestEntityTooLarge {
+			for n := c.co.maxPuts.Load(); n > 1 && !c.co.maxPuts.CompareAndSwap(n, max(1, int32(len(batch)/2))); n = c.co.maxPuts.Load() {
+			}
+		}
+		var wg sync.WaitGroup
+		for _, cl := range batch {
+			wg.Go(func() { cl.finish(c.putOne(cl.ctx, topic, cl.body)) })
+		}
+		wg.Wait()
+	default:
+		for _, cl := range batch {
+			cl.finish(PutResult{}, err)
+		}
+	}
+}
+
+// estimatedDue is the due time of the put of body answered at now by a
+// server that did not say it.
+func estimatedDue(body []byte, now time.Time) time.Time {
+	var r api.PutRequest
+	if err := json.Unmarshal(body, &r); err != nil {
+		return now
+	}
+	switch {
+	case r.DeliverAt != nil:
+		if t, err := time.Parse(api.TimeFormat, *r.DeliverAt); err == nil && t.After(now) {
+			return t.UTC()
+		}
+	case r.Delay != nil:
+		if d, err := time.ParseDuration(*r.Delay); err == nil {
+			return now.Add(d).UTC()
+		}
+	}
+	return now.UTC()
+}
+
+// ack acks receipts, coalesced with other Acks when the Client is busy
+// (see WithCoalescing). Its error is as ackOne's.
+func (c *Client) ack(ctx context.Context, receipts []string) error {
+	co := c.co
+	if co.limit == 0 || len(receipts) == 0 || len(receipts) > maxCoalesced {
+		return c.ackOne(ctx, receipts)
+	}
+	cl := &call{ctx: ctx, receipts: receipts, done: make(chan struct{})}
+	co.mu.Lock()
+	alone := co.enterLocked(&co.acks, cl)
+	co.mu.Unlock()
+	if !alone {
+		_, err := co.wait(&co.acks, cl, http.MethodPost, api.PathAck)
+		return err
+	}
+	err := c.ackOne(ctx, receipts)
+	if batch := co.next(&co.acks, "", ackFits); batch != nil {
+		go c.sendAcks(batch)
+	}
+	return err
+}
+
+// sendAcks sends batch, and then the batches of acks that wait after it,
+// until none waits.
+func (c *Client) sendAcks(batch []*call) {
+	for batch != nil {
+		c.ackBatch(batch)
+		batch = c.co.next(&c.co.acks, "", ackFits)
+	}
+}
+
+// ackBatch sends the acks of batch in one request and answers each call.
+func (c *Client) ackBatch(batch []*call) {
+	if len(batch) == 1 {
+		cl := batch[0]
+		cl.finish(PutResult{}, c.ackOne(cl.ctx, cl.receipts))
+		return
+	}
+	n := 0
+	for _, cl := range batch {
+		n += len(cl.receipts)
+	}
+	all := make([]string, 0, n)
+	for _, cl := range batch {
+		all = append(all, cl.receipts...)
+	}
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	err := c.do(ctx, http.MethodPost, api.PathAck, api.AckRequest{Receipts: all}, nil, true)
+	var e *Error
+	switch {
+	case err == nil:
+		for _, cl := range batch {
+			cl.finish(PutResult{}, nil)
+		}
+	case errors.As(err, &e) && e.ack != nil && ackError(all, e) != nil:
+		// Some receipts were not acked: each call learns which of its own.
+		off := 0
+		for _, cl := range batch {
+			cl.finish(PutResult{}, e.ackOf(off, len(cl.receipts), cl.receipts))
+			off += len(cl.receipts)
+		}
+	case errors.As(err, &e) && e.StatusCode >= 400 && e.StatusCode < 500:
+		// Refused as a whole: each ack alone gets its own answer.
+		var wg sync.WaitGroup
+		for _, cl := range batch {
+			wg.Go(func() { cl.finish(PutResult{}, c.ackOne(cl.ctx, cl.receipts)) })
+		}
+		wg.Wait()
+	default:
+		for _, cl := range batch {
+			cl.finish(PutResult{}, err)
+		}
+	}
+}
+
+// ackOf returns the error of the ack of receipts, the n receipts from
+// index off of the ack e answered: nil when all of them were acked, else a
+// *queue.AckError listing those that were not.
+func (e *Error) ackOf(off, n int, receipts []string) error {
+	var failed []int
+	for _, i := range e.ack.Failed {
+		if i >= off && i < off+n {
+			failed = append(failed, i-off)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	own := *e
+	own.ack = &api.AckErrorBody{ErrorBody: e.ack.ErrorBody, Acked: n - len(failed), Failed: failed}
+	return ackError(receipts, &own)
+}

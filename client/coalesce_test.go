@@ -1,0 +1,443 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/api"
+	"github.com/tockwheel/tock/client"
+	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/queue"
+	"github.com/tockwheel/tock/server"
+)
+
+// A gate serves requests through a handler, holding each request while it
+// is closed, and records what each asked for: the path and, for a batch or
+// an ack, how many messages or receipts it carried.
+type gate struct {
+	h http.Handler
+
+	mu       sync.Mutex
+	held     chan struct{} // non-nil while closed: requests wait for it
+	requests []string
+}
+
+func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
+	var body []byte
+	if req.Body != nil {
+		body, _ = io.ReadAll(req.Body)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+	}
+	what := req.URL.Path
+	var b struct {
+		Messages []json.RawMessage `json:"messages"`
+		Receipts []string          `json:"receipts"`
+	}
+	if json.Unmarshal(body, &b) == nil && (b.Messages != nil || b.Receipts != nil) {
+		what += fmt.Sprintf(" %d", len(b.Messages)+len(b.Receipts))
+	}
+	g.mu.Lock()
+	g.requests = append(g.requests, what)
+	held := g.held
+	g.mu.Unlock()
+	if held != nil {
+		<-held
+	}
+	return handlerTransport{g.h}.RoundTrip(req)
+}
+
+// close makes the next requests wait until open.
+func (g *gate) close() {
+	g.mu.Lock()
+	g.held = make(chan struct{})
+	g.mu.Unlock()
+}
+
+// next lets the requests held so far go, and holds the later ones.
+func (g *gate) next() {
+	g.mu.Lock()
+	close(g.held)
+	g.held = make(chan struct{})
+	g.mu.Unlock()
+}
+
+func (g *gate) open() {
+	g.mu.Lock()
+	close(g.held)
+	g.held = nil
+	g.mu.Unlock()
+}
+
+// sent returns the requests made so far and forgets them.
+func (g *gate) sent() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r := g.requests
+	g.requests = nil
+	return r
+}
+
+// coalescing returns a client of a real server over q, through a gate,
+// coalescing with one request in flight.
+func coalescing(t *testing.T, q queue.Engine, opts ...server.Option) (*client.Client, *gate) {
+	w := tock.New()
+	t.Cleanup(func() { w.Stop() })
+	g := &gate{h: server.New(q, append([]server.Option{server.WithWheel(w)}, opts...)...)}
+	c, err := client.New("http://tockd.test", client.WithHTTPClient(&http.Client{Transport: g}), client.WithCoalescing(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, g
+}
+
+func openQueue(t *testing.T) *delayq.Queue {
+	q, err := delayq.Open(t.TempDir(), delayq.WithNoSync())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { q.Close() })
+	return q
+}
+
+// A putOutcome is what one Put returned.
+type putOutcome struct {
+	res client.PutResult
+	err error
+}
+
+// putWhileHeld makes one Put that the gate holds, then the Puts of ms
+// concurrently while it is held, and returns the outcomes of the held one
+// and of ms once the gate opens.
+func putWhileHeld(t *testing.T, c *client.Client, g *gate, ctx context.Context, ms []client.Message) (putOutcome, []putOutcome) {
+	t.Helper()
+	g.close()
+	var first putOutcome
+	var wg sync.WaitGroup
+	wg.Go(func() { first.res, first.err = c.Put(context.Background(), "t", client.Message{}) })
+	synctest.Wait() // the first Put is in flight, held
+	out := make([]putOutcome, len(ms))
+	for i, m := range ms {
+		wg.Go(func() { out[i].res, out[i].err = c.Put(ctx, "t", m) })
+	}
+	synctest.Wait() // the others wait for it
+	g.open()
+	wg.Wait()
+	return first, out
+}
+
+// TestCoalescedPutsShareOneBatch checks that Puts made while a request is
+// in flight go together in one batch when it ends, each with its own ID
+// and the due time the server holds, and that a Client that is not busy
+// sends each Put on its own at once.
+func TestCoalescedPutsShareOneBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := openQueue(t)
+		c, g := coalescing(t, q)
+		ctx := context.Background()
+		for range 3 {
+			if _, err := c.Put(ctx, "t", client.Message{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		put := api.PutPath("t")
+		if got := g.sent(); !slices.Equal(got, []string{put, put, put}) {
+			t.Fatalf("three Puts one after the other sent %q; want three puts", got)
+		}
+		ms := []client.Message{{Delay: time.Hour}, {ID: "chosen", Delay: 2 * time.Hour}, {Payload: json.RawMessage(`{"a":1}`)}, {}}
+		first, out := putWhileHeld(t, c, g, ctx, ms)
+		if got, want := g.sent(), []string{put, api.BatchPath("t") + " 4"}; !slices.Equal(got, want) {
+			t.Fatalf("four Puts made while one was in flight sent %q; want %q", got, want)
+		}
+		if first.err != nil {
+			t.Fatal(first.err)
+		}
+		ids := map[string]bool{first.res.ID: true}
+		for i, o := range out {
+			if o.err != nil {
+				t.Fatalf("put %d: %v", i, o.err)
+			}
+			if ids[o.res.ID] {
+				t.Fatalf("put %d: ID %q given twice", i, o.res.ID)
+			}
+			ids[o.res.ID] = true
+			info, err := c.Message(ctx, o.res.ID)
+			if err != nil {
+				t.Fatalf("put %d: %v", i, err)
+			}
+			if !info.DeliverAt.Equal(o.res.DeliverAt) {
+				t.Errorf("put %d: due %v; the server holds it due %v", i, o.res.DeliverAt, info.DeliverAt)
+			}
+		}
+		if out[1].res.ID != "chosen" || !out[1].res.DeliverAt.Equal(time.Now().Add(2*time.Hour)) {
+			t.Errorf("put of a chosen ID due in 2h: %+v", out[1].res)
+		}
+	})
+}
+
+// TestCoalescedPutsRefusedGetTheirOwnAnswers checks that when the server
+// refuses a batch, which stores nothing, each of its Puts is sent again on
+// its own and gets the answer it would have got alone.
+func TestCoalescedPutsRefusedGetTheirOwnAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := openQueue(t)
+		c, g := coalescing(t, q)
+		ctx := context.Background()
+		waiting, err := c.Put(ctx, "t", client.Message{ID: "taken", Delay: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.sent()
+		ms := []client.Message{{}, {ID: "taken", Delay: 2 * time.Hour}, {ID: "free"}}
+		_, out := putWhileHeld(t, c, g, ctx, ms)
+		var de *queue.DuplicateError
+		if !errors.As(out[1].err, &de) || de.ID != "taken" || !de.DeliverAt.Equal(waiting.DeliverAt) {
+			t.Fatalf("coalesced put of a waiting ID: %v; want its own *queue.DuplicateError", out[1].err)
+		}
+		if out[0].err != nil || out[2].err != nil || out[2].res.ID != "free" {
+			t.Fatalf("the other puts of the refused batch: %+v, %+v; want them stored", out[0], out[2])
+		}
+		put := api.PutPath("t")
+		got := g.sent()
+		if len(got) != 5 || got[0] != put || got[1] != api.BatchPath("t")+" 3" {
+			t.Fatalf("sent %q; want a put, the batch of 3, and the 3 puts again", got)
+		}
+		if st := q.Snapshot(); st.Pending != 1 || st.Due != 3 {
+			t.Fatalf("stored %d scheduled, %d due; want 1 (the waiting one) and 3", st.Pending, st.Due)
+		}
+	})
+}
+
+// TestCoalescedBatchTooLarge checks that a batch over the server's
+// -max-batch is sent again as single puts, and that the Client's next
+// batches are smaller, half as large after each refusal, until the server
+// takes them.
+func TestCoalescedBatchTooLarge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := openQueue(t)
+		c, g := coalescing(t, q, server.WithLimits(server.Limits{MaxBatch: 4}))
+		ctx := context.Background()
+		_, out := putWhileHeld(t, c, g, ctx, make([]client.Message, 10))
+		for i, o := range out {
+			if o.err != nil {
+				t.Fatalf("put %d: %v", i, o.err)
+			}
+		}
+		if got := g.sent(); len(got) != 12 || got[1] != api.BatchPath("t")+" 10" {
+			t.Fatalf("sent %q; want a put, the batch of 10 refused, and 10 puts", got)
+		}
+		put, batch := api.PutPath("t"), api.BatchPath("t")
+		for _, round := range []struct {
+			puts int
+			want []string
+		}{
+			{8, []string{put, batch + " 5", put, put, put, put, put, batch + " 2", put}},
+			{6, []string{put, batch + " 2", batch + " 2", batch + " 2"}},
+		} {
+			_, out = putWhileHeld(t, c, g, ctx, make([]client.Message, round.puts))
+			for i, o := range out {
+				if o.err != nil {
+					t.Fatalf("put %d: %v", i, o.err)
+				}
+			}
+			if got := g.sent(); !slices.Equal(got, round.want) {
+				t.Fatalf("%d puts sent %q; want %q", round.puts, got, round.want)
+			}
+		}
+	})
+}
+
+// TestCoalescedPutWithdrawn checks that a Put whose context ends while it
+// waits is not sent, and that one whose context ends while its batch is in
+// flight returns at once while the batch goes on for the others.
+func TestCoalescedPutWithdrawn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := openQueue(t)
+		c, g := coalescing(t, q)
+		bg := context.Background()
+		g.close()
+		var wg sync.WaitGroup
+		wg.Go(func() { c.Put(bg, "t", client.Message{}) })
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(bg)
+		var withdrawn, kept, gaveUp, stayed error
+		wg.Go(func() { _, withdrawn = c.Put(ctx, "t", client.Message{ID: "withdrawn"}) })
+		wg.Go(func() { _, kept = c.Put(bg, "t", client.Message{ID: "kept"}) })
+		synctest.Wait()
+		cancel()
+		synctest.Wait()
+		if !errors.Is(withdrawn, context.Canceled) {
+			t.Fatalf("put whose context ended while it waited: %v; want context.Canceled", withdrawn)
+		}
+		// The put held goes; the one left of the two waiting goes next, and
+		// is held in flight with two more waiting behind it.
+		g.next()
+		synctest.Wait()
+		ctx, cancel = context.WithCancel(bg)
+		defer cancel()
+		wg.Go(func() { _, gaveUp = c.Put(ctx, "t", client.Message{ID: "gave-up"}) })
+		wg.Go(func() { _, stayed = c.Put(bg, "t", client.Message{ID: "stayed"}) })
+		synctest.Wait()
+		g.next() // "kept" goes; the batch of "gave-up" and "stayed" is held
+		synctest.Wait()
+		cancel()
+		synctest.Wait()
+		if !errors.Is(gaveUp, context.Canceled) {
+			t.Fatalf("put whose context ended while its batch was in flight: %v; want context.Canceled at once", gaveUp)
+		}
+		g.open()
+		wg.Wait()
+		if kept != nil || stayed != nil {
+			t.Fatal(kept, stayed)
+		}
+		put := api.PutPath("t")
+		if got, want := g.sent(), []string{put, put, api.BatchPath("t") + " 2"}; !slices.Equal(got, want) {
+			t.Fatalf("sent %q; want %q", got, want)
+		}
+		if _, err := c.Message(bg, "withdrawn"); !errors.Is(err, queue.ErrNotFound) {
+			t.Fatalf("the withdrawn put: %v; want it not stored", err)
+		}
+		for _, id := range []string{"kept", "gave-up", "stayed"} {
+			if _, err := c.Message(bg, id); err != nil {
+				t.Fatalf("%s: %v; want it stored", id, err)
+			}
+		}
+	})
+}
+
+// TestCoalescedBatchServerError checks that an error that leaves a batch's
+// outcome unknown is every Put's error, and that no Put is sent again.
+func TestCoalescedBatchServerError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := openQueue(t)
+		c, g := coalescing(t, q)
+		real := g.h
+		g.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == api.BatchPath("t") {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusInternalServerError)
+				fmt.Fprint(w, `{"error":"engine failed","code":"internal"}`)
+				return
+			}
+			real.ServeHTTP(w, r)
+		})
+		_, out := putWhileHeld(t, c, g, context.Background(), make([]client.Message, 3))
+		for i, o := range out {
+			if !errors.Is(o.err, client.ErrServer) {
+				t.Fatalf("put %d of a batch answered 500: %v; want the 500", i, o.err)
+			}
+		}
+		if got := g.sent(); len(got) != 2 {
+			t.Fatalf("sent %q; want the put and the batch only", got)
+		}
+	})
+}
+
+// TestCoalescedPutsOnAnOlderServer checks that a batch answer without due
+// times, as a tockd older than the client gives, turns coalescing off, the
+// Puts of that batch reporting the due times the client estimates.
+func TestCoalescedPutsOnAnOlderServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := openQueue(t)
+		c, g := coalescing(t, q)
+		real := g.h
+		g.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != api.BatchPath("t") {
+				real.ServeHTTP(w, r)
+				return
+			}
+			rec := &responseRecorder{header: http.Header{}}
+			real.ServeHTTP(rec, r)
+			var res api.BatchResponse
+			json.Unmarshal(rec.body.Bytes(), &res)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(rec.status)
+			json.NewEncoder(w).Encode(struct {
+				IDs []string `json:"ids"`
+			}{res.IDs})
+		})
+		at := time.Now().Add(time.Hour)
+		_, out := putWhileHeld(t, c, g, context.Background(), []client.Message{{Delay: time.Minute}, {DeliverAt: at}})
+		if out[0].err != nil || out[1].err != nil {
+			t.Fatal(out[0].err, out[1].err)
+		}
+		if !out[0].res.DeliverAt.Equal(time.Now().Add(time.Minute)) || !out[1].res.DeliverAt.Equal(at) {
+			t.Fatalf("due times estimated: %v, %v; want now+1m and %v", out[0].res.DeliverAt, out[1].res.DeliverAt, at)
+		}
+		g.sent()
+		putWhileHeld(t, c, g, context.Background(), make([]client.Message, 3))
+		if got := g.sent(); slices.Contains(got, api.BatchPath("t")+" 3") {
+			t.Fatalf("sent %q after an answer without due times; want no more batches", got)
+		}
+	})
+}
+
+type responseRecorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *responseRecorder) Header() http.Header         { return r.header }
+func (r *responseRecorder) Write(p []byte) (int, error) { return r.body.Write(p) }
+func (r *responseRecorder) WriteHeader(s int)           { r.status = s }
+
+// TestCoalescedAcksSplitTheirOutcomes checks that Acks made while one is
+// in flight share one request, and that each learns which of its own
+// receipts were not acked.
+func TestCoalescedAcksSplitTheirOutcomes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := openQueue(t)
+		c, g := coalescing(t, q)
+		ctx := context.Background()
+		if _, err := c.PutBatch(ctx, "t", make([]client.Message, 5)); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := c.Receive(ctx, "t", client.ReceiveOptions{Max: 5, Visibility: time.Hour})
+		if err != nil || len(ds) != 5 {
+			t.Fatalf("receive: %d, %v", len(ds), err)
+		}
+		g.sent()
+		g.close()
+		errs := make([]error, 4)
+		var wg sync.WaitGroup
+		wg.Go(func() { errs[0] = c.Ack(ctx, ds[0].Receipt) })
+		synctest.Wait()
+		calls := [][]string{
+			{ds[1].Receipt, ds[2].Receipt},
+			{ds[3].Receipt, "forged-receipt-1", ds[4].Receipt},
+			{"forged-receipt-2"},
+		}
+		for i, rs := range calls {
+			wg.Go(func() { errs[i+1] = c.Ack(ctx, rs...) })
+		}
+		synctest.Wait()
+		g.open()
+		wg.Wait()
+		if got, want := g.sent(), []string{api.PathAck + " 1", api.PathAck + " 6"}; !slices.Equal(got, want) {
+			t.Fatalf("sent %q; want %q", got, want)
+		}
+		if errs[0] != nil || errs[1] != nil {
+			t.Fatalf("acks of good receipts: %v, %v", errs[0], errs[1])
+		}
+		for i, want := range map[int]string{2: "forged-receipt-1", 3: "forged-receipt-2"} {
+			var ae *queue.AckError
+			if !errors.As(errs[i], &ae) || len(ae.Failed) != 1 || ae.Failed[0].Receipt != want || !errors.Is(ae.Failed[0].Err, queue.ErrUnknownReceipt) {
+				t.Errorf("ack %d: %v; want an AckError listing only %s", i, errs[i], want)
+			}
+		}
+		if st := q.Snapshot(); st.Acked != 5 || st.Leased != 0 {
+			t.Fatalf("%d acked, %d leased; want 5 and 0", st.Acked, st.Leased)
+		}
+	})
+}
