@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,9 +33,53 @@ import (
 // time per message of the tockd process (tockd-µs/msg) and of this one (client-µs/msg: the client,
 // or for a direct run the engine), which the machine's other load moves far less than rates.
 var (
-	tockdBins  = flag.String("tockd.bin", "", "tockd binaries to run side by side, as name=path,name=path (default: one built from this tree, named tip)")
-	tockdBurst = flag.Int("tockd.burst", 100_000, "messages due within one second in BenchmarkTockdBurst")
+	tockdBins    = flag.String("tockd.bin", "", "tockd binaries to run side by side, as name=path,name=path (default: one built from this tree, named tip)")
+	tockdBurst   = flag.Int("tockd.burst", 100_000, "messages due within one second in BenchmarkTockdBurst")
+	tockdClients = flag.String("tockd.client", "default", "client configurations to run side by side, comma-separated: "+
+		"default (client.New's), http1-pool2 (net/http's default transport: 2 idle connections kept), http1 (256 kept), h2c (HTTP/2 without TLS), coalesceN (client.WithCoalescing(N))")
 )
+
+// tockdClientOptions returns the client options of a configuration of -tockd.client.
+func tockdClientOptions(b *testing.B, name string) []client.Option {
+	switch name {
+	case "default":
+		return nil
+	case "http1-pool2":
+		return []client.Option{client.WithHTTPClient(&http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()})}
+	case "http1":
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 256
+		return []client.Option{client.WithHTTPClient(&http.Client{Transport: t})}
+	case "h2c":
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.Protocols = new(http.Protocols)
+		t.Protocols.SetUnencryptedHTTP2(true)
+		return []client.Option{client.WithHTTPClient(&http.Client{Transport: t})}
+	}
+	if n, ok := strings.CutPrefix(name, "coalesce"); ok {
+		k, err := strconv.Atoi(n)
+		if err == nil {
+			return []client.Option{client.WithCoalescing(k)}
+		}
+	}
+	b.Fatalf("-tockd.client: no configuration %q", name)
+	return nil
+}
+
+// tockdRuns calls run for each tockd binary and client configuration, in a sub-benchmark named
+// prefix+"tockd="+binary, with "/client="+configuration when several are given.
+func tockdRuns(b *testing.B, prefix string, run func(b *testing.B, bin string, opts []client.Option)) {
+	clients := strings.Split(*tockdClients, ",")
+	for _, bin := range tockdBinaries(b) {
+		for _, cl := range clients {
+			name := prefix + "tockd=" + bin.name
+			if len(clients) > 1 {
+				name += "/client=" + cl
+			}
+			b.Run(name, func(b *testing.B) { run(b, bin.path, tockdClientOptions(b, cl)) })
+		}
+	}
+}
 
 // tockdPayload is a 100-byte JSON payload (a string), the size the other put benchmarks use.
 var tockdPayload = []byte(`"` + strings.Repeat("x", 98) + `"`)
@@ -177,8 +222,8 @@ func cpuPerMessage(b *testing.B, p *tockdProcess) func(n int) {
 }
 
 // newTockdClient returns a client of p.
-func newTockdClient(b *testing.B, p *tockdProcess) *client.Client {
-	c, err := client.New(p.url)
+func newTockdClient(b *testing.B, p *tockdProcess, opts []client.Option) *client.Client {
+	c, err := client.New(p.url, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -243,18 +288,16 @@ func BenchmarkTockdPut(b *testing.B) {
 		})
 		report(b.N)
 	})
-	for _, bin := range tockdBinaries(b) {
-		b.Run("engine=delayq/tockd="+bin.name, func(b *testing.B) {
-			p := startTockd(b, bin.path, "-data", b.TempDir())
-			c := newTockdClient(b, p)
-			report := cpuPerMessage(b, p)
-			putLoad(b, func() error {
-				_, err := c.Put(ctx, "bench", client.Message{Payload: tockdPayload, Delay: time.Hour})
-				return err
-			})
-			report(b.N)
+	tockdRuns(b, "engine=delayq/", func(b *testing.B, bin string, opts []client.Option) {
+		p := startTockd(b, bin, "-data", b.TempDir())
+		c := newTockdClient(b, p, opts)
+		report := cpuPerMessage(b, p)
+		putLoad(b, func() error {
+			_, err := c.Put(ctx, "bench", client.Message{Payload: tockdPayload, Delay: time.Hour})
+			return err
 		})
-	}
+		report(b.N)
+	})
 	b.Run("asynq-appendfsync-always", func(b *testing.B) {
 		srv, _ := redisServer(b, fsyncAlways...)
 		if srv == nil {
@@ -263,6 +306,7 @@ func BenchmarkTockdPut(b *testing.B) {
 		ac := asynq.NewClient(asynq.RedisClientOpt{Addr: srv.Addr, PoolSize: 64})
 		defer ac.Close()
 		report := cpuPerMessage(b, nil)
+		defer redisCPU(b, srv.Addr)()
 		putLoad(b, func() error {
 			_, err := ac.Enqueue(asynq.NewTask("bench", tockdPayload), asynq.ProcessIn(time.Hour))
 			return err
@@ -276,28 +320,28 @@ func BenchmarkTockdPut(b *testing.B) {
 		}
 		q := openRedisq(b, rdb)
 		report := cpuPerMessage(b, nil)
+		defer redisCPU(b, srv.Addr)()
 		putLoad(b, func() error {
 			_, err := q.Put(ctx, queue.Message{Topic: "bench", Payload: tockdPayload, DeliverAt: time.Now().Add(time.Hour)})
 			return err
 		})
 		report(b.N)
 	})
-	for _, bin := range tockdBinaries(b) {
-		b.Run("engine=redisq/tockd="+bin.name, func(b *testing.B) {
-			srv, _ := redisServer(b, fsyncAlways...)
-			if srv == nil {
-				return
-			}
-			p := startTockd(b, bin.path, "-redis", "redis://"+srv.Addr)
-			c := newTockdClient(b, p)
-			report := cpuPerMessage(b, p)
-			putLoad(b, func() error {
-				_, err := c.Put(ctx, "bench", client.Message{Payload: tockdPayload, Delay: time.Hour})
-				return err
-			})
-			report(b.N)
+	tockdRuns(b, "engine=redisq/", func(b *testing.B, bin string, opts []client.Option) {
+		srv, _ := redisServer(b, fsyncAlways...)
+		if srv == nil {
+			return
+		}
+		p := startTockd(b, bin, "-redis", "redis://"+srv.Addr)
+		c := newTockdClient(b, p, opts)
+		report := cpuPerMessage(b, p)
+		defer redisCPU(b, srv.Addr)()
+		putLoad(b, func() error {
+			_, err := c.Put(ctx, "bench", client.Message{Payload: tockdPayload, Delay: time.Hour})
+			return err
 		})
-	}
+		report(b.N)
+	})
 }
 
 // A burstConsumer receives up to 100 due messages of topic "t", waiting up to wait, and acks them.
@@ -413,8 +457,8 @@ func engineBurst(b *testing.B, q queue.Engine) {
 }
 
 // tockdBurstRun runs burst through tockd p.
-func tockdBurstRun(b *testing.B, p *tockdProcess) {
-	c := newTockdClient(b, p)
+func tockdBurstRun(b *testing.B, p *tockdProcess, opts []client.Option) {
+	c := newTockdClient(b, p, opts)
 	burst(b, p, func(ctx context.Context, at []time.Time) error {
 		ms := make([]client.Message, len(at))
 		for i := range at {
@@ -450,11 +494,9 @@ func BenchmarkTockdBurst(b *testing.B) {
 		defer q.Close()
 		engineBurst(b, q)
 	})
-	for _, bin := range tockdBinaries(b) {
-		b.Run("engine=delayq/tockd="+bin.name, func(b *testing.B) {
-			tockdBurstRun(b, startTockd(b, bin.path, "-data", b.TempDir()))
-		})
-	}
+	tockdRuns(b, "engine=delayq/", func(b *testing.B, bin string, opts []client.Option) {
+		tockdBurstRun(b, startTockd(b, bin, "-data", b.TempDir()), opts)
+	})
 	b.Run("engine=redisq/direct", func(b *testing.B) {
 		srv, rdb := redisServer(b)
 		if srv == nil {
@@ -462,13 +504,11 @@ func BenchmarkTockdBurst(b *testing.B) {
 		}
 		engineBurst(b, openRedisq(b, rdb))
 	})
-	for _, bin := range tockdBinaries(b) {
-		b.Run("engine=redisq/tockd="+bin.name, func(b *testing.B) {
-			srv, _ := redisServer(b)
-			if srv == nil {
-				return
-			}
-			tockdBurstRun(b, startTockd(b, bin.path, "-redis", "redis://"+srv.Addr))
-		})
-	}
+	tockdRuns(b, "engine=redisq/", func(b *testing.B, bin string, opts []client.Option) {
+		srv, _ := redisServer(b)
+		if srv == nil {
+			return
+		}
+		tockdBurstRun(b, startTockd(b, bin, "-redis", "redis://"+srv.Addr), opts)
+	})
 }
