@@ -12,20 +12,23 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tockwheel/tock/queue"
 )
 
-// TestOpensOlderDirectories opens the queue directories of testdata/v3, v4 and v5, written by
+// TestOpensOlderDirectories opens the queue directories of testdata/v3 to v6, written by
 // delayq before checkpoints became logs of edits and records got group flags (v3, by
 // TestWriteV3Fixture in commit 0e4c31d), before the operator's actions changed the checkpoint and
 // the records and receipts carried a MAC (v4, by TestWriteV4Fixture in commit 3e34371), and before
-// the checkpoint was written through the log's framing (v5, by TestWriteV5Fixture in the commit
-// that added it: every record kind, a paused topic, a purge, a requeue, a dead letter, the receipt
-// secret): for each, one copied while the queue was open, with log to replay after its checkpoint,
-// and one after Close. Exactly the messages their PENDING file lists must be delivered, with their
+// delivery limits and the reasons of failures were kept (v5, by TestWriteV5Fixture in commit
+// 915212f: every record kind, a paused topic, a purge, a requeue, a dead letter, the receipt
+// secret), and before the checkpoint was written through the log's framing (v6, by the same test
+// named TestWriteV6Fixture, with a limit and reasons, run on commit cf8fbdc): for each, one copied
+// while the queue was open, with log to replay after its checkpoint, and one after Close. Exactly the messages their PENDING file lists must be delivered, with their
 // payloads and none early, and the queue must reopen from the checkpoint it writes in the new
 // format. The fixtures were written in a synctest bubble, so their times are the bubble's.
 func TestOpensOlderDirectories(t *testing.T) {
-	for _, name := range []string{"v3/crashed", "v3/closed", "v4/crashed", "v4/closed", "v5/crashed", "v5/closed"} {
+	for _, name := range []string{"v3/crashed", "v3/closed", "v4/crashed", "v4/closed", "v5/crashed", "v5/closed", "v6/crashed", "v6/closed"} {
 		t.Run(name, func(t *testing.T) {
 			src := filepath.Join("testdata", name)
 			want := readPending(t, filepath.Join(src, "PENDING"))
@@ -57,8 +60,14 @@ func TestOpensOlderDirectories(t *testing.T) {
 				if len(byTopic) != 0 {
 					t.Errorf("topics not listed: %v", byTopic)
 				}
-				if strings.HasPrefix(name, "v5/") && !topicOf(t, q, "held").Paused {
+				if v := name[:2]; (v == "v5" || v == "v6") && !topicOf(t, q, "held").Paused {
 					t.Errorf("topic held, paused when the fixture was written, is not paused")
+				}
+				if strings.HasPrefix(name, "v6/") {
+					ls, err := q.Limits(context.Background())
+					if want := (queue.Limit{Rate: 1000, Burst: 10, Concurrency: 5}); err != nil || len(ls) != 1 || ls[0].Topic != "b" || ls[0].Limit != want {
+						t.Errorf("limits %+v, %v; want b's %+v", ls, err, want)
+					}
 				}
 				// A chosen ID of the fixture is still known as pending.
 				if _, err := q.Put(context.Background(), Message{ID: "user-far", Topic: "t", Payload: []byte("other")}); err == nil {

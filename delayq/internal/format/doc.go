@@ -48,9 +48,19 @@
 //
 // # Adding to the checkpoint
 //
-// An edit's sections are counted in its header, so a new section, or a new field in the items of
-// one, is a new checkpoint version: add the field to Edit (and its item types), bump
-// CheckpointVersion, write the new layout in appendEdit, and decode both the old and the new
-// version in decodeEdit (the old one gives the zero value), as version 5 did for version 4. Add
-// the version to versions.go and to DecodeCheckpoint's switch, and a sample to edit_test.go.
+// An edit is fixed fields and then tagged sections (edit.go), each a list of items. To add a
+// section, for a new kind of state or an optional field of the items of another (an optional
+// field is best a section of its own, keyed as those items are, holding only the items that have
+// it):
+//
+//  1. Add its field to Edit, and its tag, the next one, to the section constants; give the tag the
+//     next checkpoint version in sectionSince, and make that version CheckpointVersion.
+//  2. Write it in appendEdit with section(...), after the sections of lower tags, and read it in
+//     editDecoder.section. An edit without it decodes to the zero value: say what that means (none,
+//     or unchanged) in its doc.
+//  3. Add a row to versions.go and the section to sampleEdits in edit_test.go.
+//  4. In delayq, fill it in checkpoint.go (what goes into an edit, under the lock only what must be)
+//     and apply it in checkpointfile.go's applyEdit.
+//
+// Files of the versions before keep decoding: they simply have no such section.
 package format

@@ -1,6 +1,7 @@
 package format
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"time"
@@ -11,7 +12,7 @@ import (
 // # Checkpoint edits
 //
 // A checkpoint file is a log of edits (see checkpoint.go): each holds the whole state (full) or
-// what changed since the edit before. The body of an edit, version 6:
+// what changed since the edit before. The body of an edit, version 7:
 //
 //	0  1  flags: bit 0 full (the state is this edit alone; the first edit of a file is full)
 //	1  8  replay position: the log position recovery replays from
@@ -19,28 +20,35 @@ import (
 //	17 4  slots in the disk wheel (horizon / slot, fixed when the queue is created)
 //	21 8  loaded: the newest slot moved to memory
 //	29 8  messages in the disk wheel, not counting cancelled ones
-//	37 4×9 the counts of the sections that follow:
-//	   names:     name: the topics the lists, paused and limits sections name, by their index in
-//	              this section (names are the edit's own), in the order they are first named
-//	   paused:    name uint32 (all of them: they replace the edit before's)
-//	   limits:    name uint32, rate float64 bits, burst, concurrency uint32 (all of them: they
-//	              replace the edit before's)
-//	   lists:     index uint32, slot int64, head, first uint64, due, n int64, topics uint32, then
-//	              per topic: name uint32, n, due, last int64 (a list that is empty has head 0)
-//	   pins:      segment uint32, count int64 (all of them: they replace the edit before's)
-//	   entries:   origin, pos uint64, deliverAt int64, attempt uint32, failure uint8, failedAt
-//	              int64, topic name (empty: the topic in the record at pos), reason name (empty:
-//	              none)
-//	   removed entries: origin uint64 (applied before the entries held)
-//	   IDs:       slot int64, pos uint64, id name
-//	   removed IDs: id name
+//	37    sections, in the order of their tags, each at most once and left out when empty:
+//	      tag uint8, length uint32 (of the count and the items), count uint32, the items
 //
-// Version 5 had no limits section, and no reason in entries. Version 4 had no names, paused or list
-// topics sections, no n in lists, and no failure in entries: its counts are those of lists, pins,
-// entries, removed entries, IDs and removed IDs.
+//	tag  section          item
+//	1    names            name: the topics the other sections name, by their index here (names
+//	                      are the edit's own), numbered in the order they are first named
+//	2    paused           name uint32. All of them: an edit without the section has none
+//	3    limits           name uint32, rate float64 bits, burst, concurrency uint32: the topics'
+//	                      delivery limits. All of them
+//	4    lists            index uint32, slot int64, head, first uint64, due, n int64, topics uint32,
+//	                      then per topic: name uint32, n, due, last int64. The lists changed,
+//	                      each whole (a list that is empty has head 0)
+//	5    pins             segment uint32, count int64. All of them
+//	6    entries          origin, pos uint64, deliverAt int64, attempt uint32, failure uint8,
+//	                      failedAt int64, topic name (empty: the topic in the record at pos),
+//	                      reason name (empty: none). The messages in memory added or changed
+//	7    removed entries  origin uint64, applied before the entries held
+//	8    IDs              slot int64, pos uint64, id name: the chosen IDs set
+//	9    removed IDs      id name, applied after the IDs set
+//
+// A section is new in the version sectionSince says; a file of an older version has none of it.
+// Versions 4 to 6 had no tags: their sections, in the order of the tags, were each counted by a
+// uint32 after the fixed fields, empty or not. Version 6 had the sections of version 7. Version 5
+// had no limits and no reason in entries. Version 4 had no names, paused or list topics, no n in
+// lists and no failure in entries.
 
 // An Edit is one edit of a checkpoint: a plain value, applied by the queue (see delayq's
-// checkpoint.go). In a full edit, Lists are every list that is not empty, and nothing is removed.
+// checkpointfile.go). In a full edit, Lists are every list that is not empty, and nothing is
+// removed.
 type Edit struct {
 	Full    bool
 	Replay  wal.Pos
@@ -48,9 +56,9 @@ type Edit struct {
 	Slots   int
 	Loaded  int64
 	Pending int64
-	// Paused lists every paused topic (version 5 on).
+	// Paused lists every paused topic; nil only in an edit of version 4, which did not say.
 	Paused []string
-	// Limits lists every topic's delivery limit (version 6 on).
+	// Limits lists every topic's delivery limit; nil only in an edit before version 6.
 	Limits []Limit
 	// Lists are the lists that changed, each whole; a list with Head 0 is empty.
 	Lists []List
@@ -117,6 +125,36 @@ type ID struct {
 // MaxSlots bounds the number of slots of a disk wheel.
 const MaxSlots = 1 << 24
 
+// The sections of an edit, by tag (version 6). Frozen.
+const (
+	secNames byte = 1 + iota
+	secPaused
+	secLimits
+	secLists
+	secPins
+	secEntries
+	secRemovedEntries
+	secIDs
+	secRemovedIDs
+)
+
+// sectionSince says which version of the checkpoint each section was added in: a file of an older
+// version holding it is malformed.
+var sectionSince = [...]uint32{secNames: 5, secPaused: 5, secLimits: 6, secLists: 4, secPins: 4, secEntries: 4, secRemovedEntries: 4,
+	secIDs: 4, secRemovedIDs: 4}
+
+// countedSections are the sections of versions 4 to 6, in the order of their counts: those the
+// version had, in the order of their tags.
+func countedSections(version uint32) []byte {
+	var tags []byte
+	for tag := secNames; int(tag) < len(sectionSince); tag++ {
+		if sectionSince[tag] <= version {
+			tags = append(tags, tag)
+		}
+	}
+	return tags
+}
+
 // appendEdit appends the body of ed, in the current version, to b.
 func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 	var names []string
@@ -135,7 +173,7 @@ func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 	}
 	for _, l := range ed.Limits {
 		if math.IsNaN(l.Rate) || l.Rate < 0 {
-			return nil, fmt.Errorf("%w: limit of rate %v in a checkpoint edit", errMalformed, l.Rate)
+			return b, fmt.Errorf("%w: limit of rate %v in a checkpoint edit", errMalformed, l.Rate)
 		}
 		name(l.Topic)
 	}
@@ -144,24 +182,25 @@ func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 			name(lt.Name)
 		}
 	}
+	long := func(s string) bool { return len(s) > MaxName }
 	for _, s := range names {
-		if len(s) > MaxName {
-			return nil, fmt.Errorf("%w: topic of %d bytes in a checkpoint edit", errMalformed, len(s))
+		if long(s) {
+			return b, fmt.Errorf("%w: topic of %d bytes in a checkpoint edit", errMalformed, len(s))
 		}
 	}
-	for _, e := range ed.Entries {
-		if len(e.Topic) > MaxName || len(e.Reason) > MaxName {
-			return nil, fmt.Errorf("%w: topic of %d bytes in a checkpoint edit", errMalformed, len(e.Topic))
+	for _, en := range ed.Entries {
+		if long(en.Topic) || long(en.Reason) {
+			return b, fmt.Errorf("%w: topic or reason of %d bytes in a checkpoint edit", errMalformed, max(len(en.Topic), len(en.Reason)))
 		}
 	}
 	for _, id := range ed.IDs {
-		if len(id.ID) > MaxName {
-			return nil, fmt.Errorf("%w: id of %d bytes in a checkpoint edit", errMalformed, len(id.ID))
+		if long(id.ID) {
+			return b, fmt.Errorf("%w: id of %d bytes in a checkpoint edit", errMalformed, len(id.ID))
 		}
 	}
 	for _, id := range ed.RemovedIDs {
-		if len(id) > MaxName {
-			return nil, fmt.Errorf("%w: id of %d bytes in a checkpoint edit", errMalformed, len(id))
+		if long(id) {
+			return b, fmt.Errorf("%w: id of %d bytes in a checkpoint edit", errMalformed, len(id))
 		}
 	}
 	e := encoder{b: b}
@@ -175,185 +214,285 @@ func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 	e.u32(uint32(ed.Slots))
 	e.i64(ed.Loaded)
 	e.i64(ed.Pending)
-	for _, n := range []int{len(names), len(ed.Paused), len(ed.Limits), len(ed.Lists), len(ed.Pins), len(ed.Entries), len(ed.RemovedEntries), len(ed.IDs), len(ed.RemovedIDs)} {
-		e.u32(uint32(n))
-	}
-	for _, s := range names {
-		e.name(s)
-	}
-	for _, p := range ed.Paused {
-		e.u32(index[p])
-	}
-	for _, l := range ed.Limits {
-		e.u32(index[l.Topic])
-		e.u64(math.Float64bits(l.Rate))
-		e.u32(l.Burst)
-		e.u32(l.Concurrency)
-	}
-	for _, l := range ed.Lists {
-		e.u32(uint32(l.Index))
-		e.i64(l.Slot)
-		e.pos(l.Head)
-		e.pos(l.First)
-		e.i64(l.Due)
-		e.i64(l.N)
-		e.u32(uint32(len(l.Topics)))
-		for _, lt := range l.Topics {
-			e.u32(index[lt.Name])
-			e.i64(lt.N)
-			e.i64(lt.Due)
-			e.i64(lt.Last)
+	section := func(tag byte, n int, items func()) {
+		if n == 0 {
+			return
 		}
+		e.u8(tag)
+		at := len(e.b)
+		e.u32(0)
+		e.u32(uint32(n))
+		items()
+		binary.LittleEndian.PutUint32(e.b[at:], uint32(len(e.b)-at-4))
 	}
-	for _, p := range ed.Pins {
-		e.u32(p.Segment)
-		e.i64(p.Count)
-	}
-	for _, en := range ed.Entries {
-		e.pos(en.Origin)
-		e.pos(en.Pos)
-		e.i64(en.DeliverAt)
-		e.u32(en.Attempt)
-		e.u8(en.Failure)
-		e.i64(en.FailedAt)
-		e.name(en.Topic)
-		e.name(en.Reason)
-	}
-	for _, o := range ed.RemovedEntries {
-		e.pos(o)
-	}
-	for _, id := range ed.IDs {
-		e.i64(id.Slot)
-		e.pos(id.Pos)
-		e.name(id.ID)
-	}
-	for _, id := range ed.RemovedIDs {
-		e.name(id)
-	}
+	section(secNames, len(names), func() {
+		for _, s := range names {
+			e.name(s)
+		}
+	})
+	section(secPaused, len(ed.Paused), func() {
+		for _, p := range ed.Paused {
+			e.u32(index[p])
+		}
+	})
+	section(secLimits, len(ed.Limits), func() {
+		for _, l := range ed.Limits {
+			e.u32(index[l.Topic])
+			e.u64(math.Float64bits(l.Rate))
+			e.u32(l.Burst)
+			e.u32(l.Concurrency)
+		}
+	})
+	section(secLists, len(ed.Lists), func() {
+		for _, l := range ed.Lists {
+			e.u32(uint32(l.Index))
+			e.i64(l.Slot)
+			e.pos(l.Head)
+			e.pos(l.First)
+			e.i64(l.Due)
+			e.i64(l.N)
+			e.u32(uint32(len(l.Topics)))
+			for _, lt := range l.Topics {
+				e.u32(index[lt.Name])
+				e.i64(lt.N)
+				e.i64(lt.Due)
+				e.i64(lt.Last)
+			}
+		}
+	})
+	section(secPins, len(ed.Pins), func() {
+		for _, p := range ed.Pins {
+			e.u32(p.Segment)
+			e.i64(p.Count)
+		}
+	})
+	section(secEntries, len(ed.Entries), func() {
+		for _, en := range ed.Entries {
+			e.pos(en.Origin)
+			e.pos(en.Pos)
+			e.i64(en.DeliverAt)
+			e.u32(en.Attempt)
+			e.u8(en.Failure)
+			e.i64(en.FailedAt)
+			e.name(en.Topic)
+			e.name(en.Reason)
+		}
+	})
+	section(secRemovedEntries, len(ed.RemovedEntries), func() {
+		for _, o := range ed.RemovedEntries {
+			e.pos(o)
+		}
+	})
+	section(secIDs, len(ed.IDs), func() {
+		for _, id := range ed.IDs {
+			e.i64(id.Slot)
+			e.pos(id.Pos)
+			e.name(id.ID)
+		}
+	})
+	section(secRemovedIDs, len(ed.RemovedIDs), func() {
+		for _, id := range ed.RemovedIDs {
+			e.name(id)
+		}
+	})
 	return e.b, nil
 }
 
-// decodeEdit decodes the body of an edit of a file of the given version (4 to 6).
+// decodeEdit decodes the body of an edit of a file of the given version (4 to 7).
 func decodeEdit(body []byte, version uint32) (*Edit, error) {
-	v5, v6 := version >= 5, version >= 6
-	d := decoder{b: body, keep: true}
-	ed := &Edit{}
-	ed.Full = d.u8()&1 != 0
+	d := &editDecoder{decoder: decoder{b: body, keep: true}, version: version}
+	ed := &d.ed
+	flags := d.u8()
+	if flags&^1 != 0 {
+		return nil, fmt.Errorf("unknown flags %#x in checkpoint edit", flags)
+	}
+	ed.Full = flags&1 != 0
 	ed.Replay, ed.SlotNs, ed.Slots = d.pos(), d.i64(), int(d.u32())
 	ed.Loaded, ed.Pending = d.i64(), d.i64()
-	var nn, npa, nli int
-	if v5 {
-		nn, npa = int(d.u32()), int(d.u32())
-	}
-	if v6 {
-		nli = int(d.u32())
-	}
-	nl, np, ne, nde, ni, ndi := int(d.u32()), int(d.u32()), int(d.u32()), int(d.u32()), int(d.u32()), int(d.u32())
 	if d.bad || ed.SlotNs < int64(time.Millisecond) || ed.Slots < 1 || ed.Slots > MaxSlots {
 		return nil, fmt.Errorf("slot length %d ns or %d slots out of range", ed.SlotNs, ed.Slots)
 	}
-	// Each section entry takes at least 2 bytes: counts beyond the data are damage, caught before
-	// they size an allocation.
-	if rest := d.left(); nl > ed.Slots || nl > rest || nn > rest || npa > rest || nli > rest || np > rest || ne > rest || nde > rest || ni > rest || ndi > rest {
-		return nil, fmt.Errorf("section counts %d/%d/%d/%d/%d/%d/%d/%d exceed the data", nn, npa, nl, np, ne, nde, ni, ndi)
+	if version >= 5 {
+		ed.Paused = []string{} // every edit says which are paused, none or some
 	}
-	// Names are numbered in the order they are first named, each once, all named: anything else
-	// is not what appendEdit writes.
-	names := make([]string, nn)
-	distinct := make(map[string]bool, nn)
-	for i := range names {
-		names[i] = d.name()
-		if distinct[names[i]] {
-			return nil, fmt.Errorf("name %q twice in checkpoint edit", names[i])
-		}
-		distinct[names[i]] = true
+	if version >= 6 {
+		ed.Limits = []Limit{} // and which topics have limits
 	}
-	named := 0
-	name := func() string {
-		i := int(d.u32())
-		if i > named || i >= len(names) {
-			d.bad = true
-			return ""
-		}
-		if i == named {
-			named++
-		}
-		return names[i]
+	var err error
+	if version <= 6 {
+		err = d.counted()
+	} else {
+		err = d.tagged()
 	}
-	if v5 {
-		ed.Paused = make([]string, npa)
+	switch {
+	case err != nil:
+		return nil, err
+	case d.bad:
+		return nil, fmt.Errorf("checkpoint edit cut short")
+	case d.left() != 0:
+		return nil, fmt.Errorf("%d stray bytes in checkpoint edit", d.left())
+	case d.named != len(d.names):
+		return nil, fmt.Errorf("%d of %d names unused in checkpoint edit", len(d.names)-d.named, len(d.names))
+	}
+	return ed, nil
+}
+
+// An editDecoder decodes the sections of one edit.
+type editDecoder struct {
+	decoder
+	version uint32
+	ed      Edit
+	names   []string
+	// named counts the names met so far: names are numbered in the order they are first
+	// named, each once, and all are named, which is how appendEdit writes them.
+	named int
+}
+
+// counted decodes the sections of versions 4 to 6, whose counts follow the fixed fields.
+func (d *editDecoder) counted() error {
+	tags := countedSections(d.version)
+	counts := make([]int, len(tags))
+	for i := range counts {
+		counts[i] = int(d.u32())
+	}
+	if d.bad {
+		return fmt.Errorf("checkpoint edit cut short")
+	}
+	for i, tag := range tags {
+		if err := d.section(tag, counts[i]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// tagged decodes the sections of version 7.
+func (d *editDecoder) tagged() error {
+	var last byte
+	for d.left() > 0 {
+		tag, length := d.u8(), int(d.u32())
+		if d.bad || tag <= last || int(tag) >= len(sectionSince) || sectionSince[tag] > d.version || length < 4 || length > d.left() {
+			return fmt.Errorf("section %d of %d bytes after section %d", tag, length, last)
+		}
+		last = tag
+		end := d.off + length
+		n := int(d.u32())
+		if n == 0 {
+			return fmt.Errorf("section %d is empty", tag)
+		}
+		if err := d.section(tag, n); err != nil {
+			return err
+		}
+		if d.bad || d.off != end {
+			return fmt.Errorf("section %d of %d bytes holds %d", tag, length, length-(end-d.off))
+		}
+	}
+	return nil
+}
+
+// topic reads a name's index and returns the name.
+func (d *editDecoder) topic() string {
+	i := int(d.u32())
+	if i > d.named || i >= len(d.names) {
+		d.bad = true
+		return ""
+	}
+	if i == d.named {
+		d.named++
+	}
+	return d.names[i]
+}
+
+// section decodes the n items of the section tag.
+func (d *editDecoder) section(tag byte, n int) error {
+	// Each item takes at least 2 bytes: a count beyond the data is damage, caught before it
+	// sizes an allocation.
+	ed := &d.ed
+	if n > d.left() || tag == secLists && n > ed.Slots {
+		return fmt.Errorf("%d items in section %d exceed the data", n, tag)
+	}
+	v5, v6 := d.version >= 5, d.version >= 6
+	switch tag {
+	case secNames:
+		d.names = make([]string, n)
+		distinct := make(map[string]bool, n)
+		for i := range d.names {
+			d.names[i] = d.name()
+			if distinct[d.names[i]] {
+				return fmt.Errorf("name %q twice in checkpoint edit", d.names[i])
+			}
+			distinct[d.names[i]] = true
+		}
+	case secPaused:
+		ed.Paused = make([]string, n)
 		for i := range ed.Paused {
-			ed.Paused[i] = name()
+			ed.Paused[i] = d.topic()
 		}
-	}
-	if v6 {
-		ed.Limits = make([]Limit, nli) // not nil: they replace the edit before's
+	case secLimits:
+		ed.Limits = make([]Limit, n)
 		for i := range ed.Limits {
-			l := Limit{Topic: name(), Rate: math.Float64frombits(d.u64()), Burst: d.u32(), Concurrency: d.u32()}
+			l := Limit{Topic: d.topic(), Rate: math.Float64frombits(d.u64()), Burst: d.u32(), Concurrency: d.u32()}
 			if math.IsNaN(l.Rate) || l.Rate < 0 {
-				return nil, fmt.Errorf("limit of rate %v in checkpoint edit", l.Rate)
+				return fmt.Errorf("limit of rate %v in checkpoint edit", l.Rate)
 			}
 			ed.Limits[i] = l
 		}
-	}
-	ed.Lists = make([]List, nl)
-	for i := range ed.Lists {
-		l := List{Index: int(d.u32()), Slot: d.i64(), Head: d.pos(), First: d.pos(), Due: d.i64()}
-		if l.Index >= ed.Slots {
-			return nil, fmt.Errorf("list index %d of %d", l.Index, ed.Slots)
-		}
-		if v5 {
-			l.N = d.i64()
-			nt := int(d.u32())
-			if nt > d.left() {
-				return nil, fmt.Errorf("list of %d topics exceeds the data", nt)
+	case secLists:
+		ed.Lists = make([]List, n)
+		for i := range ed.Lists {
+			l := List{Index: int(d.u32()), Slot: d.i64(), Head: d.pos(), First: d.pos(), Due: d.i64()}
+			if l.Index >= ed.Slots {
+				return fmt.Errorf("list index %d of %d", l.Index, ed.Slots)
 			}
-			if nt > 0 {
-				l.Topics = make([]ListTopic, nt)
-				for j := range l.Topics {
-					l.Topics[j] = ListTopic{Name: name(), N: d.i64(), Due: d.i64(), Last: d.i64()}
+			if v5 {
+				l.N = d.i64()
+				nt := int(d.u32())
+				if nt > d.left() {
+					return fmt.Errorf("list of %d topics exceeds the data", nt)
+				}
+				if nt > 0 {
+					l.Topics = make([]ListTopic, nt)
+					for j := range l.Topics {
+						l.Topics[j] = ListTopic{Name: d.topic(), N: d.i64(), Due: d.i64(), Last: d.i64()}
+					}
 				}
 			}
+			ed.Lists[i] = l
 		}
-		ed.Lists[i] = l
-	}
-	ed.Pins = make([]Pin, np)
-	for i := range ed.Pins {
-		ed.Pins[i] = Pin{Segment: d.u32(), Count: d.i64()}
-	}
-	ed.Entries = make([]Entry, ne)
-	for i := range ed.Entries {
-		e := Entry{Origin: d.pos(), Pos: d.pos(), DeliverAt: d.i64(), Attempt: d.u32()}
-		if v5 {
-			e.Failure, e.FailedAt = d.u8(), d.i64()
+	case secPins:
+		ed.Pins = make([]Pin, n)
+		for i := range ed.Pins {
+			ed.Pins[i] = Pin{Segment: d.u32(), Count: d.i64()}
 		}
-		e.Topic = d.name()
-		if v6 {
-			e.Reason = d.name()
+	case secEntries:
+		ed.Entries = make([]Entry, n)
+		for i := range ed.Entries {
+			e := Entry{Origin: d.pos(), Pos: d.pos(), DeliverAt: d.i64(), Attempt: d.u32()}
+			if v5 {
+				e.Failure, e.FailedAt = d.u8(), d.i64()
+			}
+			e.Topic = d.name()
+			if v6 {
+				e.Reason = d.name()
+			}
+			ed.Entries[i] = e
 		}
-		ed.Entries[i] = e
+	case secRemovedEntries:
+		ed.RemovedEntries = make([]wal.Pos, n)
+		for i := range ed.RemovedEntries {
+			ed.RemovedEntries[i] = d.pos()
+		}
+	case secIDs:
+		ed.IDs = make([]ID, n)
+		for i := range ed.IDs {
+			ed.IDs[i] = ID{Slot: d.i64(), Pos: d.pos()}
+			ed.IDs[i].ID = d.name()
+		}
+	case secRemovedIDs:
+		ed.RemovedIDs = make([]string, n)
+		for i := range ed.RemovedIDs {
+			ed.RemovedIDs[i] = d.name()
+		}
 	}
-	ed.RemovedEntries = make([]wal.Pos, nde)
-	for i := range ed.RemovedEntries {
-		ed.RemovedEntries[i] = d.pos()
-	}
-	ed.IDs = make([]ID, ni)
-	for i := range ed.IDs {
-		ed.IDs[i] = ID{Slot: d.i64(), Pos: d.pos()}
-		ed.IDs[i].ID = d.name()
-	}
-	ed.RemovedIDs = make([]string, ndi)
-	for i := range ed.RemovedIDs {
-		ed.RemovedIDs[i] = d.name()
-	}
-	if d.bad {
-		return nil, fmt.Errorf("checkpoint edit cut short, or a name out of order")
-	}
-	if d.left() != 0 {
-		return nil, fmt.Errorf("%d stray bytes in checkpoint edit", d.left())
-	}
-	if named != len(names) {
-		return nil, fmt.Errorf("%d of %d names unused in checkpoint edit", len(names)-named, len(names))
-	}
-	return ed, nil
+	return nil
 }

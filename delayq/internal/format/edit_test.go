@@ -3,12 +3,15 @@ package format
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/internal/testlong"
 )
 
 var sampleEdits = []Edit{
@@ -30,93 +33,158 @@ var sampleEdits = []Edit{
 
 // normal returns ed with empty slices nil, as the comparison of edits wants them.
 func normal(ed Edit) Edit {
-	if len(ed.Paused) == 0 {
-		ed.Paused = nil
-	}
-	if len(ed.Limits) == 0 {
-		ed.Limits = nil
-	}
-	if len(ed.Lists) == 0 {
-		ed.Lists = nil
-	}
-	for i := range ed.Lists {
-		if len(ed.Lists[i].Topics) == 0 {
-			ed.Lists[i].Topics = nil
+	nilIfEmpty := func(n int, clear func()) {
+		if n == 0 {
+			clear()
 		}
 	}
-	if len(ed.Pins) == 0 {
-		ed.Pins = nil
+	nilIfEmpty(len(ed.Paused), func() { ed.Paused = nil })
+	nilIfEmpty(len(ed.Limits), func() { ed.Limits = nil })
+	ed.Lists = append([]List(nil), ed.Lists...)
+	for i := range ed.Lists {
+		nilIfEmpty(len(ed.Lists[i].Topics), func() { ed.Lists[i].Topics = nil })
 	}
-	if len(ed.Entries) == 0 {
-		ed.Entries = nil
-	}
-	if len(ed.RemovedEntries) == 0 {
-		ed.RemovedEntries = nil
-	}
-	if len(ed.IDs) == 0 {
-		ed.IDs = nil
-	}
-	if len(ed.RemovedIDs) == 0 {
-		ed.RemovedIDs = nil
-	}
+	nilIfEmpty(len(ed.Lists), func() { ed.Lists = nil })
+	nilIfEmpty(len(ed.Pins), func() { ed.Pins = nil })
+	nilIfEmpty(len(ed.Entries), func() { ed.Entries = nil })
+	nilIfEmpty(len(ed.RemovedEntries), func() { ed.RemovedEntries = nil })
+	nilIfEmpty(len(ed.IDs), func() { ed.IDs = nil })
+	nilIfEmpty(len(ed.RemovedIDs), func() { ed.RemovedIDs = nil })
 	return ed
 }
 
-func TestEditRoundTrip(t *testing.T) {
+// checkpointOf returns a checkpoint file of the current version holding eds.
+func checkpointOf(t testing.TB, eds ...Edit) []byte {
+	t.Helper()
 	b := AppendCheckpointHeader(nil)
-	for i := range sampleEdits {
+	for i := range eds {
 		var err error
-		if b, err = AppendEdit(b, &sampleEdits[i]); err != nil {
+		if b, err = AppendEdit(b, &eds[i]); err != nil {
 			t.Fatal(err)
 		}
 	}
+	return b
+}
+
+// decodeAll decodes a checkpoint file, returning its edits.
+func decodeAll(b []byte) ([]Edit, CheckpointFile, error) {
 	var got []Edit
 	cf, err := DecodeCheckpoint(b, func(ed *Edit) error {
 		got = append(got, normal(*ed))
 		return nil
 	})
-	if err != nil || cf.Version != CheckpointVersion || cf.End != int64(len(b)) || cf.Snapshot != nil {
-		t.Fatalf("DecodeCheckpoint: %+v, %v", cf, err)
+	return got, cf, err
+}
+
+func TestEditRoundTrip(t *testing.T) {
+	b := checkpointOf(t, sampleEdits...)
+	got, cf, err := decodeAll(b)
+	if err != nil || cf.Version != CheckpointVersion || cf.End != int64(len(b)) || cf.Snapshot != nil || len(got) != len(sampleEdits) {
+		t.Fatalf("DecodeCheckpoint: %+v, %d edits, %v", cf, len(got), err)
 	}
 	for i := range sampleEdits {
 		if want := normal(sampleEdits[i]); !reflect.DeepEqual(got[i], want) {
 			t.Fatalf("edit %d:\n got %+v\nwant %+v", i, got[i], want)
 		}
 	}
-	// A last edit cut short ends the file at the edit before; any other damage is an error.
+	// A last edit cut short, or zeros after the last edit, end the file at the edit before.
 	for cut := cf.FirstEnd + 1; cut < int64(len(b)); cut++ {
-		if cf2, err := DecodeCheckpoint(b[:cut], func(*Edit) error { return nil }); err != nil || cf2.End > cut {
+		_, cf2, err := decodeAll(b[:cut])
+		if err != nil || cf2.End > cut || cf2.End < cf.FirstEnd {
 			t.Fatalf("cut at %d: %+v, %v", cut, cf2, err)
 		}
 	}
-	for i := range b {
+	if _, cf2, err := decodeAll(append(bytes.Clone(b), make([]byte, 100)...)); err != nil || cf2.End != cf.End {
+		t.Fatalf("zeros after the last edit: %+v, %v; want it to end at %d", cf2, err, cf.End)
+	}
+	// Any other damage is an error.
+	for i := checkpointHeader; i < len(b); i++ {
 		d := bytes.Clone(b)
 		d[i] ^= 0x10
-		if _, err := DecodeCheckpoint(d, func(*Edit) error { return nil }); err == nil && i < int(cf.FirstEnd) {
-			t.Fatalf("a flipped byte at %d of the first edit went unnoticed", i)
+		if _, cf2, err := decodeAll(d); err == nil && cf2.End == int64(len(b)) {
+			t.Fatalf("a flipped byte at %d went unnoticed", i)
 		}
 	}
 }
 
-// editBody returns the framed body of an edit of version as AppendEdit frames it.
-func frameEditBody(body []byte) []byte {
-	b := binary.LittleEndian.AppendUint32(nil, uint32(len(body)))
-	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(body, castagnoli))
-	return append(b, body...)
+// TestLargeEditIsAGroup writes edits larger than a frame: each takes a group of frames, reads back
+// whole, and a file cut anywhere in a group ends at the edit before. Frames are made small here;
+// TestEditOverAFrame writes one over the frame's real limit.
+func TestLargeEditIsAGroup(t *testing.T) {
+	b := AppendCheckpointHeader(nil)
+	var ends []int64
+	for i := range sampleEdits {
+		var err error
+		if b, err = appendEditFrames(b, &sampleEdits[i], 50); err != nil {
+			t.Fatal(err)
+		}
+		ends = append(ends, int64(len(b)))
+	}
+	frames := 0
+	if _, err := wal.ReadFrames("", checkpointHeader, b[checkpointHeader:], verifyEditFrame, func(int64, wal.Frame) error {
+		frames++
+		return nil
+	}); err != nil || frames < 2*len(sampleEdits) {
+		t.Fatalf("%d frames of 50 bytes for %d edits of %d bytes, %v", frames, len(sampleEdits), len(b), err)
+	}
+	got, cf, err := decodeAll(b)
+	if err != nil || len(got) != len(sampleEdits) || cf.End != int64(len(b)) {
+		t.Fatalf("decoded %d edits, %+v, %v", len(got), cf, err)
+	}
+	for i := range got {
+		if !reflect.DeepEqual(got[i], normal(sampleEdits[i])) {
+			t.Fatalf("edit %d:\n got %+v\nwant %+v", i, got[i], normal(sampleEdits[i]))
+		}
+	}
+	for cut := ends[0] + 1; cut < int64(len(b)); cut++ {
+		want := ends[0]
+		for _, e := range ends {
+			if e <= cut {
+				want = e
+			}
+		}
+		if _, cf2, err := decodeAll(b[:cut]); err != nil || cf2.End != want {
+			t.Fatalf("cut at %d: %+v, %v; want it to end at %d", cut, cf2, err, want)
+		}
+	}
 }
 
-// FuzzEdit checks the edit schema both ways: a body decodeEdit accepts (as version 4 or 5)
-// re-encodes, as version 5, to bytes that decode to the same edit, and to the same bytes when it
-// was version 5 (an edit has one encoding); a sample edit changed by the fuzzer's values
-// encodes to bytes that decode to it. It never panics.
+// TestEditOverAFrame writes a full edit over a frame's limit (16 MiB): it takes a group of two
+// frames and reads back whole. Long mode only: it costs seconds under the race detector.
+func TestEditOverAFrame(t *testing.T) {
+	testlong.Skip(t)
+	big := Edit{Full: true, SlotNs: int64(time.Second), Slots: 10}
+	for i, size := 0, 0; size <= wal.MaxBody; i++ {
+		id := fmt.Sprintf("%d-%s", i, strings.Repeat("x", MaxName-10))
+		big.IDs = append(big.IDs, ID{ID: id, Slot: int64(i), Pos: wal.Pos(i)})
+		size += len(id) + 18
+	}
+	b := checkpointOf(t, big)
+	frames := 0
+	wal.ReadFrames("", checkpointHeader, b[checkpointHeader:], verifyEditFrame, func(int64, wal.Frame) error {
+		frames++
+		return nil
+	})
+	got, _, err := decodeAll(b)
+	if err != nil || frames != 2 || len(got) != 1 || !reflect.DeepEqual(got[0], normal(big)) {
+		t.Fatalf("an edit of %d bytes: %d frames, %d edits decoded, %v", len(b), frames, len(got), err)
+	}
+}
+
+// FuzzEdit checks the edit schema both ways: a body decodeEdit accepts, as version 4 to 7,
+// re-encodes to bytes that decode to the same edit, and to the same bytes when it was of the
+// current version (an edit has one encoding); a sample edit changed by the fuzzer's values encodes
+// to bytes that decode to it. A file of the fuzzer's bytes never makes DecodeCheckpoint panic.
 func FuzzEdit(f *testing.F) {
 	for i := range sampleEdits {
 		b, _ := appendEdit(nil, &sampleEdits[i])
-		f.Add(b, uint8(5), int64(0), "")
-		f.Add(b, uint8(4), int64(1), "x")
+		f.Add(b, uint8(2), int64(0), "")
+		f.Add(b, uint8(1), int64(1), "x")
+		f.Add(b, uint8(0), int64(2), "y")
+		f.Add(b, uint8(3), int64(3), "z")
 	}
 	f.Fuzz(func(t *testing.T, body []byte, version uint8, n int64, s string) {
-		v := uint32(4 + version%2)
+		v := uint32(4 + version%4)
 		ed, err := decodeEdit(body, v)
 		if err == nil {
 			again, err := appendEdit(nil, ed)
@@ -127,7 +195,7 @@ func FuzzEdit(f *testing.F) {
 			if err != nil || !reflect.DeepEqual(normal(*back), normal(*ed)) {
 				t.Fatalf("%x decodes to %+v, encodes to %x, decodes to %+v, %v", body, ed, again, back, err)
 			}
-			if v == 5 && !bytes.Equal(again, body) {
+			if v == CheckpointVersion && !bytes.Equal(again, body) {
 				t.Fatalf("re-encoding differs:\n got %x\nwant %x", again, body)
 			}
 		}
@@ -135,9 +203,9 @@ func FuzzEdit(f *testing.F) {
 		ed2 := normal(sampleEdits[int(uint64(n)%uint64(len(sampleEdits)))])
 		ed2.Loaded, ed2.Pending = n, -n
 		if s != "" && len(s) <= MaxName {
-			ed2.Paused = append(ed2.Paused, s)
-			ed2.RemovedIDs = append(ed2.RemovedIDs, s)
-			ed2.Entries = append(ed2.Entries, Entry{Origin: wal.Pos(n), Topic: s})
+			ed2.Paused = append(ed2.Paused[:len(ed2.Paused):len(ed2.Paused)], s)
+			ed2.RemovedIDs = append(ed2.RemovedIDs[:len(ed2.RemovedIDs):len(ed2.RemovedIDs)], s)
+			ed2.Entries = append(ed2.Entries[:len(ed2.Entries):len(ed2.Entries)], Entry{Origin: wal.Pos(n), Topic: s})
 		}
 		b, err := appendEdit(nil, &ed2)
 		if err != nil {
@@ -147,13 +215,22 @@ func FuzzEdit(f *testing.F) {
 		if err != nil || !reflect.DeepEqual(normal(*back), ed2) {
 			t.Fatalf("%+v encodes to %x, which decodes to %+v, %v", ed2, b, back, err)
 		}
-		// A file of those edits decodes whole, and never panics cut anywhere.
-		file := append(AppendCheckpointHeader(nil), frameEditBody(b)...)
-		if _, err := DecodeCheckpoint(file, func(*Edit) error { return nil }); err != nil {
-			t.Fatal(err)
+		// Files of those bodies, in each framing: none panics.
+		for _, file := range [][]byte{checkpointOf(t, ed2), fileV6(4, body), fileV6(5, body), fileV6(6, body)} {
+			DecodeCheckpoint(file, func(*Edit) error { return nil })
 		}
-		DecodeCheckpoint(append(AppendCheckpointHeader(nil), frameEditBody(body)...), func(*Edit) error { return nil })
+		if f, err := wal.AppendFrame(AppendCheckpointHeader(nil), frameEdit, false, body); err == nil {
+			DecodeCheckpoint(f, func(*Edit) error { return nil })
+		}
 	})
+}
+
+// fileV6 returns a checkpoint file of version 4, 5 or 6 holding the edit body.
+func fileV6(version uint32, body []byte) []byte {
+	b := binary.LittleEndian.AppendUint32([]byte(CheckpointMagic), version)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(body)))
+	b = binary.LittleEndian.AppendUint32(b, crc32.Checksum(body, castagnoli))
+	return append(b, body...)
 }
 
 var sampleSnapshots = []Snapshot{

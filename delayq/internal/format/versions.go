@@ -22,8 +22,9 @@ package format
 //	4  a log of edits, each framed by its length and checksum
 //	5  names, paused topics, lists' counts by topic and n, the failure of entries
 //	6  delivery limits, the reason of entries' failures
+//	7  edits framed as the log's frames, their sections tagged (see edit.go's sectionSince)
 //
 // The secret file (secret.go): one version, magic "tocksec1".
 
 // CheckpointVersion is the version of the checkpoint files written.
-const CheckpointVersion = 6
+const CheckpointVersion = 7

@@ -148,3 +148,53 @@ func UncheckedFrame(b []byte) (f Frame, ok bool) {
 	}
 	return Frame{Type: b[8] &^ moreBit, More: b[8]&moreBit != 0, Body: b[HeaderSize+1 : n]}, true
 }
+
+// ReadFrames calls fn for each frame of b, frames following each other from its start, in order,
+// with its offset: base plus its offset in b. b is what a file holds from base on; file names it
+// for errors. It returns where the frames end. A torn tail (bytes after the last valid frame that
+// hold no complete frame, such as a frame cut short or zeros, with no valid frame after them) ends
+// the frames without an error, as a write cut short by a crash leaves them; any other damage is an
+// error, a *CorruptError naming file and offset. An error from fn is returned as it is.
+func ReadFrames(file string, base int64, b []byte, verify Verifier, fn func(off int64, f Frame) error) (int64, error) {
+	off := 0
+	for off < len(b) {
+		n, err := frameLen(b[off:])
+		complete := err == nil && n <= len(b)-off
+		var f Frame
+		if complete {
+			f, err = checkFrame(b[off:off+n], verify)
+		} else if err == nil {
+			err = &frameError{msg: fmt.Sprintf("frame of %d bytes cut short at %d", n, len(b)-off), truncated: true}
+		}
+		if err != nil {
+			if !complete && !validFrameAfter(b, off+1, verify) {
+				return base + int64(off), nil // a torn tail
+			}
+			return base + int64(off), &CorruptError{File: file, Offset: base + int64(off), Reason: err.Error(), Size: int64(len(b) - off)}
+		}
+		if err := fn(base+int64(off), f); err != nil {
+			return base + int64(off), err
+		}
+		off += n
+	}
+	return base + int64(len(b)), nil
+}
+
+// validFrameAfter reports whether a valid frame starts anywhere in b at or after from. It checks
+// a candidate's type and content before its checksum, the costly part.
+func validFrameAfter(b []byte, from int, verify Verifier) bool {
+	for i := from; i+HeaderSize < len(b); i++ {
+		n, err := frameLen(b[i:])
+		if err != nil || n > len(b)-i {
+			continue
+		}
+		typ := b[i+8] &^ moreBit
+		if typ == 0 || verify != nil && verify(typ, b[i+HeaderSize+1:i+n]) != nil {
+			continue
+		}
+		if binary.LittleEndian.Uint32(b[i:]) == crc32.Checksum(b[i+4:i+n], castagnoli) {
+			return true
+		}
+	}
+	return false
+}
