@@ -47,6 +47,7 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 		q.writer.submit(p.r)
 	}
 	stale := make(map[int]bool)
+	var permits map[string][]any // limited topics' permits to give back
 	for _, p := range parts {
 		select {
 		case <-p.r.done:
@@ -57,11 +58,20 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 			return q.writeErr("ack", p.r.err)
 		}
 		for k, i := range p.idx {
-			code, aux := replyStr(p.r.reply, k)
+			if 3*k+2 >= len(p.r.reply) {
+				return fmt.Errorf("%w: ack script replied %v", ErrProtocol, p.r.reply)
+			}
+			code, aux, lim := anyStr(p.r.reply[3*k]), anyStr(p.r.reply[3*k+1]), anyStr(p.r.reply[3*k+2])
 			switch code {
 			case "1":
 				if aux != "" {
 					q.dropAlias(decoded[i].id, p.r.shard, aux)
+				}
+				if lim != "" {
+					if permits == nil {
+						permits = make(map[string][]any)
+					}
+					permits[lim] = append(permits[lim], decoded[i].token)
 				}
 			case "0":
 			case "-1":
@@ -71,6 +81,7 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 			}
 		}
 	}
+	q.givePermitsBack(permits)
 	for i, s := range receipts {
 		if bad[i] || stale[i] {
 			failed = append(failed, queue.ReceiptError{Receipt: s, Err: errUnknownReceipt})
@@ -140,6 +151,9 @@ func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration, o
 	if code := anyStr(first(r.reply)); code != "1" {
 		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)
 	}
+	if lim := replyAt(r.reply, 1); lim != "" {
+		q.givePermitsBack(map[string][]any{lim: {rc.token}})
+	}
 	return nil
 }
 
@@ -167,7 +181,21 @@ func (q *Queue) Extend(ctx context.Context, receipt string, visibility time.Dura
 	if code := anyStr(first(r.reply)); code != "1" {
 		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)
 	}
+	if lim := replyAt(r.reply, 1); lim != "" {
+		// The permit lasts as long as the lease, and the margin more.
+		if _, _, err := q.permit(ctx, "x", lim, millis(visibility)+permitMargin.Milliseconds(), rc.token); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// replyAt returns the i-th value of a reply as a string, "" when there is none.
+func replyAt(v []any, i int) string {
+	if i >= len(v) {
+		return ""
+	}
+	return anyStr(v[i])
 }
 
 func first(v []any) any {

@@ -73,6 +73,11 @@
 //	{T}:paused        set: the paused topics
 //	{T}:why           hash: message ID -> the reason its last failed delivery gave (a Nack's
 //	                  queue.WithReason), for the waiting messages whose record's fail kind says so
+//	{T}:lim           hash: topic -> its delivery limit, "<rate>,<burst>,<concurrency>", a copy in
+//	                  every shard (see Limits)
+//	{T}:lb:<topic>    hash: tok, ts: the token bucket of a limited topic's rate, on its home shard
+//	{T}:lp:<topic>    sorted set: the permits of a limited topic's leases, on its home shard: lease
+//	                  token -> deadline (ms, a margin after the lease's)
 //	{T}:lat           hash: the lateness of the messages made due: n, sum, max (ms), b1...b17 (see Timing)
 //	{T}:alias         hash: chosen ID -> "<shard>.<batch token>", for IDs whose message lives elsewhere
 //	{T}:abort:<token> string, expires after an hour: a batch that must not be written
@@ -146,6 +151,15 @@
 //   - nack: ends a current lease whose token matches and makes the message due after the delay, or
 //     moves it to the dead-letter topic after the maximum number of failed deliveries (or at once,
 //     when the caller asks), recording the failure and its reason.
+//   - limit: sets or removes a topic's limit in {T}:lim (every shard), and on its home shard
+//     resets its bucket to full when the rate changes; publishes the topic's head, so that its
+//     receivers look again.
+//   - permit: on a limited topic's home shard, by the script's clock: acquire grants up to n
+//     permits (the bucket's whole tokens, and the concurrency less the permits held, after those
+//     past their deadline are dropped), each under a lease token the caller gives and a deadline,
+//     and says when the next comes when it grants none; release drops permits and gives unused
+//     tokens back to the bucket, publishing the topic's head when that frees a permit; extend
+//     moves permits' deadlines.
 //   - extend: moves the deadline of a current lease whose token matches, and whose deadline has not
 //     passed by the script's clock, to the visibility from that clock (in {T}:lease and
 //     {T}:l:<topic>); the token, and so the receipt, stays the same.
@@ -252,6 +266,23 @@
 // no lateness: in cmd/tockd's TestKilledInstanceLeavesNoLateness (two tockd on one Redis, 1,000
 // messages, the owner of some shards killed), the survivor delivers them with a lateness p99
 // under 25 ms.
+//
+// # Limits
+//
+// A topic's delivery limit (queue.Limiter) is a copy in every shard's {T}:lim, and the permits on
+// its home shard (FNV-1a of its name modulo N, as for a chosen ID). The receive script leases
+// nothing of a limited topic to a caller that holds no permits, and replies that the topic is
+// limited; the caller then asks the home shard's permit script for permits, runs the receive
+// script with the permits' tokens as the lease tokens (on the shards whose messages are due), and
+// gives back the permits it did not use. An ack or nack of a limited topic's message replies the
+// topic, and the caller gives its permit back; an extension extends its permit too. A permit of a
+// lease that ends otherwise (it ran out, its consumer died) is dropped at its deadline, a second
+// after the lease's, so that the shards' clocks may differ by that much without the concurrency
+// being passed. So every consumer of every process is bound by the limit, decided by the home
+// shard's clock: at most rate·T + burst deliveries in any T seconds, and at most concurrency
+// permits at once (a lease taken without one, before the limit was set, is not counted). A
+// Receive granted none waits, on the wheel, until the next permit the script announced or the
+// home shard's event that one came free.
 //
 // # Receipts
 //

@@ -33,6 +33,15 @@ type topicState struct {
 	wake    chan struct{}
 	timer   tock.Timer
 	timerAt int64 // the Redis time the timer fires at; 0 when none is set
+	// limited: the topic has a delivery limit (see limit.go), so receives ask for permits first;
+	// permitAt is the Redis time before which none comes, 0 when not known, and permitTimer wakes
+	// the receivers then.
+	limited     bool
+	permitAt    int64
+	permitTimer tock.Timer
+	// events counts the events of the topic applied, so that a permit's wait set after an event
+	// that came meanwhile is not kept.
+	events uint64
 }
 
 // topic returns the state of a topic, making it (with every head unknown) on first use.
@@ -65,9 +74,16 @@ func (q *Queue) topicHeadAtMost(topic string, shard int, ms, ver int64) {
 	}
 	q.shards[shard].observe(ver)
 	ts.mu.Lock()
+	ts.events++
+	if ts.limited {
+		ts.permitAt = 0 // maybe a permit came free: ask again
+	}
 	if ms < ts.heads[shard] {
 		ts.heads[shard] = ms
 		ts.armLocked(q)
+	} else if ts.limited {
+		close(ts.wake)
+		ts.wake = make(chan struct{})
 	}
 	ts.mu.Unlock()
 }
@@ -143,6 +159,24 @@ func (ts *topicState) armLocked(q *Queue) {
 	ts.timer = t
 }
 
+// armPermitLocked sets a timer for permitAt, when the next permit comes, which wakes the
+// receivers.
+func (ts *topicState) armPermitLocked(q *Queue) {
+	at := ts.permitAt
+	ts.permitTimer.Stop()
+	t, err := q.wheel.AfterFunc(q.clock.until(at), func() {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		if ts.permitAt == at {
+			close(ts.wake)
+			ts.wake = make(chan struct{})
+		}
+	})
+	if err == nil {
+		ts.permitTimer = t
+	}
+}
+
 // dueLocked returns the shards whose head has come by now, earliest first.
 func (ts *topicState) dueLocked(now int64) []int {
 	var out []int
@@ -190,9 +224,14 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 		}
 		ts.mu.Lock()
 		wake := ts.wake
-		due := ts.dueLocked(q.clock.now())
+		now := q.clock.now()
+		due := ts.dueLocked(now)
+		limited := ts.limited
 		if len(due) == 0 {
 			ts.armLocked(q)
+		} else if limited && ts.permitAt > now {
+			due = nil // due, but no permit comes before permitAt
+			ts.armPermitLocked(q)
 		}
 		ts.mu.Unlock()
 		if len(due) == 0 {
@@ -205,6 +244,23 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 				return nil, errClosedWrap
 			}
 		}
+		if limited {
+			out, granted, err := q.receiveLimited(ctx, ts, due, max, vis)
+			switch {
+			case len(out) > 0:
+				slices.SortStableFunc(out, func(a, b queue.Delivery) int { return a.DeliverAt.Compare(b.DeliverAt) })
+				return out, nil
+			case ctx.Err() != nil:
+				return nil, fmt.Errorf("redisq: receive: %w", ctx.Err())
+			case err != nil:
+				return nil, fmt.Errorf("redisq: receive: %w", unavailable(err))
+			case granted < 0:
+				ts.mu.Lock()
+				ts.limited = false // no limit any more
+				ts.mu.Unlock()
+			}
+			continue
+		}
 		var out []queue.Delivery
 		var lastErr error
 		failed := 0
@@ -212,7 +268,7 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 			if len(out) >= max {
 				break
 			}
-			ds, err := q.receiveShard(ctx, ts, s, min(max-len(out), maxLeases), vis)
+			ds, err := q.receiveShard(ctx, ts, s, min(max-len(out), maxLeases), vis, nil)
 			out = append(out, ds...)
 			if err != nil {
 				if ctx.Err() != nil {
@@ -235,12 +291,22 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 	}
 }
 
-// receiveShard runs the receive script on shard s.
-func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis int64) ([]queue.Delivery, error) {
+// receiveShard runs the receive script on shard s, for up to n messages: with the tokens of n
+// permits of the topic's limit, or, when permits is nil, new tokens (and then a limited topic
+// leases nothing, and the topic is marked limited).
+func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis int64, permits []string) ([]queue.Delivery, error) {
 	args := q.cfgArgs()
-	args = append(args, ts.name, n, vis)
-	for range n {
-		args = append(args, newToken())
+	permitted := "0"
+	if permits != nil {
+		permitted = "1"
+	}
+	args = append(args, ts.name, n, vis, permitted)
+	for i := range n {
+		if permits != nil {
+			args = append(args, permits[i])
+		} else {
+			args = append(args, newToken())
+		}
 	}
 	start := time.Now()
 	v, err := receiveScript.Run(ctx, q.rdb, q.lay.keys(s), args...).Slice()
@@ -267,6 +333,13 @@ func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis 
 	}
 	now, ver, head, wsec, wcount, lms, more := nums[0], nums[1], nums[2], nums[3], nums[4], nums[5], nums[6]
 	q.clock.observe(now)
+	if head == -2 {
+		// Limited: ask for permits, at once.
+		ts.mu.Lock()
+		ts.limited, ts.permitAt = true, 0
+		ts.mu.Unlock()
+		head = now
+	}
 	sh := q.shards[s]
 	fresh := sh.observe(ver)
 	ts.setHead(q, s, head, fresh)

@@ -57,6 +57,8 @@ var (
 	ackScript        = newScript("ack", "allow-oom")
 	nackScript       = newScript("nack", "allow-oom")
 	extendScript     = newScript("extend", "allow-oom")
+	limitScript      = newScript("limit", "allow-oom")
+	permitScript     = newScript("permit", "allow-oom")
 	cancelScript     = newScript("cancel", "allow-oom")
 	tickScript       = newScript("tick", "allow-oom")
 	unaliasScript    = newScript("unalias", "allow-oom")

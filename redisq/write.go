@@ -569,7 +569,7 @@ func (w *writer) dispatch(c *call) {
 		case opPut:
 			n = 2 * len(r.items)
 		case opAck:
-			n = 2 * len(r.acks)
+			n = 3 * len(r.acks) // code, alias, limited topic
 		default:
 			n = len(rest)
 		}

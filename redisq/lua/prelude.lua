@@ -6,7 +6,7 @@ local P = string.sub(KEYS[1], 1, -5)
 local META = KEYS[1]
 local REC, SECS, SC, XT = P .. 'rec', P .. 'secs', P .. 'sc', P .. 'xt'
 local LEASE, ALIAS, TOPICS, CHAN = P .. 'lease', P .. 'alias', P .. 'topics', P .. 'ev'
-local TC, PAUSED, LAT, WHY = P .. 'tc', P .. 'paused', P .. 'lat', P .. 'why'
+local TC, PAUSED, LAT, WHY, LIM = P .. 'tc', P .. 'paused', P .. 'lat', P .. 'why', P .. 'lim'
 -- A message due within NEAR ms of the script's clock goes straight to its ready set.
 local NEAR = 1000
 -- MAXMS caps due times: queue.MaxDeliverAt in Unix milliseconds.
@@ -28,6 +28,16 @@ do
 end
 
 local function fmt(n) return string.format('%d', n) end
+-- bkey and pkey name a limited topic's bucket and permits, on its home shard.
+local function bkey(topic) return P .. 'lb:' .. topic end
+local function pkey(topic) return P .. 'lp:' .. topic end
+-- parse_limit decodes a limit of LIM, "rate,burst,concurrency", or returns nil.
+local function parse_limit(v)
+  if not v then return nil end
+  local r, b, c = string.match(v, '^([^,]*),(%d+),(%d+)$')
+  if not r then return nil end
+  return {rate = tonumber(r) or 0, burst = tonumber(b), conc = tonumber(c)}
+end
 local function rkey(topic) return P .. 'r:' .. topic end
 local function lkey(topic) return P .. 'l:' .. topic end
 local function dkey(topic) return P .. 'd:' .. topic end
@@ -139,6 +149,13 @@ local PAUSEDN
 local function paused(topic)
   if PAUSEDN == nil then PAUSEDN = redis.call('EXISTS', PAUSED) == 1 end
   return PAUSEDN and redis.call('SISMEMBER', PAUSED, topic) == 1
+end
+
+-- LIMN tells whether any topic has a limit in this shard.
+local LIMN
+local function limited(topic)
+  if LIMN == nil then LIMN = redis.call('EXISTS', LIM) == 1 end
+  return LIMN and redis.call('HEXISTS', LIM, topic) == 1
 end
 
 -- bytes_lt compares strings byte by byte, as Redis orders the members of a sorted set (Lua's <

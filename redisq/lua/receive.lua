@@ -1,19 +1,24 @@
 -- receive promotes what is due and expires due leases (HK messages at most each), then leases up
--- to max due messages of a topic unless the topic is paused. ARGV: the delivery configuration (4,
--- see load_cfg), topic, max (0: only report), visibility (ms), then max lease tokens.
+-- to max due messages of a topic unless the topic is paused, or limited and the caller holds no
+-- permits (see permit). ARGV: the delivery configuration (4, see load_cfg), topic, max (0: only
+-- report), visibility (ms), '1' when the caller holds max permits of the topic's limit, then max
+-- lease tokens (the permits' tokens).
 -- Replies {NOW, ver, head, wsec, wcount, lms, more, id1, record1, ...}: head is the topic's next
--- due time (-1: none, or the topic is paused), wsec/wcount/lms the shard's next events (see
+-- due time (-1: none, or the topic is paused; -2: the topic is limited: ask for permits first),
+-- wsec/wcount/lms the shard's next events (see
 -- next_events), more 1 when the housekeeping left work behind; then each leased message with its
 -- new record.
 local HK = 100
 load_cfg(1)
-local topic, max, vis = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7])
+local topic, max, vis, permitted = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1'
 local moved = promote(0, HK)
 local expired = expire(HK)
 local more = 0
 if moved >= HK or expired >= HK then more = 1 end
 local out = {}
 local stopped = paused(topic)
+local unpermitted = not stopped and not permitted and limited(topic)
+if unpermitted then stopped = true end
 if max > 0 and not stopped then
   local ids = redis.call('ZRANGEBYSCORE', rkey(topic), '-inf', NOW, 'LIMIT', 0, max)
   if #ids > 0 then
@@ -25,7 +30,7 @@ if max > 0 and not stopped then
       if rec then
         local r = parse(rec)
         r.att = r.att + 1
-        r.tok = ARGV[7 + i]
+        r.tok = ARGV[8 + i]
         rec = encode(r, payload(rec, r))
         redis.call('HSET', REC, id, rec)
         redis.call('ZADD', LEASE, deadline, id)
@@ -43,6 +48,7 @@ if max > 0 and not stopped then
   end
 end
 local head = -1
+if unpermitted then head = -2 end
 if not stopped then
   local h = redis.call('ZRANGE', rkey(topic), 0, 0, 'WITHSCORES')
   if h[1] then head = tonumber(h[2]) end
