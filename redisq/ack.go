@@ -26,7 +26,7 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 	var failed []queue.ReceiptError
 	bad := make(map[int]bool)
 	for i, s := range receipts {
-		rc, ok := q.sign.verify(s, q.lay.shards())
+		rc, ok := q.verify(ctx, s)
 		if !ok {
 			bad[i] = true
 			continue
@@ -134,7 +134,7 @@ func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration, o
 	if err != nil {
 		return fmt.Errorf("redisq: nack: %w", err)
 	}
-	rc, ok := q.sign.verify(receipt, q.lay.shards())
+	rc, ok := q.verify(ctx, receipt)
 	if !ok {
 		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)
 	}
@@ -168,7 +168,7 @@ func (q *Queue) Extend(ctx context.Context, receipt string, visibility time.Dura
 	if visibility <= 0 {
 		return fmt.Errorf("redisq: extend: visibility %v: %w", visibility, queue.ErrInvalid)
 	}
-	rc, ok := q.sign.verify(receipt, q.lay.shards())
+	rc, ok := q.verify(ctx, receipt)
 	if !ok {
 		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)
 	}

@@ -104,7 +104,12 @@ func (q *Queue) Message(ctx context.Context, id string) (queue.MessageInfo, erro
 	}
 	shard := q.lay.home(id)
 	for hop := 0; hop < 2; hop++ {
-		v, err := messageScript.Run(ctx, q.rdb, q.lay.keys(shard), id).Slice()
+		v, err := messageScript.Run(ctx, q.rdb, q.lay.keys(shard), q.withStamp(id)...).Slice()
+		if again, serr := q.afterStampErr(ctx, err); again {
+			v, err = messageScript.Run(ctx, q.rdb, q.lay.keys(shard), q.withStamp(id)...).Slice()
+		} else {
+			err = serr
+		}
 		if err != nil {
 			return queue.MessageInfo{}, fmt.Errorf("redisq: message: %w", unavailable(err))
 		}

@@ -186,7 +186,7 @@ func TestRandomOperationsKeepTheLayout(t *testing.T) {
 				lead = int(2 * time.Hour / time.Millisecond) // the hour's messages too, ahead of their time
 			}
 			sh := rng.IntN(q.lay.shards())
-			if err := tickScript.Run(ctx, rdb, q.lay.lockedKeys(sh), append(q.cfgArgs(), "", "", lead, 1+rng.IntN(20))...).Err(); err != nil {
+			if err := tickScript.Run(ctx, rdb, q.lay.lockedKeys(sh), q.withStamp(append(q.cfgArgs(), "", "", lead, 1+rng.IntN(20))...)...).Err(); err != nil {
 				t.Fatalf("step %d: tick: %v", step, err)
 			}
 		case 13:
@@ -220,7 +220,7 @@ func TestRandomOperationsKeepTheLayout(t *testing.T) {
 			state := []string{"s", "d", "x"}[rng.IntN(3)]
 			sh := rng.IntN(q.lay.shards())
 			topic := topics[rng.IntN(len(topics))]
-			if err := purgeScript.Run(ctx, rdb, q.lay.keys(sh), topic, state, 1+rng.IntN(150)).Err(); err != nil {
+			if err := purgeScript.Run(ctx, rdb, q.lay.keys(sh), q.withStamp(topic, state, 1+rng.IntN(150))...).Err(); err != nil {
 				t.Fatalf("step %d: purge: %v", step, err)
 			}
 		}
@@ -430,7 +430,7 @@ func TestLongIDsInTheWheel(t *testing.T) {
 		}
 	}
 	mustCheck(t, ctx, rdb, q, "the cancels and deliveries now")
-	if err := tickScript.Run(ctx, rdb, q.lay.lockedKeys(0), append(q.cfgArgs(), "", "", int(2*time.Hour/time.Millisecond), 1000)...).Err(); err != nil {
+	if err := tickScript.Run(ctx, rdb, q.lay.lockedKeys(0), q.withStamp(append(q.cfgArgs(), "", "", int(2*time.Hour/time.Millisecond), 1000)...)...).Err(); err != nil {
 		t.Fatal(err)
 	}
 	mustCheck(t, ctx, rdb, q, "the promotion")
@@ -749,7 +749,7 @@ func TestStatsLatenessSumsLateMessages(t *testing.T) {
 	}
 	q.Close()
 	time.Sleep(time.Until(at.Add(600 * time.Millisecond)))
-	if err := tickScript.Run(ctx, rdb, q.lay.lockedKeys(0), append(q.cfgArgs(), "", "", 0, 100)...).Err(); err != nil {
+	if err := tickScript.Run(ctx, rdb, q.lay.lockedKeys(0), q.withStamp(append(q.cfgArgs(), "", "", 0, 100)...)...).Err(); err != nil {
 		t.Fatal(err)
 	}
 	sum, err := rdb.HGet(ctx, "{"+q.lay.tags[0]+"}:lat", "sum").Int64()
@@ -780,7 +780,7 @@ func TestDueCountsCountPromotedMessages(t *testing.T) {
 		}
 	}
 	// Promote them now, a few seconds ahead, as a busy owner would.
-	if err := tickScript.Run(ctx, rdb, q.lay.lockedKeys(0), append(q.cfgArgs(), "", "", 10_000, 100)...).Err(); err != nil {
+	if err := tickScript.Run(ctx, rdb, q.lay.lockedKeys(0), q.withStamp(append(q.cfgArgs(), "", "", 10_000, 100)...)...).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if n := rdb.ZCard(ctx, "{"+q.lay.tags[0]+"}:r:t").Val(); n != 4 {

@@ -2,6 +2,7 @@ package redisq
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -36,7 +37,8 @@ const checkPause = 10 * time.Second
 //   - the dead-letter sets hold exactly the dead letters that are not leased, at their death;
 //   - the shard's and the topics' counters match what they count, and topics names the topics
 //     with ready messages;
-//   - why holds a reason for exactly the records whose fail kind says they have one.
+//   - why holds a reason for exactly the records whose fail kind says they have one;
+//   - each shard that holds messages carries the stamp of the deployment's configuration.
 //
 // It changes nothing, but it pauses the writes of each shard's master (CLIENT PAUSE WRITE) while
 // it reads that shard, for at most 10 s, so that no script changes the shard halfway through the
@@ -52,12 +54,13 @@ func Check(ctx context.Context, rdb redis.UniversalClient, prefix string) (*Chec
 		return nil, fmt.Errorf("%w: check: prefix %v", ErrInvalid, err)
 	}
 	key := "{" + prefix + "}:config"
-	v, err := rdb.HMGet(ctx, key, "version", "shards").Result()
+	v, err := rdb.HMGet(ctx, key, "version", "shards", "secret").Result()
 	if err != nil {
 		return nil, fmt.Errorf("redisq: check: %w", unavailable(err))
 	}
 	version, _ := v[0].(string)
 	shardsText, _ := v[1].(string)
+	secretText, _ := v[2].(string)
 	if version == "" {
 		return nil, fmt.Errorf("redisq: check: no deployment %q in this Redis (no %s): %w", prefix, key, ErrNotFound)
 	}
@@ -66,9 +69,11 @@ func Check(ctx context.Context, rdb redis.UniversalClient, prefix string) (*Chec
 			ErrIncompatible, prefix, version, layoutVersion)
 	}
 	shards, err := strconv.Atoi(shardsText)
-	if err != nil || shards < 1 || shards > MaxShards {
-		return nil, fmt.Errorf("%w: configuration of %q has shards %q", ErrProtocol, prefix, shardsText)
+	secret, err2 := hex.DecodeString(secretText)
+	if err != nil || err2 != nil || shards < 1 || shards > MaxShards || len(secret) < 16 {
+		return nil, fmt.Errorf("%w: configuration of %q is %v", ErrProtocol, prefix, v[:2])
 	}
+	stamp := stampOf(secret)
 	lay := newLayout(prefix, shards)
 	rep := &CheckReport{Prefix: prefix, Shards: shards}
 	for s := range shards {
@@ -77,6 +82,19 @@ func Check(ctx context.Context, rdb redis.UniversalClient, prefix string) (*Chec
 			return nil, fmt.Errorf("redisq: check: shard %d: %w", s, unavailable(err))
 		}
 		n, err := checkPaused(ctx, node, lay, s)
+		if err == nil {
+			switch dep, derr := node.HGet(ctx, lay.metaKey(s), "dep").Result(); {
+			case derr == redis.Nil && n > 0:
+				err = broken("no deployment stamp in its meta, though it holds messages")
+			case derr == redis.Nil:
+				// A shard never used since its Redis lost its data; a process stamps it at its
+				// next script.
+			case derr != nil:
+				err = derr
+			case dep != stamp:
+				err = broken("stamped %s, not the configuration's %s: it belongs to a configuration made before", dep, stamp)
+			}
+		}
 		var ce checkError
 		switch {
 		case errors.As(err, &ce):

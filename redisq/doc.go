@@ -51,8 +51,10 @@
 // documented here so that they can be inspected with redis-cli and checked against the sources
 // (lua/*.lua, which are the reference). With T the tag of a shard (keys are "{T}:" and a suffix):
 //
-//	{p}:config        hash: version (2), shards (N), secret (the receipts' HMAC key, hex); written once
-//	{T}:meta          hash: adv, ver, sched, ready, leased (below)
+//	{p}:config        hash: version (3), shards (N), secret (the receipts' HMAC key, hex); written
+//	                  once, and again if Redis loses it (see Durability)
+//	{T}:meta          hash: dep (the deployment's stamp, see Durability), adv, ver, sched, ready,
+//	                  leased (below)
 //	{T}:guard         never written; every script names it (see Slot migration)
 //	{T}:rec           hash: message ID -> record, for every waiting message
 //	{T}:xi:<topic>    sorted set, every score 0: the bounds of the chunks of the topic's wheel (below)
@@ -377,7 +379,12 @@
 //
 // What a nil return guarantees, then, is Redis's:
 //
-//   - One server without persistence: nothing survives a restart of Redis.
+//   - One server without persistence (save "", appendonly no): a restart of Redis, or FLUSHALL,
+//     loses every message and lease, and the deployment's configuration (see below).
+//   - RDB snapshots only (save, appendonly no): a restart brings back the last snapshot: the
+//     writes since it are lost (messages put since are gone; messages acked or cancelled since
+//     come back, and are delivered again; leases taken since are forgotten, their messages
+//     delivered again). The configuration, written once, comes back with it.
 //   - appendonly yes with appendfsync everysec: up to about a second of acknowledged writes is lost
 //     when the server or machine crashes; appendfsync always loses none (at a cost in throughput).
 //   - With replicas and the replica wait: an acknowledged write is on the master and at least one
@@ -393,6 +400,30 @@
 //
 // Receive's leases are not waited for: a lease lost in a failover only means an earlier
 // redelivery, and an Ack of it then fails with queue.ErrUnknownReceipt.
+//
+// A Redis that lost the deployment's data is noticed, and the processes agree on it again. Each
+// shard carries in {T}:meta the stamp of the configuration it belongs to (16 hex digits of a hash
+// of the secret), which Open writes; every script is given the stamp of the configuration its
+// process holds, and refuses, before anything else, a shard without one (its data was lost) or
+// with another. The process that meets the refusal, or whose Ready, or Ack of a receipt it cannot
+// verify, finds {p}:config not the one it holds, reconciles (at most every 100 ms):
+//
+//   - {p}:config gone (a restart without persistence, FLUSHALL, or the restart of the Cluster
+//     master of its slot): it writes it again from its own, the same secret and shard count, so that
+//     the processes opened before the loss agree, and so does any process opened after; receipts
+//     stay valid.
+//   - {p}:config written anew by a process opened after the loss, before any other noticed it,
+//     with the same shard count: it adopts its secret and stamp (receipts issued before are refused
+//     from then on; their messages, if they were kept, are delivered again after their visibility).
+//   - Written anew with another shard count, or by another layout version: the process refuses to
+//     serve it for good: every call, and Ready, fail with an error matching queue.ErrUnavailable
+//     that names the cause, and the process must be restarted; it writes nothing meanwhile, as
+//     every script of its view meets shards it does not stamp.
+//
+// It then stamps every shard with the configuration's stamp; the shards that had none lost their
+// data, and are logged. Each case is logged at level ERROR and counted (Metrics:
+// redis_deployment_lost_total, redis_deployment_adopted_total, redis_deployment_stale). Messages
+// kept only in the lost data are gone, as Redis's setting says.
 //
 // # Slot migration and failover
 //

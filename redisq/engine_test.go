@@ -615,7 +615,7 @@ func TestOneCallPuttingAnIDTwiceStoresItOnce(t *testing.T) {
 	for _, m := range []struct{ id, payload string }{{"a", "x"}, {"a", "x"}, {"b", "y"}, {"a", "z"}} {
 		args = append(args, m.id, req, "t", m.payload, "", "nonce", "")
 	}
-	reply, err := putScript.Run(ctx, rdb, q.lay.keys(0), args...).Slice()
+	reply, err := putScript.Run(ctx, rdb, q.lay.keys(0), q.withStamp(args...)...).Slice()
 	if err != nil {
 		t.Fatal(err)
 	}

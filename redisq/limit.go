@@ -179,7 +179,7 @@ func (q *Queue) receiveLimited(ctx context.Context, ts *topicState, due []int, m
 		}
 		used := make(map[string]bool, len(ds))
 		for _, d := range ds {
-			if rc, ok := q.sign.verify(d.Receipt, q.lay.shards()); ok {
+			if rc, ok := q.signer().verify(d.Receipt, q.lay.shards()); ok {
 				used[rc.token] = true
 			}
 		}

@@ -320,7 +320,7 @@ func TestTickRefusesStaleFencingToken(t *testing.T) {
 	if q.metrics.fenced.Load() != fenced+1 {
 		t.Fatal("the tick with a stale fencing token was not refused")
 	}
-	v, err := tickScript.Run(ctx, rdb, q.lay.lockedKeys(0), append(q.cfgArgs(), fmt.Sprint(cur.Token()), "another process", 5000, 10)...).Slice()
+	v, err := tickScript.Run(ctx, rdb, q.lay.lockedKeys(0), q.withStamp(append(q.cfgArgs(), fmt.Sprint(cur.Token()), "another process", 5000, 10)...)...).Slice()
 	if err != nil || len(v) < 7 || v[6] != int64(1) {
 		t.Fatalf("the current owner's tick with a lead of 5s: %v, %v; want one message promoted", v, err)
 	}

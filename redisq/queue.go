@@ -3,7 +3,6 @@ package redisq
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock"
+	"github.com/tockwheel/tock/internal/rediskit"
 	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/redislock"
 )
@@ -33,7 +33,7 @@ type Queue struct {
 	cluster *redis.ClusterClient // rdb, when it is a cluster client
 	cfg     config
 	lay     *layout
-	sign    signer
+	dep     deploymentState
 	wheel   *tock.Wheel
 	locker  *redislock.Locker
 	owner   string // this process's owner token in the shards' locks and events
@@ -109,14 +109,40 @@ func Open(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Queu
 	if err := checkVersion(ctx, rdb); err != nil {
 		return nil, err
 	}
-	shards, secret, err := q.deployment(ctx, shardsGiven)
+	shards, v, err := q.deployment(ctx, shardsGiven)
 	if err != nil {
 		return nil, err
 	}
 	q.lay = newLayout(cfg.prefix, shards)
-	q.sign = signer{secret: secret}
+	q.dep.view.Store(v)
 	if err := q.loadScripts(ctx); err != nil {
 		return nil, err
+	}
+	// Every shard is stamped before Open returns, so that a shard without a stamp always means
+	// lost data; a cluster in transition (a failover, CLUSTERDOWN) is waited for.
+	unstamped, restamped, err := q.stampShards(ctx, v)
+	for delay := 50 * time.Millisecond; err != nil && rediskit.Transient(err); delay = min(2*delay, time.Second) {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("redisq: Open: %w (after %w)", ctx.Err(), unavailable(err))
+		case <-time.After(delay):
+		}
+		if q.cluster != nil && rediskit.Reloads(err) {
+			q.cluster.ReloadState(ctx)
+		}
+		unstamped, restamped, err = q.stampShards(ctx, v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("redisq: Open: %w", unavailable(err))
+	}
+	if len(restamped) > 0 {
+		q.logger().Error("redisq: shards of the deployment were stamped by a process with an older configuration; they are the current one's now",
+			"prefix", cfg.prefix, "shards", restamped)
+	}
+	if len(unstamped) > 0 && len(unstamped) < shards {
+		q.metrics.deploymentLost.Add(1)
+		q.logger().Error("redisq: shards of the deployment had lost their data (a restart of their Redis without persistence, or FLUSHALL); "+
+			"their messages are gone", "prefix", cfg.prefix, "shards", unstamped)
 	}
 	q.wheel = cfg.wheel
 	if q.wheel == nil {
@@ -171,49 +197,6 @@ func infoField(info, field string) string {
 	return ""
 }
 
-// createConfig writes the deployment's configuration unless it exists, and returns it.
-var createConfig = redis.NewScript(`
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('HSET', KEYS[1], 'version', ARGV[1], 'shards', ARGV[2], 'secret', ARGV[3])
-end
-return redis.call('HMGET', KEYS[1], 'version', 'shards', 'secret')
-`)
-
-// deployment reads the deployment's configuration, creating it if needed, and checks it.
-func (q *Queue) deployment(ctx context.Context, shardsGiven bool) (int, []byte, error) {
-	key := "{" + q.cfg.prefix + "}:config"
-	var secret [32]byte
-	rand.Read(secret[:])
-	v, err := createConfig.Run(ctx, q.rdb, []string{key}, layoutVersion, q.cfg.shards, hex.EncodeToString(secret[:])).Slice()
-	if err != nil {
-		return 0, nil, fmt.Errorf("redisq: Open: deployment %q: %w", q.cfg.prefix, unavailable(err))
-	}
-	str := func(i int) string { s, _ := v[i].(string); return s }
-	if len(v) != 3 || str(0) == "" {
-		return 0, nil, fmt.Errorf("%w: configuration of %q is %v", ErrProtocol, q.cfg.prefix, v)
-	}
-	if v := str(0); v != layoutVersion {
-		what := "it was made by a newer version of redisq: open it with that version"
-		if n, err := strconv.Atoi(v); err == nil && n < 3 {
-			what = "this version does not migrate it: drain it with the processes of the version that made it, " +
-				"delete its keys (those of prefix " + strconv.Quote(q.cfg.prefix) + "), and Open then creates it anew; " +
-				"or open this version with another prefix (WithPrefix)"
-		}
-		return 0, nil, fmt.Errorf("%w: deployment %q has layout version %s; this version of redisq reads and writes only layout version %s; %s",
-			ErrIncompatible, q.cfg.prefix, v, layoutVersion, what)
-	}
-	shards, err := strconv.Atoi(str(1))
-	sec, err2 := hex.DecodeString(str(2))
-	if err != nil || err2 != nil || shards < 1 || shards > MaxShards || len(sec) < 16 {
-		return 0, nil, fmt.Errorf("%w: configuration of %q is %v", ErrProtocol, q.cfg.prefix, v)
-	}
-	if shardsGiven && shards != q.cfg.shards {
-		return 0, nil, fmt.Errorf("%w: deployment %q has %d shards; WithShards(%d) was given",
-			ErrMismatch, q.cfg.prefix, shards, q.cfg.shards)
-	}
-	return shards, sec, nil
-}
-
 // loadScripts loads the scripts on every master, so that EVALSHA finds them and a script that Redis
 // cannot compile fails Open.
 func (q *Queue) loadScripts(ctx context.Context) error {
@@ -236,16 +219,22 @@ func (q *Queue) loadScripts(ctx context.Context) error {
 	return nil
 }
 
-// usable returns ErrClosed after Close.
+// usable returns ErrClosed after Close, and the refusal of a deployment made anew that this
+// process cannot serve (see reconcile).
 func (q *Queue) usable() error {
 	if q.closed.Load() {
 		return fmt.Errorf("redisq: %w", queue.ErrClosed)
 	}
-	return nil
+	return q.staleErr()
 }
 
-// Ready returns nil when every master of the deployment answers a PING, an error matching
-// queue.ErrUnavailable when one does not, and queue.ErrClosed after Close.
+// Ready returns nil when every master of the deployment answers a PING and the deployment's
+// configuration in Redis is the one this process serves; an error matching queue.ErrUnavailable
+// when a master does not answer, or when the deployment was made anew with another shard count
+// or layout version (see the package doc, Durability: this process then refuses to serve it, and
+// Ready names the cause until it is restarted); and queue.ErrClosed after Close. A configuration
+// that Redis lost, or that another process made anew with the same shard count, is written again
+// or adopted, as a script that meets a lost shard does, and Ready returns nil.
 func (q *Queue) Ready(ctx context.Context) error {
 	if err := q.usable(); err != nil {
 		return err
@@ -260,6 +249,12 @@ func (q *Queue) Ready(ctx context.Context) error {
 	}
 	if err != nil {
 		return fmt.Errorf("redisq: ready: %w", unavailable(err))
+	}
+	if err := q.checkConfig(ctx, true); err != nil {
+		if serr := q.staleErr(); serr != nil {
+			return serr
+		}
+		return fmt.Errorf("redisq: ready: %w", err)
 	}
 	return nil
 }

@@ -271,6 +271,9 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 			ds, err := q.receiveShard(ctx, ts, s, min(max-len(out), maxLeases), vis, nil)
 			out = append(out, ds...)
 			if err != nil {
+				if serr := q.staleErr(); serr != nil {
+					return nil, serr
+				}
 				if ctx.Err() != nil {
 					break
 				}
@@ -309,8 +312,17 @@ func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis 
 		}
 	}
 	start := time.Now()
-	v, err := receiveScript.Run(ctx, q.rdb, q.lay.keys(s), args...).Slice()
+	v, err := receiveScript.Run(ctx, q.rdb, q.lay.keys(s), q.withStamp(args...)...).Slice()
 	q.metrics.observeScript(time.Since(start))
+	if again, serr := q.afterStampErr(ctx, err); again {
+		// The deployment is reconciled: ask the shard again at once, with the stamp now held.
+		ts.mu.Lock()
+		ts.heads[s] = headUnknown
+		ts.mu.Unlock()
+		return nil, nil
+	} else if serr != err {
+		return nil, serr // this process refuses to serve the deployment, or Redis failed
+	}
 	if err != nil {
 		if q.cluster != nil && rediskit.Reloads(err) {
 			q.cluster.ReloadState(context.Background())
@@ -354,7 +366,7 @@ func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis 
 		}
 		out = append(out, queue.Delivery{
 			Message: queue.Message{ID: id, Topic: rec.topic, Payload: rec.payload, DeliverAt: time.UnixMilli(rec.due)},
-			Receipt: q.sign.issue(s, rec.tok, id),
+			Receipt: q.signer().issue(s, rec.tok, id),
 			Attempt: rec.att,
 		})
 	}

@@ -259,9 +259,23 @@ func (s *shard) kickLocked() {
 func (s *shard) act() {
 	defer s.q.wg.Done()
 	err := s.step()
+	if isStampErr(err) {
+		// The shard lost its data, or the deployment was made anew: reconcile, then read the
+		// shard's times again.
+		ctx, cancel := context.WithTimeout(context.Background(), actTimeout)
+		if _, err = s.q.afterStampErr(ctx, err); err == nil {
+			s.mu.Lock()
+			s.mu.known = false
+			s.mu.Unlock()
+		}
+		cancel()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.busy = false
+	if s.q.staleErr() != nil {
+		return // this process no longer serves the deployment
+	}
 	if err != nil && !s.mu.stopped && !s.q.closed.Load() {
 		s.q.logger().Warn("redisq: shard housekeeping failed; retrying", "shard", s.i, "error", err)
 		// Try again after a while rather than at once.
@@ -398,7 +412,7 @@ func (s *shard) tick(ctx context.Context, lk *redislock.Lock, wcount int64) erro
 	for {
 		args := append(q.cfgArgs(), token, owner, leadMs, tickBudget)
 		start := time.Now()
-		v, err := tickScript.Run(ctx, q.rdb, q.lay.lockedKeys(s.i), args...).Slice()
+		v, err := tickScript.Run(ctx, q.rdb, q.lay.lockedKeys(s.i), q.withStamp(args...)...).Slice()
 		q.metrics.observeScript(time.Since(start))
 		if err != nil {
 			if q.cluster != nil && rediskit.Reloads(err) {
@@ -452,7 +466,7 @@ func (s *shard) peek(ctx context.Context) error {
 	for i, n := range names {
 		args[i] = n
 	}
-	v, err := peekScript.Run(ctx, q.rdb, q.lay.lockedKeys(s.i), args...).Slice()
+	v, err := peekScript.Run(ctx, q.rdb, q.lay.lockedKeys(s.i), q.withStamp(args...)...).Slice()
 	if err != nil {
 		return fmt.Errorf("peek: %w", err)
 	}

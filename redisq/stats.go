@@ -95,15 +95,24 @@ func (q *Queue) eachShard(ctx context.Context, s *redis.Script, args func(shard 
 }
 
 // onShards runs a read-only script on the given shards in one pipeline (one per master on a
-// cluster) and returns the replies, in the order of shards.
+// cluster) and returns the replies, in the order of shards. A shard's refusal of the stamp
+// reconciles the deployment, and the script runs once more.
 func (q *Queue) onShards(ctx context.Context, s *redis.Script, shards []int, args func(shard int) []any) ([][]any, error) {
+	out, err := q.onShardsOnce(ctx, s, shards, args)
+	if again, err := q.afterStampErr(ctx, err); !again {
+		return out, err
+	}
+	return q.onShardsOnce(ctx, s, shards, args)
+}
+
+func (q *Queue) onShardsOnce(ctx context.Context, s *redis.Script, shards []int, args func(shard int) []any) ([][]any, error) {
 	run := func(eval bool, which []int, cmds []*redis.Cmd) error {
 		_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range which {
 				if eval {
-					cmds[i] = s.Eval(ctx, p, q.lay.keys(shards[i]), args(shards[i])...)
+					cmds[i] = s.Eval(ctx, p, q.lay.keys(shards[i]), q.withStamp(args(shards[i])...)...)
 				} else {
-					cmds[i] = s.EvalSha(ctx, p, q.lay.keys(shards[i]), args(shards[i])...)
+					cmds[i] = s.EvalSha(ctx, p, q.lay.keys(shards[i]), q.withStamp(args(shards[i])...)...)
 				}
 			}
 			return nil
@@ -153,6 +162,8 @@ type metrics struct {
 	acquisitions        atomic.Uint64
 	owned               atomic.Int64
 	promoted            atomic.Uint64
+	deploymentLost      atomic.Uint64 // the configuration or shards found gone from Redis
+	deploymentAdopted   atomic.Uint64 // configurations made anew by another process, adopted
 
 	scripts  histogram
 	lateness latenessWindow
@@ -201,10 +212,11 @@ func (h *histogram) metric(name, help string) queue.Metric {
 
 // Metrics reports this process's measurements of the engine, for /metrics: script round trips,
 // subscription losses and re-reads, housekeeping ticks (as owner and in an absent owner's place),
-// the shards it owns, fencing refusals, grouped writes retried, and replica waits that failed.
+// the shards it owns, fencing refusals, grouped writes retried, replica waits that failed, and
+// what it found of a deployment Redis forgot (see [Queue.Ready]).
 func (q *Queue) Metrics(ctx context.Context) ([]queue.Metric, error) {
-	if err := q.usable(); err != nil {
-		return nil, err
+	if q.closed.Load() {
+		return nil, errClosedWrap
 	}
 	m := &q.metrics
 	counter := func(name, help string, v uint64) queue.Metric {
@@ -224,5 +236,18 @@ func (q *Queue) Metrics(ctx context.Context) ([]queue.Metric, error) {
 		counter("redis_shard_acquisitions_total", "Shards this process took ownership of.", m.acquisitions.Load()),
 		counter("redis_promoted_total", "Messages this process promoted from the wheel to the ready sets.", m.promoted.Load()),
 		{Name: "redis_owned_shards", Help: "Shards whose housekeeping this process owns.", Kind: queue.Gauge, Value: float64(m.owned.Load())},
+		counter("redis_deployment_lost_total", "Times this process found the deployment's configuration, or shards' data, gone from Redis "+
+			"(a restart without persistence, FLUSHALL) and wrote them again.", m.deploymentLost.Load()),
+		counter("redis_deployment_adopted_total", "Configurations of the deployment made anew by another process that this process adopted.",
+			m.deploymentAdopted.Load()),
+		{Name: "redis_deployment_stale", Help: "1 while this process refuses to serve a deployment made anew with another shard count or layout " +
+			"(restart it), else 0.", Kind: queue.Gauge, Value: float64(boolInt(q.staleErr() != nil))},
 	}, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

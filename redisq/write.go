@@ -268,6 +268,16 @@ func (w *writer) retry(r *request, err error) {
 		w.q.cluster.ReloadState(context.Background())
 	}
 	w.q.metrics.retries.Add(1)
+	// A script that refused its shard's stamp did nothing: it is sent again once the deployment is
+	// reconciled (with the stamp then), unless this process refuses to serve it.
+	stamp := isStampErr(err)
+	if stamp {
+		w.q.noticeStamp()
+		if serr := w.q.staleErr(); serr != nil {
+			w.finish(r, serr)
+			return
+		}
+	}
 	if rediskit.Transient(err) && !rediskit.Refused(err) && !r.firstSent.IsZero() {
 		r.unknown = true
 	}
@@ -276,8 +286,8 @@ func (w *writer) retry(r *request, err error) {
 			queue.ErrUnavailable, retryWindow, err))
 		return
 	}
-	if !rediskit.Transient(err) || r.ctx.Err() != nil || w.q.closed.Load() {
-		if r.ctx.Err() != nil && rediskit.Transient(err) {
+	if !(rediskit.Transient(err) || stamp) || r.ctx.Err() != nil || w.q.closed.Load() {
+		if r.ctx.Err() != nil && (rediskit.Transient(err) || stamp) {
 			err = fmt.Errorf("%w (after %d tries: %w)", r.ctx.Err(), r.tries, unavailable(err))
 		}
 		w.finish(r, err)
@@ -409,7 +419,7 @@ func (w *writer) flush(n *node, reqs []*request) {
 	start := time.Now()
 	_, perr := n.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range calls {
-			c.cmd = c.script.EvalSha(ctx, p, c.keys, c.args...)
+			c.cmd = c.script.EvalSha(ctx, p, c.keys, q.withStamp(c.args...)...)
 		}
 		if need > 0 {
 			wait = redis.NewIntCmd(ctx, "wait", need, q.cfg.replicaWait.Milliseconds())

@@ -32,7 +32,10 @@
 // tockd exits 1 with one line saying why when the engine cannot be opened:
 // Redis unreachable, a deployment whose shard count differs from
 // -redis-shards, a directory it cannot use. Once serving, /readyz answers
-// 503 while Redis is unreachable.
+// 503 while Redis is unreachable, and for good (restart tockd) once Redis
+// forgot the deployment and another process made it anew with another
+// shard count; a deployment Redis forgot is otherwise written again or
+// adopted, and logged at level ERROR (see package redisq's doc, Durability).
 //
 // # Exposing tockd
 //

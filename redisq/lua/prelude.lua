@@ -4,6 +4,21 @@
 -- of the shard is named here from KEYS[1]. See doc.go for the layout and the record format.
 local P = string.sub(KEYS[1], 1, -5)
 local META = KEYS[1]
+
+-- The first ARGV of every script is the stamp of the deployment's configuration as the caller holds
+-- it (the scripts' own ARGV follow it, as ARGV[1] on). {T}:meta's dep is the stamp of the
+-- configuration the shard belongs to. A script refuses, before it reads or writes anything else,
+-- a shard without one (Redis lost its data: a restart without persistence, FLUSHALL) or with
+-- another (the configuration was made anew since the caller read it): no process acts on a shard
+-- with a view of the deployment that is no longer the deployment's. The caller then reconciles.
+do
+  local stamp = table.remove(ARGV, 1)
+  local dep = redis.call('HGET', META, 'dep')
+  if dep ~= stamp then
+    if not dep then return redis.error_reply('TOCKLOST the shard has no deployment stamp: Redis lost its data') end
+    return redis.error_reply('TOCKSTALE the shard is of deployment ' .. dep .. ', not ' .. tostring(stamp))
+  end
+end
 local REC, SECS, SC, XT = P .. 'rec', P .. 'secs', P .. 'sc', P .. 'xt'
 local LEASE, ALIAS, TOPICS, CHAN = P .. 'lease', P .. 'alias', P .. 'topics', P .. 'ev'
 local TC, PAUSED, LAT, WHY, LIM = P .. 'tc', P .. 'paused', P .. 'lat', P .. 'why', P .. 'lim'

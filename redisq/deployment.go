@@ -1,0 +1,364 @@
+package redisq
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A view is what this process holds of its deployment's configuration: the receipts' secret, and
+// the stamp every shard of the deployment carries. It is immutable; the Queue replaces it when it
+// adopts a configuration made anew.
+type view struct {
+	secret []byte
+	stamp  string
+	sign   signer
+}
+
+func newView(secret []byte) *view {
+	return &view{secret: secret, stamp: stampOf(secret), sign: signer{secret: secret}}
+}
+
+// stampOf is the stamp of the deployment whose receipts' secret is secret: 16 hex digits of
+// SHA-256 of it, so that the stamp, which every script is given, does not give the secret away.
+func stampOf(secret []byte) string {
+	sum := sha256.Sum256(append([]byte("redisq deployment stamp\x00"), secret...))
+	return hex.EncodeToString(sum[:8])
+}
+
+// deploymentState is the Queue's side of its deployment's configuration.
+type deploymentState struct {
+	view  atomic.Pointer[view]
+	stale atomic.Pointer[error] // set for good once this process cannot serve the deployment
+
+	mu        sync.Mutex   // serializes reconcile
+	last      time.Time    // when reconcile last finished
+	reconcile atomic.Bool  // noticeStamp's reconcile runs
+	checked   atomic.Int64 // when checkConfig last read the configuration, in Unix nanoseconds
+}
+
+// signer returns the signer of the current view.
+func (q *Queue) signer() signer { return q.dep.view.Load().sign }
+
+// withStamp returns the arguments of a script call: the deployment's stamp, which every script
+// checks against its shard's (see prelude.lua), then args.
+func (q *Queue) withStamp(args ...any) []any {
+	return append([]any{q.dep.view.Load().stamp}, args...)
+}
+
+// staleErr returns the error of a process that found its deployment made anew with another shard
+// count or layout version, and refuses to serve it; nil otherwise.
+func (q *Queue) staleErr() error {
+	if p := q.dep.stale.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// The error replies of a script that found its shard's stamp missing or another deployment's.
+const (
+	stampLost  = "TOCKLOST"
+	stampOther = "TOCKSTALE"
+)
+
+// isStampErr reports whether err is a script's refusal of a shard without the deployment's stamp.
+func isStampErr(err error) bool {
+	var rerr redis.Error
+	if !errors.As(err, &rerr) {
+		return false
+	}
+	code, _, _ := strings.Cut(rerr.Error(), " ")
+	return code == stampLost || code == stampOther
+}
+
+// configScript writes the deployment's configuration unless it exists, and replies with it and 1
+// if it wrote it.
+var configScript = redis.NewScript(`
+local created = 0
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1], 'version', ARGV[1], 'shards', ARGV[2], 'secret', ARGV[3])
+  created = 1
+end
+local v = redis.call('HMGET', KEYS[1], 'version', 'shards', 'secret')
+v[4] = created
+return v
+`)
+
+// stampScript gives a shard the deployment's stamp (ARGV[1]) in its meta (KEYS[1]; KEYS[2] is the
+// guard, so that a migrating shard is refused). It replies 0 when the shard had it, 1 when it had
+// none (a new shard, or one whose data Redis lost), 2 when it had another deployment's.
+var stampScript = redis.NewScript(`
+local d = redis.call('HGET', KEYS[1], 'dep')
+if d == ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'dep', ARGV[1])
+if d then return 2 end
+return 1
+`)
+
+// A deployConfig is a deployment's configuration as Redis holds it.
+type deployConfig struct {
+	version string
+	shards  int
+	secret  []byte
+	created bool // configScript wrote it
+}
+
+// ensureConfig reads the deployment's configuration, writing it with version layoutVersion, the
+// given shard count and secret if it does not exist.
+func (q *Queue) ensureConfig(ctx context.Context, shards int, secret []byte) (deployConfig, error) {
+	key := "{" + q.cfg.prefix + "}:config"
+	v, err := configScript.Run(ctx, q.rdb, []string{key}, layoutVersion, shards, hex.EncodeToString(secret)).Slice()
+	if err != nil {
+		return deployConfig{}, fmt.Errorf("deployment %q: %w", q.cfg.prefix, unavailable(err))
+	}
+	str := func(i int) string { s, _ := v[i].(string); return s }
+	if len(v) != 4 || str(0) == "" {
+		return deployConfig{}, fmt.Errorf("%w: configuration of %q is %v", ErrProtocol, q.cfg.prefix, v)
+	}
+	c := deployConfig{version: str(0)}
+	created, _ := v[3].(int64)
+	c.created = created == 1
+	if c.version != layoutVersion {
+		return c, nil
+	}
+	n, err := strconv.Atoi(str(1))
+	sec, err2 := hex.DecodeString(str(2))
+	if err != nil || err2 != nil || n < 1 || n > MaxShards || len(sec) < 16 {
+		return deployConfig{}, fmt.Errorf("%w: configuration of %q is %v", ErrProtocol, q.cfg.prefix, v[:3])
+	}
+	c.shards, c.secret = n, sec
+	return c, nil
+}
+
+// incompatible is the error of a deployment of another layout version.
+func (q *Queue) incompatible(version string) error {
+	what := "it was made by a newer version of redisq: open it with that version"
+	if n, err := strconv.Atoi(version); err == nil && n < 3 {
+		what = "this version does not migrate it: drain it with the processes of the version that made it, " +
+			"delete its keys (those of prefix " + strconv.Quote(q.cfg.prefix) + "), and Open then creates it anew; " +
+			"or open this version with another prefix (WithPrefix)"
+	}
+	return fmt.Errorf("%w: deployment %q has layout version %s; this version of redisq reads and writes only layout version %s; %s",
+		ErrIncompatible, q.cfg.prefix, version, layoutVersion, what)
+}
+
+// deployment reads the deployment's configuration, creating it if needed, and checks it; it
+// returns the shard count and the view of the deployment.
+func (q *Queue) deployment(ctx context.Context, shardsGiven bool) (int, *view, error) {
+	var secret [32]byte
+	rand.Read(secret[:])
+	c, err := q.ensureConfig(ctx, q.cfg.shards, secret[:])
+	if err != nil {
+		return 0, nil, fmt.Errorf("redisq: Open: %w", err)
+	}
+	if c.version != layoutVersion {
+		return 0, nil, q.incompatible(c.version)
+	}
+	if shardsGiven && c.shards != q.cfg.shards {
+		return 0, nil, fmt.Errorf("%w: deployment %q has %d shards; WithShards(%d) was given",
+			ErrMismatch, q.cfg.prefix, c.shards, q.cfg.shards)
+	}
+	return c.shards, newView(c.secret), nil
+}
+
+// stampShards gives every shard the stamp of v, and returns the shards that had none (new, or
+// whose data Redis lost) and those that had another deployment's (which they now belong to v's,
+// the configuration's).
+func (q *Queue) stampShards(ctx context.Context, v *view) (unstamped, restamped []int, err error) {
+	cmds := make([]*redis.Cmd, q.lay.shards())
+	send := func(eval bool) {
+		_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for s := range cmds {
+				if eval {
+					cmds[s] = stampScript.Eval(ctx, p, q.lay.keys(s), v.stamp)
+				} else {
+					cmds[s] = stampScript.EvalSha(ctx, p, q.lay.keys(s), v.stamp)
+				}
+			}
+			return nil
+		})
+	}
+	send(false)
+	for _, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			send(true) // Eval loads it
+			break
+		}
+	}
+	for s, c := range cmds {
+		n, err := c.Int()
+		if err != nil {
+			return nil, nil, fmt.Errorf("stamp shard %d: %w", s, err)
+		}
+		switch n {
+		case 1:
+			unstamped = append(unstamped, s)
+		case 2:
+			restamped = append(restamped, s)
+		}
+	}
+	return unstamped, restamped, nil
+}
+
+// reconcileEvery bounds how often reconcile reads the configuration: calls that come within it
+// of the last (the other scripts that met the same lost shard, or a flood of forged receipts)
+// take its outcome.
+const reconcileEvery = 100 * time.Millisecond
+
+// reconcile brings this process's view of the deployment in line with Redis, after a script found
+// a shard without the deployment's stamp or with another, or a check found the configuration
+// changed. The configuration in Redis is the truth:
+//
+//   - Gone (Redis lost it: a restart without persistence, FLUSHALL): it is written again from
+//     this process's view, the same secret and shard count, so that every process opened before
+//     the loss agrees with it, and so does every process opened after.
+//   - Made anew with the same shard count and layout (by a process opened after the loss, before
+//     any other noticed it): this process adopts its secret and stamp. Receipts issued before are
+//     refused from then on; their messages are delivered again after their visibility.
+//   - Made anew with another shard count or layout version: this process refuses to serve it
+//     for good: every call and Ready fail with an error matching ErrUnavailable that says why, and
+//     the process must be restarted.
+//
+// Then every shard gets the configuration's stamp; shards that had none lost their data (or are
+// new), and shards that had another's belong to this configuration now. Each change is logged at
+// level ERROR and counted (redis_deployment_lost_total, redis_deployment_adopted_total,
+// redis_deployment_stale).
+func (q *Queue) reconcile(ctx context.Context) error {
+	q.dep.mu.Lock()
+	defer q.dep.mu.Unlock()
+	if err := q.staleErr(); err != nil {
+		return err
+	}
+	if time.Since(q.dep.last) < reconcileEvery {
+		return nil
+	}
+	defer func() { q.dep.last = time.Now() }()
+	cur := q.dep.view.Load()
+	c, err := q.ensureConfig(ctx, q.lay.shards(), cur.secret)
+	if err != nil {
+		return fmt.Errorf("redisq: %w", err)
+	}
+	log := q.logger()
+	if c.created {
+		q.metrics.deploymentLost.Add(1)
+		log.Error("redisq: the deployment's configuration was gone from Redis (a restart without persistence, or FLUSHALL): "+
+			"wrote it again from this process's, so that every process agrees; the messages kept only in the lost data are gone",
+			"prefix", q.cfg.prefix)
+	}
+	switch {
+	case c.version != layoutVersion:
+		return q.refuse(fmt.Errorf("redisq: deployment %q was made anew with layout version %s; this process reads and writes %s: restart it: %w",
+			q.cfg.prefix, c.version, layoutVersion, ErrUnavailable))
+	case c.shards != q.lay.shards():
+		return q.refuse(fmt.Errorf("redisq: deployment %q was made anew with %d shards; this process has %d: restart it: %w",
+			q.cfg.prefix, c.shards, q.lay.shards(), ErrUnavailable))
+	case !bytes.Equal(c.secret, cur.secret):
+		q.dep.view.Store(newView(c.secret))
+		q.metrics.deploymentAdopted.Add(1)
+		log.Error("redisq: the deployment's configuration was made anew since this process read it (Redis lost its data, and a "+
+			"process opened since wrote another): adopted it; receipts issued before are refused, their messages delivered again",
+			"prefix", q.cfg.prefix)
+	}
+	unstamped, restamped, err := q.stampShards(ctx, q.dep.view.Load())
+	if err != nil {
+		return fmt.Errorf("redisq: %w", unavailable(err))
+	}
+	if len(unstamped) > 0 {
+		q.metrics.deploymentLost.Add(1)
+		log.Error("redisq: shards of the deployment had lost their data (a restart of their Redis without persistence, or FLUSHALL); "+
+			"their messages are gone", "prefix", q.cfg.prefix, "shards", unstamped)
+	}
+	if len(restamped) > 0 {
+		log.Error("redisq: shards of the deployment were stamped by a process with an older configuration; they are the current one's now",
+			"prefix", q.cfg.prefix, "shards", restamped)
+	}
+	return nil
+}
+
+// refuse makes this process refuse to serve its deployment for good, with err.
+func (q *Queue) refuse(err error) error {
+	q.dep.stale.CompareAndSwap(nil, &err)
+	q.logger().Error("redisq: refusing to serve the deployment on a stale view of it", "prefix", q.cfg.prefix, "err", err)
+	return q.staleErr()
+}
+
+// noticeStamp reconciles the deployment in the background, after a grouped write met a shard's
+// refusal of its stamp, unless a reconcile it started still runs. The write is sent again after
+// its backoff.
+func (q *Queue) noticeStamp() {
+	if q.closed.Load() || !q.dep.reconcile.CompareAndSwap(false, true) {
+		return
+	}
+	q.wg.Add(1)
+	go func() {
+		defer q.wg.Done()
+		defer q.dep.reconcile.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), actTimeout)
+		defer cancel()
+		if err := q.reconcile(ctx); err != nil && q.staleErr() == nil {
+			q.logger().Warn("redisq: reconciling the deployment failed; retrying with the next write", "err", err)
+		}
+	}()
+}
+
+// afterStampErr handles the error of a script: for a refusal of a shard's stamp it reconciles the
+// deployment and reports whether the script may be sent again (with the stamp of the view then);
+// any other error is returned as it is.
+func (q *Queue) afterStampErr(ctx context.Context, err error) (again bool, _ error) {
+	if !isStampErr(err) {
+		return false, err
+	}
+	if rerr := q.reconcile(ctx); rerr != nil {
+		return false, rerr
+	}
+	return true, nil
+}
+
+// checkConfig reads the deployment's configuration and reconciles when it is not what this process
+// holds (gone, or made anew). Unless always is set, a call within reconcileEvery of the last does
+// nothing.
+func (q *Queue) checkConfig(ctx context.Context, always bool) error {
+	now := time.Now().UnixNano()
+	last := q.dep.checked.Load()
+	if !always && (now-last < int64(reconcileEvery) || !q.dep.checked.CompareAndSwap(last, now)) {
+		return q.staleErr()
+	}
+	q.dep.checked.Store(now)
+	v, err := q.rdb.HGet(ctx, "{"+q.cfg.prefix+"}:config", "secret").Result()
+	if err != nil && err != redis.Nil {
+		return unavailable(err)
+	}
+	if sec, derr := hex.DecodeString(v); err == nil && derr == nil && bytes.Equal(sec, q.dep.view.Load().secret) {
+		return nil
+	}
+	q.dep.mu.Lock()
+	q.dep.last = time.Time{} // reconcile now, whenever it last did
+	q.dep.mu.Unlock()
+	return q.reconcile(ctx)
+}
+
+// verify decodes and checks a receipt. One that the current view's secret does not verify may be
+// of a configuration made anew since this process read it, by a process opened after Redis lost
+// the deployment: the configuration is read again (checkConfig) and the receipt checked with the
+// secret then held.
+func (q *Queue) verify(ctx context.Context, s string) (receipt, bool) {
+	v := q.dep.view.Load()
+	if rc, ok := v.sign.verify(s, q.lay.shards()); ok {
+		return rc, true
+	}
+	if q.checkConfig(ctx, false) != nil || q.dep.view.Load() == v {
+		return receipt{}, false
+	}
+	return q.signer().verify(s, q.lay.shards())
+}

@@ -1,0 +1,183 @@
+package redisq
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tockwheel/tock/queue"
+)
+
+// logBuffer is a logger writing to a buffer that tests read.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(l, nil)) }
+
+// metricOf returns the value of one of q's metrics.
+func metricOf(t *testing.T, q *Queue, name string) float64 {
+	t.Helper()
+	ms, err := q.Metrics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Name == name {
+			return m.Value
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}
+
+// crossAck puts a message through from, receives it through via, and acks it through to: the
+// processes of a deployment must take each other's receipts.
+func crossAck(t *testing.T, ctx context.Context, from, via, to *Queue, topic string) error {
+	t.Helper()
+	if _, err := from.Put(ctx, queue.Message{Topic: topic, Payload: []byte("x")}); err != nil {
+		return err
+	}
+	ds := receiveN(t, ctx, via, topic, 1)
+	return to.Ack(ctx, ds[0].Receipt)
+}
+
+// TestRedisForgetsTheDeployment restarts the only redis-server of a deployment without
+// persistence, which loses {p}:config and its secret, while processes opened before it keep the
+// old secret in memory. Before, a process opened after the restart wrote a new secret, and from
+// then on each refused the other's receipts as unknown, silently, for good. Now every process
+// notices, at its next script, Ack or Ready, and they agree again:
+//
+//   - the first to notice writes the configuration again from its own (same secret), so that a
+//     process opened later takes it too;
+//   - a process that finds a configuration made anew by a process opened after the loss adopts it;
+//   - one made anew with another shard count is refused: every call and Ready fail naming the cause,
+//     the process logs it at level ERROR and redis_deployment_stale says 1.
+func TestRedisForgetsTheDeployment(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, time.Minute)
+	prefix := newPrefix()
+	open := func(log *logBuffer, opts ...Option) *Queue {
+		t.Helper()
+		return openQueue(t, singleClient(t, s.Addr), append([]Option{WithPrefix(prefix), WithShards(4), WithLogger(log.logger())}, opts...)...)
+	}
+	var log1, log2, log3, log4, log5 logBuffer
+	p1, p2 := open(&log1), open(&log2)
+	if err := crossAck(t, ctx, p1, p2, p1, "before"); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("noticed first by a process opened before", func(t *testing.T) {
+		s.Restart()
+		// p1's put meets shards without the deployment's stamp (or p2's subscriptions, made again,
+		// read shards without it first): the configuration is written again, with the secret p1
+		// and p2 hold.
+		if _, err := p1.Put(ctx, queue.Message{Topic: "after", Payload: []byte("x")}); err != nil {
+			t.Fatalf("put after the restart: %v", err)
+		}
+		logs := log1.String() + log2.String()
+		if !strings.Contains(logs, "level=ERROR msg=\"redisq: the deployment's configuration was gone") ||
+			metricOf(t, p1, "redis_deployment_lost_total")+metricOf(t, p2, "redis_deployment_lost_total") == 0 {
+			t.Errorf("neither p1 nor p2 reported the lost configuration; logs:\n%s", logs)
+		}
+		p3 := open(&log3)
+		if err := crossAck(t, ctx, p3, p2, p1, "after"); err != nil {
+			t.Fatalf("a receipt of p2 acked through p1 after the restart: %v", err)
+		}
+		if err := crossAck(t, ctx, p1, p3, p2, "after"); err != nil {
+			t.Fatalf("a receipt of p3, opened after the restart, acked through p2, opened before: %v", err)
+		}
+	})
+
+	t.Run("made anew by a process opened after", func(t *testing.T) {
+		// p4 opens first after the loss and writes a configuration of its own, with a new secret,
+		// unless p1 or p2 noticed the loss first (their subscriptions are made again at once) and
+		// wrote theirs: then try again.
+		var p4 *Queue
+		for try := 0; ; try++ {
+			s.Restart()
+			p4 = open(&log4)
+			if !bytes.Equal(p4.dep.view.Load().secret, p1.dep.view.Load().secret) {
+				break
+			}
+			if try == 10 {
+				t.Fatal("p1 or p2 noticed every restart before p4 opened: the test's premise did not happen")
+			}
+			p4.Close()
+		}
+		// p2 has run nothing since: the first receipt of p4 it sees makes it read the
+		// configuration, and adopt p4's.
+		if err := crossAck(t, ctx, p4, p4, p2, "anew"); err != nil {
+			t.Fatalf("a receipt of p4, opened after the loss, acked through p2, opened before: %v", err)
+		}
+		if err := crossAck(t, ctx, p2, p1, p4, "anew"); err != nil {
+			t.Fatalf("a receipt of p1 acked through p4: %v", err)
+		}
+		for i, q := range []*Queue{p1, p2} {
+			if metricOf(t, q, "redis_deployment_adopted_total") == 0 {
+				t.Errorf("p%d did not count the adoption", i+1)
+			}
+		}
+		if !strings.Contains(log2.String(), "adopted it") {
+			t.Errorf("p2 did not log the adoption:\n%s", log2.String())
+		}
+		for i, q := range []*Queue{p1, p2, p4} {
+			if err := q.Ready(ctx); err != nil {
+				t.Errorf("p%d not ready: %v", i+1, err)
+			}
+		}
+	})
+
+	t.Run("made anew with another shard count", func(t *testing.T) {
+		if err := singleClient(t, s.Addr).FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		p5 := openQueue(t, singleClient(t, s.Addr), WithPrefix(prefix), WithShards(8), WithLogger(log5.logger()))
+		if _, err := p5.Put(ctx, queue.Message{Topic: "eight", Payload: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := p1.Put(ctx, queue.Message{Topic: "eight", Payload: []byte("x")})
+		if !errors.Is(err, queue.ErrUnavailable) || !strings.Contains(err.Error(), "made anew with 8 shards; this process has 4") {
+			t.Fatalf("put through a process of 4 shards into a deployment made anew with 8: %v", err)
+		}
+		if err := p1.Ready(ctx); !errors.Is(err, queue.ErrUnavailable) || !strings.Contains(err.Error(), "8 shards") {
+			t.Errorf("Ready of the stale process: %v; want it to name the cause", err)
+		}
+		// p2 notices at Ready, without a call of its own.
+		if err := p2.Ready(ctx); !errors.Is(err, queue.ErrUnavailable) || !strings.Contains(err.Error(), "8 shards") {
+			t.Errorf("Ready of the other stale process: %v; want it to name the cause", err)
+		}
+		if _, err := p2.Receive(ctx, "eight", 1, time.Minute); !errors.Is(err, queue.ErrUnavailable) {
+			t.Errorf("receive through a stale process: %v", err)
+		}
+		if metricOf(t, p1, "redis_deployment_stale") != 1 || !strings.Contains(log1.String(), "level=ERROR msg=\"redisq: refusing to serve") {
+			t.Errorf("p1's stale state is not in its metrics or log:\n%s", log1.String())
+		}
+		// p5 serves on: its message is there, and nothing of the stale processes was written.
+		if ds := receiveN(t, ctx, p5, "eight", 1); len(ds) != 1 {
+			t.Fatalf("p5 received %v", ds)
+		}
+		if rep, err := Check(ctx, singleClient(t, s.Addr), prefix); err != nil || len(rep.Problems) > 0 || rep.Shards != 8 {
+			t.Fatalf("Check of the deployment of 8 shards: %+v, %v", rep, err)
+		}
+	})
+}
