@@ -305,12 +305,14 @@ func (q *Queue) act(ctx context.Context, topic string, pick func(*topicState) []
 	return n, q.waitDurable(end)
 }
 
-// Purge removes every message of topic in state, which must be Scheduled, Due or Dead
-// (ErrInvalid otherwise), and returns how many it removed. Removed messages are done as if
-// cancelled: an ack of a receipt of one succeeds. Messages in memory are acked, each by a record;
-// the scheduled messages of the disk wheel take one Purge record per slot list that holds any,
-// whatever their number, after a read of the list. The purge is durable when it returns. Messages
-// that arrive while it runs may or may not be purged.
+// Purge removes the messages of topic in state, which must be Scheduled, Due or Dead (ErrInvalid
+// otherwise), and returns how many it removed: every message of topic that is in state when Purge
+// begins and still is when Purge reaches it, wherever it moves meanwhile (a scheduled message
+// loaded into memory, or rolled into a later slot's list, while Purge runs is purged all the
+// same); messages put while it runs may or may not be. Removed messages are done as if cancelled:
+// an ack of a receipt of one succeeds. Messages in memory are acked, each by a record; the
+// scheduled messages of the disk wheel take one Purge record per slot list that holds any,
+// whatever their number, after a read of the list. The purge is durable when it returns.
 func (q *Queue) Purge(ctx context.Context, topic string, state queue.State) (int, error) {
 	if err := checkTopic(topic); err != nil {
 		return 0, err
@@ -326,26 +328,30 @@ func (q *Queue) Purge(ctx context.Context, topic string, state queue.State) (int
 	default:
 		return 0, fmt.Errorf("delayq: purge of %q messages: only scheduled, due and dead ones can be: %w", state, ErrInvalid)
 	}
-	// In memory: a chunk at a time from the topic's lists, which the acks shrink; no more than
-	// were there at the start, so that a topic filling as fast does not keep Purge going.
-	limit := -1
+	if err := q.lockToWrite(ctx); err != nil {
+		return 0, err
+	}
+	// The messages there when Purge begins are those first written before here: their origins,
+	// which their copies keep, come before it.
+	start := q.log.End()
+	q.mu.Unlock()
+	n, end := 0, wal.Pos(0)
+	if state == queue.Scheduled {
+		// The disk wheel first: a list loaded while it is read puts its messages in memory, where
+		// the sweep below finds them.
+		var err error
+		if n, end, err = q.purgeDisk(ctx, topic); err != nil {
+			return n, err
+		}
+	}
+	// In memory: a chunk at a time from the topic's lists, which the acks shrink.
 	pick := func(t *topicState) []*entry {
 		var es []*entry
-		if limit < 0 {
-			switch state {
-			case queue.Scheduled:
-				limit = t.scheduled
-			case queue.Due:
-				limit = t.ready
-			case queue.Dead:
-				limit = t.deadWaiting
-			}
-		}
 		add := func(e *entry) bool {
-			if len(es) == min(adminChunk, limit) {
+			if len(es) == adminChunk {
 				return false
 			}
-			if want(e) {
+			if want(e) && e.origin < start {
 				es = append(es, e)
 			}
 			return true
@@ -364,76 +370,92 @@ func (q *Queue) Purge(ctx context.Context, topic string, state queue.State) (int
 				}
 			}
 		}
-		limit -= len(es)
 		return es
 	}
-	n, err := q.act(ctx, topic, pick, func(e *entry) *format.Record {
+	m, err := q.act(ctx, topic, pick, func(e *entry) *format.Record {
 		q.stats.purged++
 		return &format.Record{Kind: format.KindAck, Target: e.origin}
 	})
-	if err != nil || state != queue.Scheduled {
-		return n, err
+	n += m
+	if err != nil || m > 0 || end == 0 {
+		return n, err // act waited for its records, after the disk wheel's in the log
 	}
-	m, err := q.purgeDisk(ctx, topic)
-	return n + m, err
+	return n, q.waitDurable(end)
 }
 
 // purgeDisk purges topic's messages from the disk wheel: a Purge record in each list that holds
-// any.
-func (q *Queue) purgeDisk(ctx context.Context, topic string) (int, error) {
-	q.mu.Lock()
-	var lists []int64
-	if t := q.mem.topics[topic]; t != nil && t.lists > 0 {
-		for _, l := range q.disk.lists {
-			if l.head != 0 && l.find(t) != nil {
-				lists = append(lists, l.slot)
-			}
-		}
-	}
-	q.mu.Unlock()
+// any. It returns how many it purged and the end of its last record (0 if none). A list the loader
+// takes while it is read is passed over: its messages due in its slot are in memory by then, where
+// Purge's sweep finds them, and those it rolled are in the next list of the same wheel index,
+// which is purged in its turn.
+func (q *Queue) purgeDisk(ctx context.Context, topic string) (int, wal.Pos, error) {
 	r := newRecordReader(q.log)
 	n := 0
 	var end wal.Pos
-	for _, list := range lists {
-		if err := q.waitRoom(ctx); err != nil {
-			return n, err
-		}
-		recs, ok, err := q.lockList(r, list, 0, func() bool { return q.usableLocked() == nil && q.disk.peek(list).head != 0 })
-		if !ok {
-			q.mu.Unlock()
-			if err := q.Ready(ctx); err != nil {
-				return n, err
-			}
-			continue // loaded meanwhile: its messages are due, not scheduled
-		}
-		if err != nil {
-			q.mu.Unlock()
-			return n, err
-		}
-		var lt *listTopic
-		if t := q.mem.topics[topic]; t != nil {
-			lt = q.disk.lists[q.disk.index(list)].find(t)
-		}
-		if lt == nil || lt.n <= 0 {
-			q.mu.Unlock()
-			continue
-		}
-		count := int(lt.n)
-		rec := format.Record{Kind: format.KindPurge, Topic: topic, Threaded: true, ListSlot: list, Prev: q.disk.peek(list).head}
-		end, err = q.commitLocked(&rec, recs)
-		q.mu.Unlock()
-		if err != nil {
-			return n, err
-		}
-		n += count
+	var indexes []int // nil: every list; else the wheel indexes to look at again
+	for {
 		q.mu.Lock()
-		q.stats.purged += uint64(count)
+		var lists []int64
+		if t := q.mem.topics[topic]; t != nil && t.lists > 0 {
+			look := func(i int) {
+				if l := q.disk.lists[i]; l.head != 0 && l.find(t) != nil {
+					lists = append(lists, l.slot)
+				}
+			}
+			if indexes == nil {
+				for i := range q.disk.lists {
+					look(i)
+				}
+			}
+			for _, i := range indexes {
+				look(i)
+			}
+		}
 		q.mu.Unlock()
+		var again []int
+		for _, list := range lists {
+			if err := q.waitRoom(ctx); err != nil {
+				return n, end, err
+			}
+			recs, ok, err := q.lockList(r, list, 0, func() bool { return q.usableLocked() == nil && q.disk.peek(list).head != 0 })
+			if !ok {
+				err := q.usableLocked()
+				again = append(again, q.disk.index(list))
+				q.mu.Unlock()
+				if err != nil {
+					return n, end, err
+				}
+				continue
+			}
+			if err != nil {
+				q.mu.Unlock()
+				return n, end, err
+			}
+			var lt *listTopic
+			if t := q.mem.topics[topic]; t != nil {
+				lt = q.disk.lists[q.disk.index(list)].find(t)
+			}
+			if lt == nil || lt.n <= 0 {
+				q.mu.Unlock()
+				continue
+			}
+			count := int(lt.n)
+			rec := format.Record{Kind: format.KindPurge, Topic: topic, Threaded: true, ListSlot: list, Prev: q.disk.peek(list).head}
+			end, err = q.commitLocked(&rec, recs)
+			if err == nil {
+				q.stats.purged += uint64(count)
+			}
+			q.mu.Unlock()
+			if err != nil {
+				return n, end, err
+			}
+			n += count
+		}
+		if len(again) == 0 {
+			return n, end, nil
+		}
+		indexes = again
 	}
-	if end == 0 {
-		return n, nil
-	}
-	return n, q.waitDurable(end)
 }
 
 // stateOf returns the state of the message e as the contract names it.
