@@ -294,8 +294,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
+	// The answers are JSON for programs and people, not HTML: "<token>" stays "<token>", not
+	// "\u003ctoken\u003e" (the answers carry Content-Type and nosniff, so no browser runs them).
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	// An error here is the client hanging up mid-answer; nothing to do.
-	_ = json.NewEncoder(w).Encode(v)
+	_ = enc.Encode(v)
 }
 
 // jsonErrorWriter turns the mux's plain-text 404 and 405 answers into JSON

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -18,6 +19,7 @@ import (
 	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/client"
 	"github.com/tockwheel/tock/queue"
+	"golang.org/x/term"
 )
 
 // The operator's commands: they inspect a topic's messages without consuming them and act on
@@ -34,7 +36,7 @@ const adminUsage = `  topics   [flags]                    list the topics with t
   requeue  [flags] TOPIC [ID...]      send dead letters back onto their topic (--all: every one)
   purge    [flags] TOPIC --state S    remove a topic's scheduled, due or dead messages
                                       (asks first on a terminal; --yes to skip)
-  pause    [flags] TOPIC              stop deliveries of a topic (puts go on)
+  pause    [flags] TOPIC              stop deliveries of a topic (puts go on; --new for a topic not yet used)
   resume   [flags] TOPIC              start them again
 
 The operator's commands print tables; with --json, JSON Lines (one object a line).`
@@ -59,12 +61,9 @@ func adminCommands() map[string]queueCommand {
 	}
 }
 
-// isTerminal reports whether f is a terminal (a character device), where a person can answer a
-// question.
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+// isTerminal reports whether f is a terminal, where a person can answer a question. Being a
+// character device is not enough: /dev/null is one.
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // terminalWidth is the width tables fit previews to: $COLUMNS, or 100.
 func terminalWidth() int {
@@ -184,7 +183,19 @@ func topicsCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	now := time.Now()
 	tw := newTable(stdout)
 	fmt.Fprintln(tw, "TOPIC\tSCHEDULED\tDUE\tLEASED\tDEAD\tOLDEST DUE\tPUTS/S\tDELIVERIES/S\tACKS/S\tPAUSED")
+	deadOf := deadLettersOnce(ts)
 	for _, t := range ts {
+		if n, ok := deadOf[t.Topic]; ok {
+			// The dead letters waiting on a dead-letter topic are shown once, as the DEAD of the
+			// topic they died on, not also as a backlog of due messages here.
+			t.Due = max(t.Due-n, 0)
+			if t.Due == 0 {
+				t.OldestDue = time.Time{}
+			}
+			if t.Scheduled == 0 && t.Due == 0 && t.Leased == 0 && t.Dead == 0 && !t.Paused {
+				continue
+			}
+		}
 		paused := ""
 		if t.Paused {
 			paused = "paused"
@@ -461,6 +472,28 @@ func requeueCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		return code
 	}
 	defer cancel()
+	// Each named ID must be a dead letter that died on the topic; the others are named, not
+	// silently counted out.
+	var notDead []string
+	if len(ids) > 0 {
+		keep := ids[:0:0]
+		for _, id := range ids {
+			m, err := c.Message(ctx, id)
+			switch {
+			case errors.Is(err, queue.ErrNotFound):
+				notDead = append(notDead, fmt.Sprintf("%s (no waiting message)", id))
+			case err != nil:
+				return fail(stderr, qc.conn.server, err)
+			case queue.State(m.State) != queue.Dead:
+				notDead = append(notDead, fmt.Sprintf("%s (%s, not a dead letter)", id, m.State))
+			case m.Topic != topic:
+				notDead = append(notDead, fmt.Sprintf("%s (a dead letter of %s)", id, m.Topic))
+			default:
+				keep = append(keep, id)
+			}
+		}
+		ids = keep
+	}
 	moved := 0
 	if *all {
 		n, err := c.RequeueAll(ctx, topic)
@@ -481,10 +514,19 @@ func requeueCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 		moved += n
 	}
-	if *asJSON {
-		return writeLines(stderr, "requeue", jsonLines(stdout, api.MovedResponse{Moved: moved}))
+	if len(notDead) > 0 {
+		fmt.Fprintf(stderr, "tock requeue: not requeued: %s\n", strings.Join(notDead, ", "))
 	}
-	fmt.Fprintf(stdout, "requeued %d dead letter(s) onto %s\n", moved, topic)
+	if *asJSON {
+		if err := jsonLines(stdout, api.MovedResponse{Moved: moved}); err != nil {
+			return writeLines(stderr, "requeue", err)
+		}
+	} else {
+		fmt.Fprintf(stdout, "requeued %d dead letter(s) onto %s\n", moved, topic)
+	}
+	if len(notDead) > 0 {
+		return exitNotFound
+	}
 	return exitOK
 }
 
@@ -517,11 +559,17 @@ func purge(ctx context.Context, args []string, stdin io.Reader, terminal bool, s
 		}
 		count := "every"
 		if ts, err := c.Topics(ctx); err == nil {
+			n := int64(0)
 			for _, t := range ts {
 				if t.Topic == topic {
-					count = strconv.FormatInt(map[queue.State]int64{queue.Scheduled: t.Scheduled, queue.Due: t.Due, queue.Dead: t.Dead}[st], 10)
+					n = map[queue.State]int64{queue.Scheduled: t.Scheduled, queue.Due: t.Due, queue.Dead: t.Dead}[st]
 				}
 			}
+			if n == 0 {
+				fmt.Fprintf(stderr, "tock purge: no %s messages on %q; nothing to remove\n", st, topic)
+				return exitOK
+			}
+			count = strconv.FormatInt(n, 10)
 		}
 		fmt.Fprintf(stderr, "Remove %s %s message(s) of %q for good? Type yes to go on: ", count, st, topic)
 		answer, _ := bufio.NewReader(stdin).ReadString('\n')
@@ -545,6 +593,10 @@ func purge(ctx context.Context, args []string, stdin io.Reader, terminal bool, s
 func pauseCommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
 	qc := newQueueCall(name, "[flags] TOPIC", stderr)
 	asJSON := qc.fs.Bool("json", false, "print the answer as one line of JSON")
+	var isNew *bool
+	if name == "pause" {
+		isNew = qc.fs.Bool("new", false, "pause a topic no message was put on yet (ahead of its first)")
+	}
 	pos, code, ok := qc.parse(args, 1, 1)
 	if !ok {
 		return code
@@ -555,6 +607,17 @@ func pauseCommand(ctx context.Context, name string, args []string, stdout, stder
 	}
 	defer cancel()
 	topic, paused := pos[0], name == "pause"
+	if paused && !*isNew {
+		// A mistyped name would otherwise make a paused topic of its own, silently.
+		ts, err := c.Topics(ctx)
+		if err != nil {
+			return fail(stderr, qc.conn.server, err)
+		}
+		if !slices.ContainsFunc(ts, func(t api.Topic) bool { return t.Topic == topic }) {
+			fmt.Fprintf(stderr, "tock pause: no topic %q (no message was ever put on it); check the name, or give --new to pause it ahead of its first message\n", topic)
+			return exitNotFound
+		}
+	}
 	var err error
 	if paused {
 		err = c.Pause(ctx, topic)
@@ -573,4 +636,22 @@ func pauseCommand(ctx context.Context, name string, args []string, stdout, stder
 		fmt.Fprintf(stdout, "resumed %s\n", topic)
 	}
 	return exitOK
+}
+
+// deadLettersOnce returns, for each dead-letter topic of ts (a topic's name and
+// queue.DeadLetterSuffix, as the engines name them by default), how many of its due messages are
+// the dead letters its topic counts as Dead: the engines count a waiting dead letter both as Dead
+// of the topic it died on and as a due message of its dead-letter topic.
+func deadLettersOnce(ts []api.Topic) map[string]int64 {
+	names := make(map[string]bool, len(ts))
+	for _, t := range ts {
+		names[t.Topic] = true
+	}
+	out := make(map[string]int64)
+	for _, t := range ts {
+		if d := t.Topic + queue.DeadLetterSuffix; t.Dead > 0 && names[d] {
+			out[d] += t.Dead
+		}
+	}
+	return out
 }

@@ -73,7 +73,8 @@ func TestAdminCLI(t *testing.T) {
 
 	out := mustRun(t, runAdmin, "topics", "--server", url)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 3 || !strings.HasPrefix(lines[0], "TOPIC") || !strings.HasPrefix(lines[1], "jobs ") || !strings.HasPrefix(lines[2], "jobs.dead ") {
+	// The dead letters are listed once, as jobs's: jobs.dead holds nothing else (issue 22).
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "TOPIC") || !strings.HasPrefix(lines[1], "jobs ") {
 		t.Fatalf("topics table:\n%s", out)
 	}
 	if f := strings.Fields(lines[1]); f[1] != "2" || f[4] != "2" {

@@ -63,7 +63,7 @@ func ackCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 func nackCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	qc := newQueueCall("nack", "[flags] RECEIPT", stderr)
-	delay := qc.fs.Duration("delay", 0, "due again after this `duration` (default: at once)")
+	delay := duration(qc.fs, "delay", 0, "due again after this `duration` (default: at once)")
 	reason := qc.fs.String("reason", "", "why the delivery failed, kept as the message's last failure")
 	dead := qc.fs.Bool("dead", false, "fail the message for good: to its dead-letter topic at once")
 	pos, code, ok := qc.parse(args, 1, 1)
@@ -106,7 +106,7 @@ func nackCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 
 func extendCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	qc := newQueueCall("extend", "[flags] RECEIPT --for DURATION", stderr)
-	forD := qc.fs.Duration("for", 0, "the lease ends this `duration` from now, such as 5m (required)")
+	forD := duration(qc.fs, "for", 0, "the lease ends this `duration` from now, such as 5m (required)")
 	pos, code, ok := qc.parse(args, 1, 1)
 	if !ok {
 		return code

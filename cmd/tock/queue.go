@@ -9,6 +9,8 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -39,7 +41,8 @@ func queueCommands() map[string]queueCommand {
 	}
 }
 
-const queueUsage = `  put      [flags] TOPIC [PAYLOAD|-]  schedule a message (payload: JSON, else a string; - reads stdin)
+const queueUsage = `  put      [flags] TOPIC [PAYLOAD|-]  schedule a message (payload: JSON, else a string, --string always
+                                      a string; text that looks like JSON and is not is refused; - reads stdin)
   cancel   [flags] ID                 cancel a waiting message
   receive  [flags] TOPIC              print due messages as JSON lines and ack them
   stats    [flags]                    print the server's counts
@@ -56,7 +59,7 @@ type connFlags struct {
 func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.server, "server", envOr("TOCK_SERVER", "http://127.0.0.1:7070"), "tockd `URL` (env TOCK_SERVER)")
 	fs.StringVar(&c.token, "token", os.Getenv("TOCK_TOKEN"), "bearer `token` (env TOCK_TOKEN)")
-	fs.DurationVar(&c.timeout, "timeout", 30*time.Second, "give up after this long")
+	durationVar(fs, &c.timeout, "timeout", 30*time.Second, "give up after this `duration`")
 }
 
 func (c *connFlags) client() (*client.Client, error) {
@@ -107,6 +110,8 @@ func parseExit(err error) int {
 	return exitUsage
 }
 
+// newFlagSet returns the flag set of a command. A flag given a bad value gets its error and one
+// line saying how to see the flags, not the whole list; -h prints the list.
 func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -115,6 +120,42 @@ func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// durationFlag is a flag of a duration whose error says what a duration looks like, as the
+// server's do: "30" alone is not one.
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return "0s"
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
+			return fmt.Errorf("%q has no unit: give one, such as %ss, %sm or %sh", s, s, s, s)
+		}
+		return fmt.Errorf("%q is not a duration: use a number and a unit, such as 250ms, 10s, 5m or 1h30m", s)
+	}
+	*f.d = d
+	return nil
+}
+
+// durationVar defines a duration flag with a durationFlag's errors.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, value time.Duration, usage string) {
+	*p = value
+	fs.Var(durationFlag{p}, name, usage)
+}
+
+// duration defines a duration flag with a durationFlag's errors and returns its value.
+func duration(fs *flag.FlagSet, name string, value time.Duration, usage string) *time.Duration {
+	p := new(time.Duration)
+	durationVar(fs, p, name, value, usage)
+	return p
 }
 
 // A queueCall is what the queue commands share: a flag set with the connection flags, parsed
@@ -133,10 +174,22 @@ func newQueueCall(name, usage string, stderr io.Writer) *queueCall {
 }
 
 // parse parses args and checks that they hold between min and max positional arguments. When
-// they do not, it reports false with the exit code to return.
+// they do not, it reports false with the exit code to return. A bad flag value gets its error and
+// a line saying how to list the flags, not the whole list.
 func (qc *queueCall) parse(args []string, min, max int) (pos []string, code int, ok bool) {
+	usage := qc.fs.Usage
+	help := slices.ContainsFunc(args, func(a string) bool { return a == "-h" || a == "-help" || a == "--help" || a == "--h" })
+	qc.fs.Usage = func() {
+		if help {
+			usage()
+		}
+	}
 	pos, err := parseArgs(qc.fs, args)
+	qc.fs.Usage = usage
 	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(qc.stderr, "tock %s -h lists the flags\n", qc.name)
+		}
 		return nil, parseExit(err), false
 	}
 	if len(pos) < min || len(pos) > max {
@@ -185,7 +238,8 @@ func fail(stderr io.Writer, server string, err error) int {
 func putCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	qc := newQueueCall("put", "[flags] TOPIC [PAYLOAD|-]", stderr)
 	id := qc.fs.String("id", "", "message `id` (default: the server picks one)")
-	delay := qc.fs.Duration("delay", 0, "deliver after this `duration`, such as 10s or 1h30m")
+	delay := duration(qc.fs, "delay", 0, "deliver after this `duration`, such as 10s or 1h30m")
+	asString := qc.fs.Bool("string", false, "send PAYLOAD as a JSON string whatever it looks like")
 	at := qc.fs.String("at", "", "deliver at this RFC 3339 `time` instead")
 	pos, code, ok := qc.parse(args, 1, 2)
 	if !ok {
@@ -217,7 +271,12 @@ func putCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 				return exitFailed
 			}
 		}
-		m.Payload = payloadArg(raw)
+		payload, err := payloadArg(raw, *asString)
+		if err != nil {
+			fmt.Fprintf(stderr, "tock put: %v\n", err)
+			return exitUsage
+		}
+		m.Payload = payload
 	}
 	c, code, ok := qc.client()
 	if !ok {
@@ -233,15 +292,27 @@ func putCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-// payloadArg returns raw as a JSON payload: as it is when it is JSON, else
-// as a JSON string, so "tock put jobs hello" needs no quoting.
-func payloadArg(raw []byte) json.RawMessage {
+// payloadArg returns raw as a JSON payload: as it is when it is JSON, else as a JSON string, so
+// "tock put jobs hello" needs no quoting. Text that looks like JSON (it starts with '{', '[' or
+// '"') and is not is refused, saying where it breaks, unless asString: broken JSON stored as a
+// string is a mistake found only by the consumer. With asString the text is always a string.
+func payloadArg(raw []byte, asString bool) (json.RawMessage, error) {
 	s := strings.TrimSpace(string(raw))
-	if s != "" && json.Valid([]byte(s)) {
-		return json.RawMessage(s)
+	if !asString && s != "" && json.Valid([]byte(s)) {
+		return json.RawMessage(s), nil
+	}
+	if !asString && s != "" && strings.ContainsRune("{[\"", rune(s[0])) {
+		var v any
+		err := json.Unmarshal([]byte(s), &v)
+		var se *json.SyntaxError
+		where := ""
+		if errors.As(err, &se) {
+			where = fmt.Sprintf(" at byte %d", se.Offset)
+		}
+		return nil, fmt.Errorf("the payload looks like JSON but is not (%v%s); fix it, or give --string to send it as a string", err, where)
 	}
 	b, _ := json.Marshal(strings.TrimSuffix(string(raw), "\n"))
-	return b
+	return b, nil
 }
 
 func cancelCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -271,8 +342,8 @@ func cancelCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 func receiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	qc := newQueueCall("receive", "[flags] TOPIC", stderr)
 	maxN := qc.fs.Int("max", 10, "receive at most `n` messages")
-	wait := qc.fs.Duration("wait", 5*time.Second, "wait up to this long for a message to fall due")
-	vis := qc.fs.Duration("visibility", 30*time.Second, "lease the messages for this long")
+	wait := duration(qc.fs, "wait", 5*time.Second, "wait up to this `duration` for a message to fall due")
+	vis := duration(qc.fs, "visibility", 30*time.Second, "lease the messages for this `duration`")
 	noAck := qc.fs.Bool("no-ack", false, "leave the messages leased: they are due again after --visibility")
 	pos, code, ok := qc.parse(args, 1, 1)
 	if !ok {
@@ -302,6 +373,10 @@ func receiveCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		}
 	}
 	if len(ds) == 0 {
+		if t, ok := topicInfo(ctx, c, pos[0]); ok && t.Paused {
+			fmt.Fprintf(stderr, "tock receive: %q is paused: its %d due message(s) wait until tock resume %s\n", pos[0], t.Due, pos[0])
+			return exitOK
+		}
 		fmt.Fprintf(stderr, "tock receive: nothing due on %q within %v\n", pos[0], *wait)
 		return exitOK
 	}
@@ -348,3 +423,18 @@ func statsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// topicInfo returns what the server's topics say of topic, if it can tell (an engine without the
+// admin routes cannot).
+func topicInfo(ctx context.Context, c *client.Client, topic string) (client.Topic, bool) {
+	ts, err := c.Topics(ctx)
+	if err != nil {
+		return client.Topic{}, false
+	}
+	for _, t := range ts {
+		if t.Topic == topic {
+			return t, true
+		}
+	}
+	return client.Topic{}, false
+}

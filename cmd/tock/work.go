@@ -24,8 +24,8 @@ import (
 func workCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	qc := newQueueCall("work", "[flags] TOPIC -- COMMAND [ARGS...]", stderr)
 	concurrency := qc.fs.Int("concurrency", 1, "run up to `n` commands at once")
-	vis := qc.fs.Duration("visibility", 30*time.Second, "lease each message for this long, extended every third of it while its command runs")
-	grace := qc.fs.Duration("shutdown-timeout", 30*time.Second, "on SIGINT or SIGTERM, let running commands finish for this long, then stop them and hand their messages back")
+	vis := duration(qc.fs, "visibility", 30*time.Second, "lease each message for this long, extended every third of it while its command runs")
+	grace := duration(qc.fs, "shutdown-timeout", 30*time.Second, "on SIGINT or SIGTERM, let running commands finish for this long, then stop them and hand their messages back")
 	pos, code, ok := qc.parse(args, 2, 1<<16)
 	if !ok {
 		return code

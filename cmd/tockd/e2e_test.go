@@ -571,3 +571,16 @@ func waitInFlight(t *testing.T, d *daemon, line string) {
 	}
 	t.Fatalf("metrics never showed %s", line)
 }
+
+// TestShortTokenWarns is the regression test of TOCK_TOKEN=short accepted without a word, although
+// the docs advise at least 16 random characters.
+func TestShortTokenWarns(t *testing.T) {
+	d := startTockd(t, t.TempDir(), []string{"TOCK_TOKEN=short"})
+	if !strings.Contains(d.logs(), "the token is 5 characters") {
+		t.Errorf("no warning about a 5-character token:\n%s", d.logs())
+	}
+	d = startTockd(t, t.TempDir(), []string{"TOCK_TOKEN=0123456789abcdef"})
+	if strings.Contains(d.logs(), "the token is") {
+		t.Errorf("a warning about a 16-character token:\n%s", d.logs())
+	}
+}

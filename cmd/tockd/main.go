@@ -125,6 +125,10 @@ func envOr(key, def string) string {
 	return def
 }
 
+// minTokenLen is the shortest token tockd takes without a warning: 16 random characters, as the
+// package doc advises.
+const minTokenLen = 16
+
 // maxPayloadLimit bounds -max-payload: the embedded engine's limit, the
 // smaller of the two engines'.
 const maxPayloadLimit = delayq.MaxPayloadLimit
@@ -250,6 +254,10 @@ func run(args []string, stderr io.Writer) int {
 	scheme := "http"
 	if tlsConfig != nil {
 		scheme = "https"
+	}
+	if c.token != "" && len(c.token) < minTokenLen {
+		log.Warn(fmt.Sprintf("the token is %d characters: a guessable one protects nothing; use at least %d random characters",
+			len(c.token), minTokenLen), "min", minTokenLen)
 	}
 	if !isLoopback(tcp.Addr()) {
 		if c.token == "" {
