@@ -56,7 +56,7 @@ func indexed(i int, l slotList) indexedList {
 	il := indexedList{i: i, l: l}
 	il.l.topics = nil
 	for _, lt := range l.topics {
-		il.topics = append(il.topics, ckListTopic{name: lt.t.name, n: lt.n, due: lt.due, last: lt.last})
+		il.topics = append(il.topics, ckListTopic{name: lt.t.name, n: lt.n, due: lt.due, last: lt.last, taken: lt.taken})
 	}
 	return il
 }
@@ -137,7 +137,7 @@ func (ed *edit) toFormat() *format.Edit {
 	for _, il := range ed.lists {
 		l := format.List{Index: il.i, Slot: il.l.slot, Head: il.l.head, First: il.l.first, Due: il.l.due, N: il.l.n}
 		for _, lt := range il.topics {
-			l.Topics = append(l.Topics, format.ListTopic{Name: lt.name, N: lt.n, Due: lt.due, Last: lt.last})
+			l.Topics = append(l.Topics, format.ListTopic{Name: lt.name, N: lt.n, Due: lt.due, Last: lt.last, Taken: lt.taken})
 		}
 		fe.Lists = append(fe.Lists, l)
 	}

@@ -52,6 +52,7 @@ type checkpoint struct {
 type ckListTopic struct {
 	name         string
 	n, due, last int64
+	taken        bool
 }
 
 // A ckEntry is a message in memory, as the checkpoint keeps it.
@@ -123,7 +124,7 @@ func (ck *checkpoint) applyEdit(ed *format.Edit) (*checkpoint, error) {
 		if len(l.Topics) > 0 {
 			lts := make([]ckListTopic, len(l.Topics))
 			for j, lt := range l.Topics {
-				lts[j] = ckListTopic{name: lt.Name, n: lt.N, due: lt.Due, last: lt.Last}
+				lts[j] = ckListTopic{name: lt.Name, n: lt.N, due: lt.Due, last: lt.Last, taken: lt.Taken}
 			}
 			ck.topics[l.Index] = lts
 		}

@@ -21,8 +21,9 @@ import (
 //   - n counts the list's Puts less its Cancels and the Puts its Purges took (a Cancel cancels one
 //     Put of its list, a Purge every pending Put of its topic); pending is the sum of every list's
 //     n; due counts those of them due in s itself;
-//   - topics holds, for each topic with messages in the list, how many (n) and how many due in s
-//     (due), as n and due do for all topics, and a bound on the latest slot they are due in;
+//   - topics holds, for each topic with messages in the list or taken from it by a Cancel or
+//     Purge, how many (n) and how many due in s (due), as n and due do for all topics, a bound on
+//     the latest slot they are due in, and whether some were taken;
 //     a Cancel written before Cancels named their topic is taken off only when its list leaves
 //     the wheel, so a topic's n can count it until then;
 //   - ids maps the chosen ID of every message in a list to the slot it is due in and the position
@@ -95,6 +96,11 @@ type listTopic struct {
 	// last is at or after the slot the topic's latest message in the list is due in: messages
 	// after the list's own slot are found in it only up to there.
 	last int64
+	// taken: a Cancel or Purge in the list took messages of the topic. Damage to one of them loses
+	// what it took: the message is in the list after all, which counts cannot tell, so readers
+	// that go by counts (the listing, see pageDisk) read the list whatever they say. The counts
+	// of a topic taken stay in the list, at zero when nothing is left.
+	taken bool
 }
 
 // topic returns the counts of t in l, adding them (empty) when l has none.
@@ -196,7 +202,8 @@ func (w *diskWheel) at(list int64) *slotList {
 }
 
 // push threads rec, a Put, Cancel or Purge record at pos, into its list. A Purge takes off the
-// counts of its topic; the caller forgets the chosen IDs of the messages it purged.
+// counts of its topic; the caller forgets the chosen IDs of the messages it purged. A Cancel or
+// Purge marks its topic taken in the list.
 func (w *diskWheel) push(pos wal.Pos, rec *format.Record) {
 	l := w.at(rec.ListSlot)
 	if l.head == 0 {
@@ -216,18 +223,12 @@ func (w *diskWheel) push(pos wal.Pos, rec *format.Record) {
 		}
 		w.deleteID(rec.ID)
 	case format.KindPurge:
-		t := w.topics.get(rec.Topic)
-		for i := range l.topics {
-			if lt := &l.topics[i]; lt.t == t {
-				w.pending -= lt.n
-				l.n -= lt.n
-				l.due -= lt.due
-				t.disk -= lt.n
-				w.dropTopic(l, i)
-				break
-			}
-		}
-		w.topics.release(t)
+		lt := l.topic(w.topics.get(rec.Topic))
+		w.pending -= lt.n
+		l.n -= lt.n
+		l.due -= lt.due
+		lt.t.disk -= lt.n
+		lt.n, lt.due, lt.taken = 0, 0, true
 	case format.KindPut:
 		w.pending++
 		l.n++
@@ -246,25 +247,20 @@ func (w *diskWheel) push(pos wal.Pos, rec *format.Record) {
 	}
 }
 
-// takeOff takes n messages of t off l's counts of it, due ones among them when due.
+// takeOff takes n messages of t off l's counts of it, due ones among them when due, and notes
+// that the list took messages of t.
 func (w *diskWheel) takeOff(l *slotList, t *topicState, n int64, due bool) {
-	for i := range l.topics {
-		lt := &l.topics[i]
-		if lt.t != t {
-			continue
-		}
-		lt.n -= n
-		t.disk -= n
-		if due {
-			lt.due -= min(n, lt.due)
-		}
-		if lt.n <= 0 && lt.due <= 0 {
-			t.disk -= lt.n // a count the list could not match (a Put lost to damage)
-			w.dropTopic(l, i)
-		}
-		return
+	lt := l.topic(t)
+	lt.n -= n
+	t.disk -= n
+	if due {
+		lt.due -= min(n, lt.due)
 	}
-	w.topics.release(t)
+	if lt.n < 0 {
+		t.disk -= lt.n // a count the list could not match (a Put lost to damage)
+		lt.n = 0
+	}
+	lt.taken = true
 }
 
 // dueIn reports whether the message with a Cancel of id threaded into list is due in the list's

@@ -84,7 +84,8 @@
 // Damaged data (a flipped bit, a record that fails its checksum, a segment gone) costs only the
 // messages it held: Open does not refuse the queue, nothing is cut or rewritten, the damage is
 // logged with its file and offset and counted in [Snapshot].CorruptRecords, and the queue goes on.
-// [Check] (the command tock check) verifies a directory offline.
+// Every reader of a slot's list reads past damage alike, so [Queue.Messages] lists what Receive
+// will deliver. [Check] (the command tock check) verifies a directory offline.
 //
 // # Caveats
 //

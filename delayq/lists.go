@@ -31,8 +31,19 @@ type listRecord struct {
 // it can run without mu.
 func (q *Queue) readChain(r *recordReader, list int64, head, first, stop, lo wal.Pos, report func(error)) ([]listRecord, bool, error) {
 	var out []listRecord
+	reached, err := q.walkChain(r, list, head, first, stop, lo, report, func(lr *listRecord) { out = append(out, *lr) })
+	if err != nil {
+		return nil, false, err
+	}
+	return out, reached, nil
+}
+
+// walkChain calls fn with each record readChain would return, newest first, without keeping
+// them: every reader of a list, the admin's listing included, sees the same records past damage.
+// fn must not keep lr.
+func (q *Queue) walkChain(r *recordReader, list int64, head, first, stop, lo wal.Pos, report func(error), fn func(lr *listRecord)) (reached bool, err error) {
 	p := head
-	for ; p != 0 && p != stop && p >= lo; p = out[len(out)-1].rec.Prev {
+	for p != 0 && p != stop && p >= lo {
 		rec, err := r.ReadAt(p)
 		if err == nil && (!rec.Kind.Threads() || !rec.Threaded || rec.ListSlot != list || rec.Prev >= p) {
 			err = q.corruptAt(p, fmt.Sprintf("%v record is not a record of the list of slot %d", rec.Kind, list))
@@ -40,14 +51,19 @@ func (q *Queue) readChain(r *recordReader, list int64, head, first, stop, lo wal
 		if errors.Is(err, ErrCorrupt) {
 			report(err)
 			rest, err := q.scanList(list, max(lo, first, stop+1), p, report)
-			return append(out, rest...), stop != 0, err
+			for i := range rest {
+				fn(&rest[i])
+			}
+			return stop != 0, err
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("delayq: reading slot list at %v: %w", p, err)
+			return false, fmt.Errorf("delayq: reading slot list at %v: %w", p, err)
 		}
-		out = append(out, listRecord{p, rec})
+		lr := listRecord{p, rec}
+		fn(&lr)
+		p = rec.Prev
 	}
-	return out, stop != 0 && p == stop, nil
+	return stop != 0 && p == stop, nil
 }
 
 // scanList returns the records threaded into list in [from, to), newest first, found by scanning

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -211,7 +210,10 @@ func (q *Queue) pageDisk(ctx context.Context, p *pager, topic string) error {
 			list = w.listFor(slot)
 			l := w.peek(list)
 			lt := l.find(t)
-			if lt == nil || list == slot && lt.due <= 0 || list != slot && (lt.n <= lt.due || lt.last < slot) {
+			// By the counts, unless a Cancel or Purge took some of the topic's messages there:
+			// damage to it would bring them back, which only reading the list tells.
+			if lt == nil || list != slot && lt.last < slot ||
+				!lt.taken && (list == slot && lt.due <= 0 || list != slot && lt.n <= lt.due) {
 				continue
 			}
 			head, first = l.head, l.first
@@ -251,29 +253,20 @@ func (q *Queue) lastSlotLocked(topic string) int64 {
 
 // pageList reads the list of slot list, whose head and first record were head and first, and
 // offers p the messages of topic in it that are due in slot. It reads without mu: records before
-// head do not change, and a list loaded meanwhile (whose segments may be gone) is skipped, its
-// messages being due by now.
+// head do not change. It reads past damage as every reader of a list does (walkChain), so the page
+// shows what Receive will deliver; the loader, which reads under mu, reports the damage.
 func (q *Queue) pageList(r *recordReader, p *pager, topic string, list, slot int64, head, first wal.Pos) error {
 	var v listView
-	for pos := head; pos != 0 && pos >= first; {
-		rec, err := r.ReadAt(pos)
-		if err == nil && (!rec.Kind.Threads() || rec.ListSlot != list || rec.Prev >= pos) {
-			err = q.corruptAt(pos, "not a record of the list")
-		}
-		if errors.Is(err, ErrCorrupt) {
-			// Missing (the list was loaded and its segments deleted) or damaged: the loader
-			// reports damage; the page goes on without the rest of this list.
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("delayq: reading the list of slot %d: %w", list, err)
-		}
-		if v.pending(pos, &rec) && rec.Topic == topic && q.disk.slotOf(rec.DeliverAt) == slot {
-			if k := (pageKey{rec.DeliverAt, uint64(originOf(rec.Origin, pos))}); p.wants(k) {
-				p.offer(k, diskInfo(&rec, pos, true))
+	_, err := q.walkChain(r, list, head, first, 0, 0, func(error) {}, func(lr *listRecord) {
+		rec := &lr.rec
+		if v.pending(lr.pos, rec) && rec.Topic == topic && q.disk.slotOf(rec.DeliverAt) == slot {
+			if k := (pageKey{rec.DeliverAt, uint64(originOf(rec.Origin, lr.pos))}); p.wants(k) {
+				p.offer(k, diskInfo(rec, lr.pos, true))
 			}
 		}
-		pos = rec.Prev
+	})
+	if err != nil {
+		return fmt.Errorf("delayq: reading the list of slot %d: %w", list, err)
 	}
 	return nil
 }

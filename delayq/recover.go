@@ -100,7 +100,7 @@ func (q *Queue) restore(ck *checkpoint, rebuild bool, first wal.Pos) (wal.Pos, e
 		l := &w.lists[i]
 		for _, c := range lts {
 			lt := l.topic(w.topics.get(c.name))
-			lt.n, lt.due, lt.last = c.n, c.due, c.last
+			lt.n, lt.due, lt.last, lt.taken = c.n, c.due, c.last, c.taken
 			lt.t.disk += c.n
 		}
 	}

@@ -39,9 +39,11 @@ import (
 //	7    removed entries  origin uint64, applied before the entries held
 //	8    IDs              slot int64, pos uint64, id name: the chosen IDs set
 //	9    removed IDs      id name, applied after the IDs set
+//	10   taken            index uint32, name uint32: of the lists of this edit, the topics a Cancel
+//	                      or Purge in the list took messages of (version 8 on)
 //
 // A section is new in the version sectionSince says; a file of an older version has none of it.
-// Versions 4 to 6 had no tags: their sections, in the order of the tags, were each counted by a
+// Version 7 had no taken section. Versions 4 to 6 had no tags: their sections, in the order of the tags, were each counted by a
 // uint32 after the fixed fields, empty or not. Version 6 had the sections of version 7. Version 5
 // had no limits and no reason in entries. Version 4 had no names, paused or list topics, no n in
 // lists and no failure in entries.
@@ -86,6 +88,9 @@ type List struct {
 type ListTopic struct {
 	Name         string
 	N, Due, Last int64
+	// Taken says that a Cancel or Purge in the list took messages of the topic (version 8 on;
+	// false before).
+	Taken bool
 }
 
 // A Limit is a topic's delivery limit, as a Limit record holds it (version 6 on).
@@ -136,12 +141,13 @@ const (
 	secRemovedEntries
 	secIDs
 	secRemovedIDs
+	secTaken
 )
 
 // sectionSince says which version of the checkpoint each section was added in: a file of an older
 // version holding it is malformed.
 var sectionSince = [...]uint32{secNames: 5, secPaused: 5, secLimits: 6, secLists: 4, secPins: 4, secEntries: 4, secRemovedEntries: 4,
-	secIDs: 4, secRemovedIDs: 4}
+	secIDs: 4, secRemovedIDs: 4, secTaken: 8}
 
 // countedSections are the sections of versions 4 to 6, in the order of their counts: those the
 // version had, in the order of their tags.
@@ -293,6 +299,24 @@ func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 	section(secRemovedIDs, len(ed.RemovedIDs), func() {
 		for _, id := range ed.RemovedIDs {
 			e.name(id)
+		}
+	})
+	taken := 0
+	for _, l := range ed.Lists {
+		for _, lt := range l.Topics {
+			if lt.Taken {
+				taken++
+			}
+		}
+	}
+	section(secTaken, taken, func() {
+		for _, l := range ed.Lists {
+			for _, lt := range l.Topics {
+				if lt.Taken {
+					e.u32(uint32(l.Index))
+					e.u32(index[lt.Name])
+				}
+			}
 		}
 	})
 	return e.b, nil
@@ -492,6 +516,25 @@ func (d *editDecoder) section(tag byte, n int) error {
 		ed.RemovedIDs = make([]string, n)
 		for i := range ed.RemovedIDs {
 			ed.RemovedIDs[i] = d.name()
+		}
+	case secTaken:
+		// Marks on the topics of the lists of the edit, in the order appendEdit writes them.
+		i, j := 0, 0 // the list, and its topic, that the next mark may be on
+		next := func() {
+			if j++; j >= len(ed.Lists[i].Topics) {
+				i, j = i+1, 0
+			}
+		}
+		for range n {
+			index, name := int(d.u32()), d.topic()
+			for i < len(ed.Lists) && !(ed.Lists[i].Index == index && j < len(ed.Lists[i].Topics) && ed.Lists[i].Topics[j].Name == name) {
+				next()
+			}
+			if i == len(ed.Lists) {
+				return fmt.Errorf("taken mark of topic %q in list %d: no such topic of the edit's lists, or out of order", name, index)
+			}
+			ed.Lists[i].Topics[j].Taken = true
+			next()
 		}
 	}
 	return nil

@@ -19,7 +19,10 @@ var sampleEdits = []Edit{
 		Paused: []string{"p", "q"},
 		Limits: []Limit{{Topic: "q", Rate: 12.5, Burst: 2}, {Topic: "emails", Concurrency: 8}},
 		Lists: []List{{Index: 5, Slot: 1<<30 + 5, Head: wal.MakePos(3, 500), First: wal.MakePos(2, 16), Due: 1, N: 2,
-			Topics: []ListTopic{{Name: "t", N: 1, Due: 1, Last: 1<<30 + 5}, {Name: "q", N: 1, Last: 1<<30 + 86405}}}},
+			Topics: []ListTopic{{Name: "t", N: 1, Due: 1, Last: 1<<30 + 5}, {Name: "q", N: 1, Last: 1<<30 + 86405, Taken: true},
+				{Name: "gone", Last: 1<<30 + 5, Taken: true}}},
+			{Index: 7, Slot: 1<<30 + 7, Head: wal.MakePos(3, 600), First: wal.MakePos(3, 550), N: 1,
+				Topics: []ListTopic{{Name: "t", N: 1, Last: 1<<30 + 86407, Taken: true}}}},
 		Pins: []Pin{{Segment: 2, Count: 1}, {Segment: 3, Count: 2}},
 		Entries: []Entry{{Origin: wal.MakePos(1, 16), Pos: wal.MakePos(2, 99), DeliverAt: 7, Attempt: 2, Failure: FailureNacked, FailedAt: 6, Topic: "t.dead"},
 			{Origin: wal.MakePos(1, 32), Pos: wal.MakePos(1, 32), Failure: FailureDeadLettered, FailedAt: 8, Topic: "u.dead", Reason: "no such user"}},
@@ -171,7 +174,7 @@ func TestEditOverAFrame(t *testing.T) {
 	}
 }
 
-// FuzzEdit checks the edit schema both ways: a body decodeEdit accepts, as version 4 to 7,
+// FuzzEdit checks the edit schema both ways: a body decodeEdit accepts, as version 4 to 8,
 // re-encodes to bytes that decode to the same edit, and to the same bytes when it was of the
 // current version (an edit has one encoding); a sample edit changed by the fuzzer's values encodes
 // to bytes that decode to it. A file of the fuzzer's bytes never makes DecodeCheckpoint panic.
@@ -182,9 +185,10 @@ func FuzzEdit(f *testing.F) {
 		f.Add(b, uint8(1), int64(1), "x")
 		f.Add(b, uint8(0), int64(2), "y")
 		f.Add(b, uint8(3), int64(3), "z")
+		f.Add(b, uint8(4), int64(4), "")
 	}
 	f.Fuzz(func(t *testing.T, body []byte, version uint8, n int64, s string) {
-		v := uint32(4 + version%4)
+		v := uint32(4 + version%5)
 		ed, err := decodeEdit(body, v)
 		if err == nil {
 			again, err := appendEdit(nil, ed)

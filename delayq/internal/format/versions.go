@@ -23,8 +23,9 @@ package format
 //	5  names, paused topics, lists' counts by topic and n, the failure of entries
 //	6  delivery limits, the reason of entries' failures
 //	7  edits framed as the log's frames, their sections tagged (see edit.go's sectionSince)
+//	8  the topics of lists that Cancels or Purges took messages of
 //
 // The secret file (secret.go): one version, magic "tocksec1".
 
 // CheckpointVersion is the version of the checkpoint files written.
-const CheckpointVersion = 7
+const CheckpointVersion = 8
