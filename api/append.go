@@ -2,6 +2,8 @@ package api
 
 import (
 	"encoding/json"
+	"strconv"
+	"time"
 	"unicode/utf8"
 )
 
@@ -62,5 +64,90 @@ func appendString(buf []byte, s string) []byte {
 	}
 	buf = append(buf, '"')
 	buf = append(buf, s...)
+	return append(buf, '"')
+}
+
+// AppendJSON appends r to buf as JSON, as encoding/json writes it.
+func (r *PutResponse) AppendJSON(buf []byte) []byte {
+	buf = append(buf, `{"id":`...)
+	buf = appendString(buf, r.ID)
+	buf = append(buf, `,"deliver_at":`...)
+	buf = appendTime(buf, r.DeliverAt)
+	return append(buf, '}')
+}
+
+// AppendJSON appends r to buf as JSON, as encoding/json writes it.
+func (r *BatchResponse) AppendJSON(buf []byte) []byte {
+	buf = append(buf, `{"ids":`...)
+	if r.IDs == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = append(buf, '[')
+		for i, id := range r.IDs {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendString(buf, id)
+		}
+		buf = append(buf, ']')
+	}
+	buf = append(buf, `,"deliver_at":`...)
+	if r.DeliverAt == nil {
+		buf = append(buf, "null"...)
+	} else {
+		buf = append(buf, '[')
+		for i, t := range r.DeliverAt {
+			if i > 0 {
+				buf = append(buf, ',')
+			}
+			buf = appendTime(buf, t)
+		}
+		buf = append(buf, ']')
+	}
+	return append(buf, '}')
+}
+
+// AppendJSON appends r to buf as JSON, as encoding/json writes it but for the payloads, which it
+// writes as they are: each must be one valid compact JSON value, or empty for null.
+func (r *ReceiveResponse) AppendJSON(buf []byte) []byte {
+	buf = append(buf, `{"messages":`...)
+	if r.Messages == nil {
+		buf = append(buf, "null"...)
+		return append(buf, '}')
+	}
+	buf = append(buf, '[')
+	for i := range r.Messages {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		d := &r.Messages[i]
+		buf = append(buf, `{"id":`...)
+		buf = appendString(buf, d.ID)
+		buf = append(buf, `,"payload":`...)
+		if len(d.Payload) == 0 {
+			buf = append(buf, "null"...)
+		} else {
+			buf = append(buf, d.Payload...)
+		}
+		buf = append(buf, `,"deliver_at":`...)
+		buf = appendTime(buf, d.DeliverAt)
+		buf = append(buf, `,"receipt":`...)
+		buf = appendString(buf, d.Receipt)
+		buf = append(buf, `,"attempt":`...)
+		buf = strconv.AppendInt(buf, int64(d.Attempt), 10)
+		buf = append(buf, '}')
+	}
+	return append(buf, "]}"...)
+}
+
+// appendTime appends t as encoding/json writes a time.Time: RFC 3339 with nanoseconds, quoted.
+// A time it cannot write (a year outside 0 to 9999) is written as the zero time would be.
+func appendTime(buf []byte, t time.Time) []byte {
+	buf = append(buf, '"')
+	if b, err := t.AppendText(buf); err == nil {
+		buf = b
+	} else {
+		buf, _ = time.Time{}.AppendText(buf)
+	}
 	return append(buf, '"')
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+	"time"
 )
 
 func ptr(s string) *string { return &s }
@@ -105,4 +106,34 @@ func BenchmarkBatchJSON(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestResponseAppendJSONIsEncodingJSON checks the answers' encoders as
+// TestAppendJSONIsEncodingJSON checks the requests'.
+func TestResponseAppendJSONIsEncodingJSON(t *testing.T) {
+	at := time.Date(2030, 1, 2, 15, 4, 5, 123456789, time.UTC)
+	zoned := time.Date(2030, 1, 2, 15, 4, 5, 0, time.FixedZone("", -7*3600))
+	for _, v := range []interface{ AppendJSON([]byte) []byte }{
+		&PutResponse{},
+		&PutResponse{ID: "order-7", DeliverAt: at},
+		&PutResponse{ID: "é\"<>", DeliverAt: zoned},
+		&BatchResponse{},
+		&BatchResponse{IDs: []string{}, DeliverAt: []time.Time{}},
+		&BatchResponse{IDs: []string{"a", "b\\"}, DeliverAt: []time.Time{at, zoned}},
+		&ReceiveResponse{},
+		&ReceiveResponse{Messages: []Delivery{}},
+		&ReceiveResponse{Messages: []Delivery{
+			{ID: "a", Payload: json.RawMessage(`{"n":[1,"<b>"]}`), DeliverAt: at, Receipt: "r1", Attempt: 1},
+			{ID: "b\n", DeliverAt: zoned, Receipt: "", Attempt: 12},
+			{Payload: json.RawMessage(`null`), Attempt: -1},
+		}},
+	} {
+		want, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := v.AppendJSON(nil); !bytes.Equal(htmlEscaped(got), want) {
+			t.Errorf("%T.AppendJSON = %s; encoding/json writes %s", v, got, want)
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock/api"
+	"github.com/tockwheel/tock/internal/wirejson"
 	"github.com/tockwheel/tock/queue"
 )
 
@@ -32,7 +34,8 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.metrics.puts.Inc()
 	s.activity.put(now, 1)
-	writeJSON(w, http.StatusCreated, api.PutResponse{ID: id, DeliverAt: m.DeliverAt.UTC()})
+	res := api.PutResponse{ID: id, DeliverAt: m.DeliverAt.UTC()}
+	writeAppended(w, http.StatusCreated, res.AppendJSON(make([]byte, 0, 128)))
 	return nil
 }
 
@@ -93,7 +96,8 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) error {
 	for i := range ms {
 		due[i] = ms[i].DeliverAt.UTC()
 	}
-	writeJSON(w, http.StatusCreated, api.BatchResponse{IDs: out, DeliverAt: due})
+	res := api.BatchResponse{IDs: out, DeliverAt: due}
+	writeAppended(w, http.StatusCreated, res.AppendJSON(make([]byte, 0, 64+len(out)*72)))
 	return nil
 }
 
@@ -117,15 +121,20 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// payloadJSON returns a stored payload as a JSON value. Payloads put over
-// HTTP are JSON already; one put through the Go API that is not JSON is
-// delivered as a JSON string, and an empty one as null.
+// payloadJSON returns a stored payload as a compact JSON value. Payloads put
+// over HTTP are compact JSON already; one put through the Go API that is
+// not JSON is delivered as a JSON string, and an empty one as null.
 func payloadJSON(p []byte) json.RawMessage {
 	if len(p) == 0 {
 		return json.RawMessage("null")
 	}
-	if json.Valid(p) {
+	if ok, compact := wirejson.Valid(p); ok && compact {
 		return p
+	}
+	if json.Valid(p) {
+		var b bytes.Buffer
+		_ = json.Compact(&b, p) // cannot fail for valid JSON
+		return b.Bytes()
 	}
 	b, _ := json.Marshal(string(p)) // cannot fail for a string
 	return b
@@ -175,7 +184,12 @@ func (s *Server) handleReceive(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.metrics.deliveries.Add(float64(len(ds)))
 	s.activity.delivered(now, late)
-	writeJSON(w, http.StatusOK, api.ReceiveResponse{Messages: out})
+	size := 16
+	for i := range out {
+		size += 160 + len(out[i].Payload)
+	}
+	res := api.ReceiveResponse{Messages: out}
+	writeAppended(w, http.StatusOK, res.AppendJSON(make([]byte, 0, size)))
 	return nil
 }
 

@@ -35,7 +35,25 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, limit int64,
 	rc := http.NewResponseController(w)
 	// An error means a writer without deadlines, such as a test recorder.
 	timed := rc.SetReadDeadline(time.Now().Add(s.limits.BodyTimeout)) == nil
-	err := decodeJSON(body, v, allowEmpty)
+	var err error
+	if n := r.ContentLength; n > 0 && n <= limit {
+		// A body of a known length is read whole, and decoded by hand when
+		// it can be (see decodeFast); otherwise decodeJSON reads the same
+		// bytes, and the error that stopped the reading, as it would have
+		// read them from the body.
+		data, rerr := readBody(body, n)
+		switch {
+		case rerr == nil && decodeFast(data, v):
+		case rerr == nil:
+			err = decodeJSON(bytes.NewReader(data), v, allowEmpty)
+		case rerr == errLongerThanSaid || rerr == errNotJSON:
+			err = decodeJSON(io.MultiReader(bytes.NewReader(data), body), v, allowEmpty)
+		default:
+			err = decodeJSON(io.MultiReader(bytes.NewReader(data), failingReader{rerr}), v, allowEmpty)
+		}
+	} else {
+		err = decodeJSON(body, v, allowEmpty)
+	}
 	if timed {
 		_ = rc.SetReadDeadline(time.Time{})
 	}
@@ -46,6 +64,11 @@ func (s *Server) decodeBody(w http.ResponseWriter, r *http.Request, limit int64,
 	}
 	return err
 }
+
+// failingReader is a reader that fails with err.
+type failingReader struct{ err error }
+
+func (r failingReader) Read([]byte) (int, error) { return 0, r.err }
 
 // decodeJSON decodes exactly one JSON value from r into v, one of the
 // request types of package api, rejecting unknown fields (so that a

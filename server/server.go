@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -301,6 +302,24 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	// An error here is the client hanging up mid-answer; nothing to do.
 	_ = enc.Encode(v)
 }
+
+// writeAppended answers as writeJSON does with body, JSON that an
+// AppendJSON method of package api wrote, which spares the answers that
+// carry messages encoding/json's reflection and second pass over payloads.
+func writeAppended(w http.ResponseWriter, status int, body []byte) {
+	body = append(body, '\n') // as json.Encoder ends a value
+	h := w.Header()
+	h["Content-Type"] = contentTypeJSON
+	h["Cache-Control"] = noStore
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+var (
+	contentTypeJSON = []string{"application/json"}
+	noStore         = []string{"no-store"}
+)
 
 // jsonErrorWriter turns the mux's plain-text 404 and 405 answers into JSON
 // errors, keeping their headers (Allow on a 405). A redirect, which the mux
