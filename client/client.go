@@ -437,7 +437,11 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return false, 0, nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	data, err := readAnswer(resp.Body, resp.ContentLength)
+	if err == nil {
+		err = decodeAnswer(data, out)
+	}
+	if err != nil {
 		return false, 0, fmt.Errorf("client: %s %s: decoding response: %w", method, path, err)
 	}
 	return false, 0, nil
