@@ -41,25 +41,12 @@ type browser struct {
 	problems []string // the console's errors, reported when the test ends
 }
 
-// newBrowser starts Chromium for the test. When token is not empty, the
-// browser answers the status page's password prompt with it, as a person
-// who types the token would; without it, it answers no prompt.
+// newBrowser opens a tab of the package's Chromium for the test. When token is not empty, the
+// browser answers the status page's password prompt with it, as a person who types the token would;
+// without it, it answers no prompt.
 func newBrowser(t *testing.T, width, height int, token string) *browser {
 	t.Helper()
-	bin := chromium(t)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(bin), chromedp.NoSandbox, chromedp.DisableGPU,
-		chromedp.WindowSize(width, height), chromedp.UserDataDir(t.TempDir()),
-		chromedp.Flag("hide-scrollbars", true), chromedp.Flag("disable-quic", true))
-	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	ctx, cancel := chromedp.NewContext(actx)
-	t.Cleanup(func() {
-		cancel()
-		cancelAlloc()
-	})
-	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting chromium: %v", err)
-	}
+	ctx := newTab(t, width, height)
 	if token != "" {
 		// The Fetch domain pauses every request so that it can report the
 		// server's challenge; continue them all, and answer the challenge.
