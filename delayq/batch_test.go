@@ -3,19 +3,28 @@ package delayq
 import (
 	"context"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/tockwheel/tock/internal/testlong"
 )
 
 // TestPutBatchIsAtomic is the regression test of a batch cut by a torn write: cutting the last
-// record of a synced three-message batch reopened with two of them. The batch is cut at every byte
-// from its first record to its end, as a crash during the write could leave it, and each copy is
-// reopened: every message of the batch is there, or none, and the message put before it always.
+// record of a synced three-message batch reopened with two of them. The batch is cut as a crash
+// during the write could leave it, and each copy is reopened: every message of the batch is there,
+// or none, and the message put before it always. In long mode it is cut at every byte from its
+// first record to its end (a few hundred reopens); otherwise on both sides of the records' starts
+// and of its end, and at 24 bytes drawn at random (set DELAYQ_SEED to repeat them). Every byte of a
+// group is cut in the log's own TestGroupIsAtomic.
 func TestPutBatchIsAtomic(t *testing.T) {
 	base := t.TempDir()
+	rng := rand.New(rand.NewPCG(testSeed(t), 0))
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		dir := filepath.Join(base, "q")
@@ -49,7 +58,8 @@ func TestPutBatchIsAtomic(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for cut := int(first.Offset()); cut <= int(end.Offset()); cut++ {
+		_, second, _ := parseID(ids[1])
+		for _, cut := range batchCuts(rng, int(first.Offset()), int(second.Offset()), int(end.Offset())) {
 			dir := filepath.Join(base, fmt.Sprint("cut", cut))
 			copyDir(t, crashed, dir)
 			if err := os.WriteFile(filepath.Join(dir, filepath.Base(seg)), whole[:cut], 0o644); err != nil {
@@ -73,4 +83,30 @@ func TestPutBatchIsAtomic(t *testing.T) {
 			os.RemoveAll(dir)
 		}
 	})
+}
+
+// batchCuts returns where TestPutBatchIsAtomic cuts a batch that begins at first, whose second
+// record begins at second, and that ends at end, in increasing order: every byte in long mode.
+func batchCuts(rng *rand.Rand, first, second, end int) []int {
+	if testlong.Enabled() {
+		cuts := make([]int, 0, end-first+1)
+		for cut := first; cut <= end; cut++ {
+			cuts = append(cuts, cut)
+		}
+		return cuts
+	}
+	set := map[int]bool{}
+	for _, b := range []int{first, second, end} {
+		for cut := b - 1; cut <= b+1; cut++ {
+			if cut >= first && cut <= end {
+				set[cut] = true
+			}
+		}
+	}
+	for range 24 {
+		set[first+rng.IntN(end-first+1)] = true
+	}
+	cuts := slices.Collect(maps.Keys(set))
+	slices.Sort(cuts)
+	return cuts
 }
