@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/internal/testlong"
 )
 
 // largePayloadSizes returns payload sizes at and around every buffer boundary a record can meet
@@ -38,10 +39,11 @@ const largeSegment = 1 << 20
 // For every size of largePayloadSizes, messages go through every path that reads records: replay
 // after a crash, the loader (into memory, and rolled beyond the horizon), Cancel walking a slot
 // list, a compaction round reading segments and lists, and Receive after a clean reopen (read from
-// the positions the checkpoint holds). Each payload must come back byte for byte.
+// the positions the checkpoint holds). Each payload must come back byte for byte. The largest
+// payload there is (MaxPayloadLimit, 16 MiB, about 12 s) goes through them in long mode only.
 func TestLargePayloadsEveryPath(t *testing.T) {
 	sizes := largePayloadSizes()
-	if testing.Short() {
+	if !testlong.Enabled() {
 		sizes = slices.DeleteFunc(sizes, func(n int) bool { return n > 2*largeSegment })
 	}
 	for _, size := range sizes {
