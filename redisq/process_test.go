@@ -50,12 +50,14 @@ func TestHelperProcess(t *testing.T) {
 	}
 	switch role {
 	case "consumer":
+		called := time.Now()
 		ds, err := q.Receive(ctx, "t", 1, 300*time.Millisecond)
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(2)
 		}
-		fmt.Println("received", ds[0].ID, ds[0].Attempt)
+		// The lease began after called and lasts 300ms; the Receive returned at returned.
+		fmt.Println("received", ds[0].ID, ds[0].Attempt, called.UnixNano(), time.Now().UnixNano())
 		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 	case "owner":
 		for {
@@ -103,10 +105,11 @@ func startHelper(t *testing.T, role, addr, prefix string) *helper {
 	return h
 }
 
-// await returns the first line of h that starts with prefix, failing the test after d.
-func (h *helper) await(t *testing.T, prefix string, d time.Duration) string {
+// await returns the first line of h that starts with prefix, failing the test if none came within
+// helperPatience.
+func (h *helper) await(t *testing.T, prefix string) string {
 	t.Helper()
-	timeout := time.After(d)
+	timeout := time.After(helperPatience)
 	for {
 		select {
 		case line, ok := <-h.lines:
@@ -120,10 +123,14 @@ func (h *helper) await(t *testing.T, prefix string, d time.Duration) string {
 				return line
 			}
 		case <-timeout:
-			t.Fatalf("helper said no %q within %v", prefix, d)
+			t.Fatalf("helper said no %q within %v", prefix, helperPatience)
 		}
 	}
 }
+
+// helperPatience bounds each wait for a helper process: a bound on a stuck helper, not a time the
+// tests rely on (starting a race-enabled test binary on a loaded machine takes seconds).
+const helperPatience = time.Minute
 
 // TestConsumerProcessDies has consumers in child processes that crash while they hold a message:
 // it is delivered again once each lease runs out, not before, and after the maximum number of
@@ -133,31 +140,41 @@ func TestConsumerProcessDies(t *testing.T) {
 	s := startServer(t)
 	prefix := newPrefix()
 	q := openQueue(t, singleClient(t, s.Addr), append(helperOptions(), WithPrefix(prefix))...)
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testCtx(t, 3*helperPatience)
 	id, err := q.Put(ctx, queue.Message{Topic: "t", Payload: []byte("crash me")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var last time.Time
+	const visibility = 300 * time.Millisecond // the helper's
+	var leased time.Time                      // the earliest the last lease can have begun
 	for attempt := 1; attempt <= 2; attempt++ {
 		h := startHelper(t, "consumer", s.Addr, prefix)
-		line := h.await(t, "received", 10*time.Second)
-		if want := fmt.Sprintf("received %s %d", id, attempt); line != want {
-			t.Fatalf("helper %q; want %q", line, want)
+		var gotID string
+		var gotAttempt int
+		var called, returned int64
+		line := h.await(t, "received")
+		if _, err := fmt.Sscanf(line, "received %s %d %d %d", &gotID, &gotAttempt, &called, &returned); err != nil ||
+			gotID != id || gotAttempt != attempt {
+			t.Fatalf("helper %q; want the delivery of %s, attempt %d", line, id, attempt)
 		}
-		// The helper reports after its Receive returned, so the time between reports can be a
-		// little shorter than between the leases, but not by the visibility timeout.
-		if again := time.Since(last); attempt > 1 && again < 300*time.Millisecond {
-			t.Fatalf("delivered again %v after the crashed consumer received it; want the visibility timeout, 300ms", again)
+		// The earlier lease began after its Receive was called: the message may come again only
+		// once the visibility timeout has passed since then.
+		if again := time.Unix(0, returned).Sub(leased); attempt > 1 && again < visibility {
+			t.Fatalf("delivered again %v after the crashed consumer's Receive was called; want the visibility timeout, %v", again, visibility)
 		}
-		last = time.Now()
+		leased = time.Unix(0, called)
 		_ = h.cmd.Wait()
 		if attempt == 2 {
 			break
 		}
-		// Nothing comes while the dead consumer's lease lasts.
-		if ds, err := q.Receive(testCtx(t, 150*time.Millisecond), "t", 1, time.Minute); len(ds) != 0 || !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("during the dead consumer's lease: %v, %v", ds, err)
+		// Nothing comes while the dead consumer's lease surely lasts (when this process gets
+		// there in time to look).
+		if left := time.Until(leased.Add(visibility)); left > 50*time.Millisecond {
+			if ds, err := q.Receive(testCtx(t, left), "t", 1, time.Minute); len(ds) != 0 || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("during the dead consumer's lease: %v, %v", ds, err)
+			}
+		} else {
+			t.Logf("attempt %d: the dead consumer's lease may have run out before this process could look", attempt)
 		}
 	}
 	dead := receiveN(t, ctx, q, "t"+queue.DeadLetterSuffix, 1)
@@ -171,9 +188,9 @@ func TestConsumerProcessDies(t *testing.T) {
 func ownerSetup(t *testing.T) (*helper, *Queue, map[string]time.Time) {
 	s := startServer(t)
 	prefix := newPrefix()
-	ctx := testCtx(t, 30*time.Second)
+	ctx := testCtx(t, 3*helperPatience)
 	h := startHelper(t, "owner", s.Addr, prefix)
-	h.await(t, "owned 0", 10*time.Second)
+	h.await(t, "owned 0")
 	q := openQueue(t, singleClient(t, s.Addr), append(helperOptions(), WithPrefix(prefix), withNoCandidacy())...)
 	due := make(map[string]time.Time)
 	// Due over five seconds, so that the shard has seconds to promote after the helper is gone,
@@ -188,7 +205,7 @@ func ownerSetup(t *testing.T) (*helper, *Queue, map[string]time.Time) {
 		due[id] = at
 	}
 	// The helper is to own the shard: this process does not compete for it until then.
-	h.await(t, "owned 1", 10*time.Second)
+	h.await(t, "owned 1")
 	// However long that took, one message comes due well after the helper's lease (600ms) could
 	// run out once it is stopped: this process has a reason to take the shard over. Without it,
 	// this process could deliver the rest in the owner's place before the lease ran out, and then
@@ -209,7 +226,7 @@ func consume(t *testing.T, q *Queue, due map[string]time.Time) (wait func() time
 	t.Helper()
 	done := make(chan time.Duration, 1)
 	go func() {
-		ctx := testCtx(t, 30*time.Second)
+		ctx := testCtx(t, 3*helperPatience)
 		var worst time.Duration
 		seen := make(map[string]bool)
 		for len(seen) < len(due) {
@@ -259,7 +276,7 @@ func TestOwnerProcessKilled(t *testing.T) {
 // awaitTakeover waits until q has taken the shard over from the helper, stopped as what says.
 func awaitTakeover(t *testing.T, q *Queue, what string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(helperPatience)
 	for q.metrics.acquisitions.Load() == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("this process did not take the shard over from the %s one: %s", what, q.shards[0])
@@ -286,7 +303,7 @@ func TestOwnerProcessPaused(t *testing.T) {
 	// Skip what the paused process printed before it stopped, up to its status after it resumed:
 	// it owns nothing (its lock is lost, and the tick script refuses its token if it ticks before
 	// it notices; see TestTickRefusesStaleFencingToken).
-	line := h.await(t, "owned 0", 5*time.Second)
+	line := h.await(t, "owned 0")
 	worst := wait()
 	t.Logf("resumed owner: %q; latest delivery %v after its due time", line, worst)
 }
