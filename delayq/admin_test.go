@@ -395,6 +395,11 @@ func TestDeliverNowFromTheDiskWheel(t *testing.T) {
 		crashed := base + "/crashed"
 		crashCopy(t, nil, q, dir, crashed)
 		q = open(t, crashed)
+		// DeliverNow may have put the two messages, due now, into the disk wheel's list for this
+		// slot (when the loader had not loaded it yet); after the crash they are there again, and
+		// they are counted scheduled until the loader, which runs at once, moves them into memory.
+		// Wait until it has: every goroutine of the bubble waits on a timer or a channel.
+		synctest.Wait()
 		check(t, q)
 		if ti := topicOf(t, q, "t"); ti.Due != 2 || ti.Scheduled != 1 {
 			t.Fatalf("after DeliverNow and a crash: %+v; want 2 due, 1 scheduled", ti)
