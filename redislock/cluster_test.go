@@ -72,7 +72,7 @@ func TestCluster(t *testing.T) {
 	// A waiter on another client is woken by the release, published through the cluster.
 	waiting := notifyWaits(b, 1)
 	got := lockThenUnlock(ctx, b, "job-0")
-	waitClosed(t, waiting, 10*time.Second, "waiter subscribed")
+	waitClosed(t, waiting, time.Minute, "waiter subscribed")
 	for _, lk := range held {
 		if err := lk.Unlock(ctx); err != nil {
 			t.Fatal(err)
@@ -83,8 +83,8 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("waiter not woken by the release")
+	case <-time.After(DefaultWatchdogTimeout):
+		t.Fatal("waiter not woken by the release, no sooner than its fallback timer would")
 	}
 }
 

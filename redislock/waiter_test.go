@@ -180,8 +180,9 @@ func (d *stallingDialer) dial(ctx context.Context, network, addr string) (net.Co
 }
 
 // TestSlowSubscriptionStallsNoOtherLock starts a wait whose pub/sub connection cannot be dialed
-// and checks that, meanwhile, a Lock of a free lock through the same Locker returns at once: it
-// needs no pub/sub I/O, so it must not queue behind the subscriber's.
+// and checks that, meanwhile, a Lock of a free lock through the same Locker returns: it needs no
+// pub/sub I/O, so it must not queue behind the subscriber's. The dial stays stalled until that
+// Lock has returned, so one that queued behind it would never return (the context ends it).
 func TestSlowSubscriptionStallsNoOtherLock(t *testing.T) {
 	s := redistest.Start(t)
 	d := newStallingDialer()
@@ -212,20 +213,11 @@ func TestSlowSubscriptionStallsNoOtherLock(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the waiter never dialed its pub/sub connection")
 	}
-	const stall = 2 * time.Second
-	go func() {
-		time.Sleep(stall)
-		close(d.release)
-	}()
-	start := time.Now()
 	lk, err := l.Lock(ctx, "free")
-	took := time.Since(start)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("Lock of a free lock while another Lock's subscription is stalled: %v", err)
 	}
-	if took > stall/2 {
-		t.Fatalf("Lock of a free lock took %v while another Lock's subscription stalled for %v", took, stall)
-	}
+	close(d.release)
 	if err := lk.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +259,7 @@ func TestFailedSubscriptionIsReported(t *testing.T) {
 	refuse.Store(false)
 	waiting := notifyWaits(l, 1)
 	got := lockThenUnlock(ctx, l, "busy")
-	waitClosed(t, waiting, 10*time.Second, "waiter subscribed after the failure")
+	waitClosed(t, waiting, time.Minute, "waiter subscribed after the failure")
 	if err := held.Unlock(ctx); err != nil {
 		t.Fatal(err)
 	}
