@@ -82,7 +82,7 @@ func TestSeveralTockdsShareOneCluster(t *testing.T) {
 		putFor     = 3 * time.Second
 		killAt     = 1200 * time.Millisecond
 	)
-	ctx := ctxFor(t, 40*time.Second)
+	ctx := ctxFor(t, 3*time.Minute)
 	f := &fleet{attempts: map[string]time.Time{}, acked: map[string]time.Time{}, ackedVia: map[string]string{},
 		done: map[string]time.Time{}, got: map[string]int{}, redone: map[string]int{}}
 
@@ -203,8 +203,9 @@ func TestSeveralTockdsShareOneCluster(t *testing.T) {
 	close(stopPuts)
 	puts.Wait()
 
-	// Everything acknowledged is delivered within the visibility and a margin.
-	deadline := time.Now().Add(visibility + 10*time.Second)
+	// Everything acknowledged is delivered: after the visibility, on a loaded machine some time
+	// more; a minute bounds a message that never comes.
+	deadline := time.Now().Add(visibility + time.Minute)
 	for {
 		f.mu.Lock()
 		var missing []string
