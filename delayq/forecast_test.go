@@ -13,21 +13,8 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/format"
+	"github.com/tockwheel/tock/queue/queuetest"
 )
-
-// forecastModel counts the model's messages due in each of n slot-long steps from from on.
-func forecastModel(due map[string]time.Time, from time.Time, step time.Duration, n int) []int {
-	out := make([]int, n)
-	for _, at := range due {
-		if at.Before(from) {
-			continue
-		}
-		if i := int(at.Sub(from) / step); i < n {
-			out[i]++
-		}
-	}
-	return out
-}
 
 // TestDueCountsMatchModel runs random puts (due now, in the near window, within the horizon and
 // beyond it, with generated and chosen IDs), cancels, deliveries acked or nacked with a delay,
@@ -55,15 +42,17 @@ func dueCountsOps(t *testing.T, rng *rand.Rand, base string) {
 			WithCheckpointInterval(700 * time.Millisecond), WithMaxAttempts(0), WithLogger(quiet)}
 		dir := filepath.Join(base, "q0")
 		q := open(t, dir, opts...)
-		due := map[string]time.Time{} // every message not acked or cancelled, by ID
+		// No slack: due times are whole milliseconds, so that the in-memory wheel's millisecond
+		// timers count each message in the step of its exact DeliverAt.
+		m := queuetest.NewModel(0, 0)
 		nextUser := 0
 		for step := range 300 {
 			var what string
+			now := queuetest.At(time.Now())
+			var err error // the model's verdict on the step
 			switch op := rng.IntN(100); {
 			case op < 45:
 				what = "put"
-				// Whole milliseconds, so that the in-memory wheel's millisecond timers count each
-				// message in the step of its exact DeliverAt.
 				var delay time.Duration
 				switch rng.IntN(4) {
 				case 0:
@@ -73,47 +62,39 @@ func dueCountsOps(t *testing.T, rng *rand.Rand, base string) {
 				default:
 					delay = time.Duration(rng.IntN(12000)) * time.Millisecond
 				}
-				msg := Message{Topic: "t", DeliverAt: time.Now().Add(delay)}
+				msg := Message{Topic: "t", DeliverAt: now.Start.Add(delay)}
 				if rng.IntN(4) == 0 {
 					nextUser++
 					msg.ID = fmt.Sprintf("user-%d", nextUser)
 				}
-				id, err := q.Put(ctx, msg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				due[id] = msg.DeliverAt
+				id, perr := q.Put(ctx, msg)
+				err = m.Put(msg, id, perr, now)
 			case op < 55:
 				what = "cancel"
-				if len(due) == 0 {
+				ids := m.IDs()
+				if len(ids) == 0 {
 					continue
 				}
-				id := anyKey(rng, due)
-				if ok, err := q.Cancel(ctx, id); err != nil || !ok {
-					t.Fatalf("step %d: Cancel(%s) = %v, %v", step, id, ok, err)
-				}
-				delete(due, id)
+				id := ids[rng.IntN(len(ids))]
+				ok, cerr := q.Cancel(ctx, id)
+				err = m.Cancel(id, ok, cerr, now)
 			case op < 70:
 				what = "receive"
+				max := 1 + rng.IntN(10)
 				rctx, cancel := context.WithTimeout(ctx, time.Duration(rng.IntN(300))*time.Millisecond)
-				ds, err := q.Receive(rctx, "t", 1+rng.IntN(10), time.Hour)
+				ds, rerr := q.Receive(rctx, "t", max, time.Hour)
 				cancel()
-				if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-					t.Fatal(err)
+				now = queuetest.Span{Start: now.Start, End: time.Now()}
+				if err = m.Receive("t", max, time.Hour, ds, rerr, now); err != nil {
+					break
 				}
 				for _, d := range ds {
 					if rng.IntN(3) == 0 {
 						delay := time.Duration(rng.IntN(5000)) * time.Millisecond
-						if err := q.Nack(ctx, d.Receipt, delay); err != nil {
-							t.Fatal(err)
-						}
-						due[d.ID] = time.Now().Add(delay)
-						continue
+						err = errors.Join(err, m.Nack(d.Receipt, delay, false, q.Nack(ctx, d.Receipt, delay), now))
+					} else {
+						err = errors.Join(err, m.Ack([]string{d.Receipt}, q.Ack(ctx, d.Receipt), now))
 					}
-					if err := q.Ack(ctx, d.Receipt); err != nil {
-						t.Fatal(err)
-					}
-					delete(due, d.ID)
 				}
 			case op < 90:
 				what = "sleep"
@@ -124,19 +105,23 @@ func dueCountsOps(t *testing.T, rng *rand.Rand, base string) {
 					t.Fatal(err)
 				}
 				q = open(t, dir, opts...)
+				m.LeasesLost(queuetest.At(time.Now()))
 			default:
 				what = "crash"
 				crashed := filepath.Join(base, fmt.Sprintf("crash%d", step))
 				crashCopy(t, rng, q, dir, crashed)
 				dir = crashed
 				q = open(t, dir, opts...)
+				m.LeasesLost(queuetest.At(time.Now()))
+			}
+			if err != nil {
+				t.Fatalf("step %d (%s): %v", step, what, err)
 			}
 			synctest.Wait()
 			// From the next slot edge: a slot still on disk counts in the step of its start.
 			from := time.Now().Truncate(slot).Add(slot)
-			got := dueCounts(q, from, slot, steps)
-			if want := forecastModel(due, from, slot, steps); !slices.Equal(got, want) {
-				t.Fatalf("step %d (after %s): DueCounts from %v\n got %v\nwant %v", step, what, from.Format("15:04:05.000"), got, want)
+			if err := m.CheckDueCounts(from, slot, dueCounts(q, from, slot, steps), queuetest.At(time.Now())); err != nil {
+				t.Fatalf("step %d (after %s): %v", step, what, err)
 			}
 		}
 	})
@@ -153,35 +138,36 @@ func TestDueCountsAcrossRestart(t *testing.T) {
 		opts := []Option{WithCheckpointInterval(time.Hour)}
 		q := open(t, dir, opts...)
 		rng := rand.New(rand.NewPCG(7, 8))
-		due := map[string]time.Time{}
+		m := queuetest.NewModel(0, 0)
 		start := time.Now()
 		msgs := make([]Message, 1000)
 		for i := range msgs {
 			msgs[i] = Message{Topic: "t", DeliverAt: start.Add(time.Duration(rng.IntN(3600*1000)) * time.Millisecond)}
 		}
 		ids, err := q.PutBatch(ctx, msgs)
-		if err != nil {
+		if err := m.PutBatch(msgs, ids, err, queuetest.At(start)); err != nil {
 			t.Fatal(err)
 		}
-		for i, id := range ids {
-			due[id] = msgs[i].DeliverAt
-		}
-		for _, id := range ids[:100] {
-			if ok, err := q.Cancel(ctx, id); !ok || err != nil {
-				t.Fatalf("Cancel(%s) = %v, %v", id, ok, err)
+		cancel := func(ids []string) {
+			t.Helper()
+			for _, id := range ids {
+				ok, err := q.Cancel(ctx, id)
+				if err := m.Cancel(id, ok, err, queuetest.At(time.Now())); err != nil {
+					t.Fatal(err)
+				}
 			}
-			delete(due, id)
 		}
+		cancel(ids[:100])
 		compare := func(when string) {
 			t.Helper()
 			synctest.Wait()
 			from := time.Now().Truncate(time.Second).Add(time.Second)
 			got := dueCounts(q, from, time.Second, 3600)
-			if want := forecastModel(due, from, time.Second, 3600); !slices.Equal(got, want) {
-				t.Fatalf("%s: DueCounts differ from the model:\n got %v\nwant %v", when, got, want)
+			if err := m.CheckDueCounts(from, time.Second, got, queuetest.At(time.Now())); err != nil {
+				t.Fatalf("%s: %v", when, err)
 			}
-			if total := sum(got); total < len(due)/2 {
-				t.Fatalf("%s: %d messages counted of %d pending", when, total, len(due))
+			if total, pending := sum(got), len(m.Pending()); total < pending/2 {
+				t.Fatalf("%s: %d messages counted of %d pending", when, total, pending)
 			}
 		}
 		compare("after Put")
@@ -192,12 +178,7 @@ func TestDueCountsAcrossRestart(t *testing.T) {
 		compare("after reopen")
 
 		// The checkpoint is an hour apart: a crash now replays everything since the reopen.
-		for _, id := range ids[100:150] {
-			if ok, err := q.Cancel(ctx, id); !ok || err != nil {
-				t.Fatalf("Cancel(%s) = %v, %v", id, ok, err)
-			}
-			delete(due, id)
-		}
+		cancel(ids[100:150])
 		if err := q.log.WaitWritten(q.log.End()); err != nil {
 			t.Fatal(err)
 		}
@@ -211,16 +192,18 @@ func TestDueCountsAcrossRestart(t *testing.T) {
 		time.Sleep(10 * time.Minute)
 		for {
 			rctx, cancel := context.WithTimeout(ctx, time.Millisecond)
-			ds, _ := q.Receive(rctx, "t", 1000, time.Hour)
+			ds, err := q.Receive(rctx, "t", 1000, time.Hour)
 			cancel()
+			if err := m.Receive("t", 1000, time.Hour, ds, err, queuetest.At(time.Now())); err != nil {
+				t.Fatal(err)
+			}
 			if len(ds) == 0 {
 				break
 			}
 			for _, d := range ds {
-				if err := q.Ack(ctx, d.Receipt); err != nil {
+				if err := m.Ack([]string{d.Receipt}, q.Ack(ctx, d.Receipt), queuetest.At(time.Now())); err != nil {
 					t.Fatal(err)
 				}
-				delete(due, d.ID)
 			}
 		}
 		compare("ten minutes on")

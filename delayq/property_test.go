@@ -2,7 +2,6 @@ package delayq
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/queue/queuetest"
 )
 
 // testSeed returns the seed of a randomized test, DELAYQ_SEED when it is set, and logs it so that
@@ -31,9 +31,9 @@ func testSeed(t *testing.T) uint64 {
 // far beyond the horizon; with generated and chosen IDs), cancels, receives, acks, nacks, lease
 // expiries, compaction rounds (besides the background ones), clean reopens and simulated crashes
 // (the directory copied as a kill -9 would leave it, or as a power loss would: cut anywhere after
-// the last sync, with garbage after the cut),
-// checking the state's invariants after every step and, at the end, that exactly the messages a
-// reference model expects are delivered, none early. Set DELAYQ_SEED to repeat a run.
+// the last sync, with garbage after the cut), checking each answer against queuetest's model of
+// the contract and the state's invariants after every step and, at the end, that every message
+// the model holds is delivered, none early. Set DELAYQ_SEED to repeat a run.
 func TestRandomOps(t *testing.T) {
 	seed := testSeed(t)
 	for run := range 4 {
@@ -41,13 +41,6 @@ func TestRandomOps(t *testing.T) {
 			randomOps(t, rand.New(rand.NewPCG(seed, uint64(run))), t.TempDir())
 		})
 	}
-}
-
-// model is what the queue must deliver: pending messages by ID with their due times.
-type model struct {
-	due map[string]time.Time
-	// gone holds IDs acked or cancelled: they must never be delivered again.
-	gone map[string]bool
 }
 
 func randomOps(t *testing.T, rng *rand.Rand, base string) {
@@ -58,25 +51,11 @@ func randomOps(t *testing.T, rng *rand.Rand, base string) {
 		dir := filepath.Join(base, "q0")
 		q := open(t, dir, opts...)
 		relocated := 0
-		m := model{due: map[string]time.Time{}, gone: map[string]bool{}}
-		var leased []Delivery
+		m := queuetest.NewModel(0, modelSlack)
 		nextUser := 0
-		deliver := func(ds []Delivery) {
-			for _, d := range ds {
-				if m.gone[d.ID] {
-					t.Fatalf("%s delivered after ack or cancel", d.ID)
-				}
-				at, ok := m.due[d.ID]
-				if !ok {
-					t.Fatalf("unknown message %s delivered", d.ID)
-				}
-				if time.Now().Before(at) {
-					t.Fatalf("%s delivered %v early", d.ID, at.Sub(time.Now()))
-				}
-				leased = append(leased, d)
-			}
-		}
 		for step := range 400 {
+			now := queuetest.At(time.Now())
+			var err error // the model's verdict on the step
 			switch op := rng.IntN(100); {
 			case op < 35: // put
 				var delay time.Duration
@@ -88,57 +67,38 @@ func randomOps(t *testing.T, rng *rand.Rand, base string) {
 				default:
 					delay = time.Duration(rng.IntN(12000)) * time.Millisecond
 				}
-				msg := Message{Topic: "t", Payload: []byte(strconv.Itoa(step)), DeliverAt: time.Now().Add(delay)}
+				msg := Message{Topic: "t", Payload: []byte(strconv.Itoa(step)), DeliverAt: now.Start.Add(delay)}
 				if rng.IntN(4) == 0 {
 					nextUser++
 					msg.ID = fmt.Sprintf("user-%d", nextUser)
 				}
-				id, err := q.Put(ctx, msg)
-				if err != nil {
-					t.Fatal(err)
-				}
-				m.due[id] = msg.DeliverAt
+				id, perr := q.Put(ctx, msg)
+				err = m.Put(msg, id, perr, now)
 			case op < 45: // cancel
-				if len(m.due) == 0 {
+				ids := m.IDs()
+				if len(ids) == 0 {
 					continue
 				}
-				id := anyKey(rng, m.due)
-				ok, err := q.Cancel(ctx, id)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ok {
-					delete(m.due, id)
-					m.gone[id] = true
-					leased = dropID(leased, id)
-				} else {
-					t.Fatalf("step %d: Cancel(%s) = false for a pending message due %v", step, id, m.due[id])
-				}
+				id := ids[rng.IntN(len(ids))]
+				ok, cerr := q.Cancel(ctx, id)
+				err = m.Cancel(id, ok, cerr, now)
 			case op < 60: // receive what is due
+				max, visibility := 1+rng.IntN(5), time.Duration(50+rng.IntN(300))*time.Millisecond
 				rctx, cancel := context.WithTimeout(ctx, time.Duration(rng.IntN(500))*time.Millisecond)
-				ds, err := q.Receive(rctx, "t", 1+rng.IntN(5), time.Duration(50+rng.IntN(300))*time.Millisecond)
+				ds, rerr := q.Receive(rctx, "t", max, visibility)
 				cancel()
-				if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-					t.Fatal(err)
-				}
-				deliver(ds)
+				err = m.Receive("t", max, visibility, ds, rerr, queuetest.Span{Start: now.Start, End: time.Now()})
 			case op < 75: // ack or nack one leased
-				if len(leased) == 0 {
+				rs := m.Receipts()
+				if len(rs) == 0 {
 					continue
 				}
-				i := rng.IntN(len(leased))
-				d := leased[i]
-				leased = append(leased[:i], leased[i+1:]...)
+				r := rs[rng.IntN(len(rs))]
 				if rng.IntN(3) > 0 {
-					err := q.Ack(ctx, d.Receipt)
-					if err == nil {
-						delete(m.due, d.ID)
-						m.gone[d.ID] = true
-					} else if !errors.Is(err, ErrUnknownReceipt) {
-						t.Fatal(err)
-					}
-				} else if err := q.Nack(ctx, d.Receipt, time.Duration(rng.IntN(200))*time.Millisecond); err != nil && !errors.Is(err, ErrUnknownReceipt) {
-					t.Fatal(err)
+					err = m.Ack([]string{r}, q.Ack(ctx, r), now)
+				} else {
+					delay := time.Duration(rng.IntN(200)) * time.Millisecond
+					err = m.Nack(r, delay, false, q.Nack(ctx, r, delay), now)
 				}
 			case op < 84: // let time pass
 				time.Sleep(time.Duration(rng.IntN(1500)) * time.Millisecond)
@@ -154,30 +114,39 @@ func randomOps(t *testing.T, rng *rand.Rand, base string) {
 					t.Fatal(err)
 				}
 				q = open(t, dir, opts...)
-				leased = nil
+				synctest.Wait() // the loader moves what is due now into memory
+				m.LeasesLost(queuetest.At(time.Now()))
 			default: // crash: reopen a copy of the files as they are now
 				crashed := filepath.Join(base, fmt.Sprintf("crash%d", step))
 				crashCopy(t, rng, q, dir, crashed)
 				dir = crashed
 				q = open(t, dir, opts...)
-				leased = nil
+				synctest.Wait()
+				m.LeasesLost(queuetest.At(time.Now()))
+			}
+			if err != nil {
+				t.Fatalf("step %d: %v", step, err)
 			}
 			if err := q.checkState(); err != nil {
 				t.Fatalf("step %d: %v", step, err)
 			}
 		}
-		// Everything pending must come, at or after its time.
+		// Everything the model holds must come, at or after its time.
 		deadline, cancel := context.WithTimeout(ctx, time.Hour)
 		defer cancel()
-		for len(m.due) > 0 {
+		for len(m.Pending()) > 0 {
+			called := time.Now()
 			ds, err := q.Receive(deadline, "t", 100, time.Hour)
 			if err != nil {
-				t.Fatalf("%v with %d messages undelivered, e.g. %s", err, len(m.due), anyKey(rng, m.due))
+				t.Fatalf("%v with %d messages undelivered: %v", err, len(m.Pending()), m.Pending())
 			}
-			leased = nil
-			deliver(ds)
+			if err := m.Receive("t", 100, time.Hour, ds, nil, queuetest.Span{Start: called, End: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
 			for _, d := range ds {
-				delete(m.due, d.ID)
+				if err := m.Ack([]string{d.Receipt}, q.Ack(ctx, d.Receipt), queuetest.At(time.Now())); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		check(t, q)
@@ -186,27 +155,6 @@ func randomOps(t *testing.T, rng *rand.Rand, base string) {
 		}
 		t.Logf("%d lists relocated by the compaction steps", relocated)
 	})
-}
-
-func anyKey[V any](rng *rand.Rand, m map[string]V) string {
-	i := rng.IntN(len(m))
-	for k := range m {
-		if i == 0 {
-			return k
-		}
-		i--
-	}
-	return ""
-}
-
-func dropID(ds []Delivery, id string) []Delivery {
-	out := ds[:0]
-	for _, d := range ds {
-		if d.ID != id {
-			out = append(out, d)
-		}
-	}
-	return out
 }
 
 // copyDir copies the regular files of src into a new directory dst (the lock file included,
