@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/tockwheel/tock/queue"
@@ -40,6 +42,8 @@ type Model struct {
 	done map[string]bool
 	// receipts holds every receipt ever delivered: what an Ack of it must answer, and its message.
 	receipts map[string]receipt
+	// history holds what happened to each ID, for the messages of violations.
+	history map[string][]string
 }
 
 // receipt is what the Model knows of a receipt.
@@ -53,7 +57,7 @@ type receipt struct {
 // slack (rounding to milliseconds, a timer that fires at the end of its millisecond).
 func NewModel(maxAttempts int, slack time.Duration) *Model {
 	return &Model{maxAttempts: maxAttempts, slack: slack, msgs: map[string]*entry{}, paused: map[string]bool{},
-		done: map[string]bool{}, receipts: map[string]receipt{}}
+		done: map[string]bool{}, receipts: map[string]receipt{}, history: map[string][]string{}}
 }
 
 // A Span is the time a call took: it began at Start and returned at End, and the engine acted at
@@ -101,9 +105,24 @@ const (
 	receiptDone                           // its message is done: the Ack succeeds (idempotent)
 	receiptSuperseded                     // its message was leased again since: the Ack fails
 	receiptEnded                          // the lease ended otherwise (nack, expiry, requeue): either
+	receiptOld                            // of a message done whose ID names a new one: either, and no effect
 )
 
 var forever = time.Unix(0, math.MaxInt64)
+
+// note records what happened to id at at.
+func (m *Model) note(id string, at Span, format string, args ...any) {
+	h := append(m.history[id], at.End.Format("15:04:05.000000")+" "+fmt.Sprintf(format, args...))
+	if len(h) > 12 {
+		h = h[len(h)-12:]
+	}
+	m.history[id] = h
+}
+
+// fault returns a violation about id, with what happened to it.
+func (m *Model) fault(id, format string, args ...any) error {
+	return fmt.Errorf("%s (what the model saw of %q: %s)", fmt.Sprintf(format, args...), id, strings.Join(m.history[id], "; "))
+}
 
 // The names of the states, for messages.
 func (s states) String() string {
@@ -264,15 +283,26 @@ func (m *Model) PutBatch(ms []queue.Message, ids []string, err error, at Span) e
 		e := m.msgs[id]
 		switch {
 		case e == nil || kinds[i] == isNew:
+			if m.done[id] {
+				// The ID names a new message: whether a receipt of the old one acks it or
+				// nothing is the engine's.
+				for r, x := range m.receipts {
+					if x.id == id {
+						m.receipts[r] = receipt{receiptOld, id}
+					}
+				}
+			}
 			delete(m.done, id)
 			m.msgs[id] = &entry{id: id, topic: msg.Topic, payload: bytes.Clone(msg.Payload), asked: msg.DeliverAt,
 				st: waiting, dueMin: due(at.Start), dueMax: due(at.End)}
+			m.note(id, at, "put on %q due %v", msg.Topic, due(at.End).Format("15:04:05.000000"))
 		case kinds[i]&isNew != 0:
 			// A retry of a message a purge may have removed, or the same message put anew.
 			e.st |= waiting
 			e.dueMin, e.dueMax, e.maybeGone = minTime(e.dueMin, due(at.Start)), forever, false
 		default:
 			e.maybeGone = false // a retried Put: nothing stored
+			m.note(id, at, "put again (a retry)")
 		}
 	}
 	return nil
@@ -287,20 +317,24 @@ func (m *Model) Cancel(id string, ok bool, err error, at Span) error {
 	e := m.msgs[id]
 	switch {
 	case e == nil && ok:
-		return fmt.Errorf("Cancel(%q) = true: no such message is waiting", id)
+		return m.fault(id, "Cancel(%q) = true: no such message is waiting", id)
 	case e == nil:
 		return nil
 	case !ok && !e.maybeGone:
-		return fmt.Errorf("Cancel(%q) = false for a waiting message, %s", id, e)
+		return m.fault(id, "Cancel(%q) = false for a waiting message, %s", id, e)
 	}
+	m.note(id, at, "cancelled")
 	m.finish(e)
 	return nil
 }
 
-// finish forgets e, which is done: acked, cancelled or purged.
+// finish forgets e, which is done: acked, cancelled or purged. An Ack of any of its receipts now
+// succeeds, a stale one included: acking a done message is idempotent.
 func (m *Model) finish(e *entry) {
-	if e.receipt != "" {
-		m.receipts[e.receipt] = receipt{receiptDone, e.id}
+	for r, x := range m.receipts {
+		if x.id == e.id && x.st != receiptOld {
+			m.receipts[r] = receipt{receiptDone, e.id}
+		}
 	}
 	delete(m.msgs, e.id)
 	m.done[e.id] = true
@@ -334,7 +368,7 @@ func (m *Model) Receive(topic string, max int, visibility time.Duration, ds []qu
 		e := m.msgs[d.ID]
 		switch {
 		case m.done[d.ID]:
-			return fmt.Errorf("Receive(%q) delivered %q, which was acked, cancelled or purged", topic, d.ID)
+			return m.fault(d.ID, "Receive(%q) delivered %q, which was acked, cancelled or purged", topic, d.ID)
 		case e == nil:
 			return fmt.Errorf("Receive(%q) delivered %q, which was never put", topic, d.ID)
 		case got[d.ID]:
@@ -350,26 +384,27 @@ func (m *Model) Receive(topic string, max int, visibility time.Duration, ds []qu
 			from = dead
 		}
 		if e.st&from == 0 {
-			return fmt.Errorf("Receive(%q) delivered %s", topic, e)
+			return m.fault(d.ID, "Receive(%q) delivered %s", topic, e)
 		}
 		if e.dueMin.After(at.End.Add(m.slack)) {
-			return fmt.Errorf("Receive(%q) delivered %s by %v: early", topic, e, at.End.Format(time.RFC3339Nano))
+			return m.fault(d.ID, "Receive(%q) delivered %s by %v: early", topic, e, at.End.Format(time.RFC3339Nano))
 		}
 		if e.st == from && e.dueMax != forever && (d.DeliverAt.Before(e.dueMin.Add(-m.slack)) || d.DeliverAt.After(e.dueMax.Add(m.slack))) {
-			return fmt.Errorf("Receive(%q) delivered %s saying it was due %v", topic, e, d.DeliverAt.Format(time.RFC3339Nano))
+			return m.fault(d.ID, "Receive(%q) delivered %s saying it was due %v", topic, e, d.DeliverAt.Format(time.RFC3339Nano))
 		}
 		if !fromDead && e.st == waiting && !e.unsure && d.Attempt != e.failures+1 {
-			return fmt.Errorf("Receive(%q) delivered %s as attempt %d", topic, e, d.Attempt)
+			return m.fault(d.ID, "Receive(%q) delivered %s as attempt %d", topic, e, d.Attempt)
 		}
 		if _, ok := m.receipts[d.Receipt]; ok {
 			return fmt.Errorf("Receive(%q) delivered %q with a receipt given before", topic, d.ID)
 		}
 		for r, x := range m.receipts {
-			if x.id == d.ID && x.st != receiptDone {
+			if x.id == d.ID && x.st != receiptDone && x.st != receiptOld {
 				m.receipts[r] = receipt{receiptSuperseded, d.ID}
 			}
 		}
 		m.receipts[d.Receipt] = receipt{receiptCurrent, d.ID}
+		m.note(d.ID, at, "delivered from %q as attempt %d, receipt #%s", topic, d.Attempt, tail(d.Receipt))
 		e.st, e.receipt, e.leaseEnd, e.maybeGone, e.unsure = leased, d.Receipt, at.Start.Add(visibility), false, false
 		if fromDead {
 			e.st = deadLeased
@@ -404,21 +439,30 @@ func (m *Model) Ack(receipts []string, err error, at Span) error {
 		case !known:
 		case e != nil && e.st&^(leased|deadLeased) == 0:
 			if failed[r] {
-				return fmt.Errorf("Ack of the lease of %s failed", e)
+				return m.fault(e.id, "Ack of the lease of %s failed", e)
 			}
+			m.note(e.id, at, "acked with #%s", tail(r))
 			m.finish(e)
 		case e != nil && failed[r]:
 			m.ranOut(e)
 		case e != nil:
+			m.note(e.id, at, "acked with #%s (its lease may have run out)", tail(r))
 			m.finish(e) // a lease that ran out, acked before the engine noticed
 		case x.st == receiptDone && failed[r]:
-			return fmt.Errorf("Ack of a receipt of %q, which is done, failed: acking is idempotent", x.id)
+			return m.fault(x.id, "Ack of #%s of %q, which is done, failed: acking is idempotent", tail(r), x.id)
 		case x.st == receiptSuperseded && !failed[r]:
-			return fmt.Errorf("Ack of a receipt of %q succeeded, though the message was leased again since", x.id)
+			// Only a message that is done acks a stale receipt: one a purge may have removed.
+			e := m.msgs[x.id]
+			if e == nil || !e.maybeGone {
+				return m.fault(x.id, "Ack of #%s of %q succeeded, though the message was leased again since", tail(r), x.id)
+			}
+			m.note(e.id, at, "gone: an Ack of the stale #%s succeeded", tail(r))
+			m.finish(e)
 		case x.st == receiptEnded && !failed[r]:
 			// A lease that ended (it ran out, or the engine lost it) acked before another
 			// lease: the message is done.
 			if e := m.msgs[x.id]; e != nil && e.receipt == "" {
+				m.note(e.id, at, "acked with #%s, whose lease had ended", tail(r))
 				m.finish(e)
 			}
 			m.receipts[r] = receipt{receiptDone, x.id}
@@ -430,6 +474,7 @@ func (m *Model) Ack(receipts []string, err error, at Span) error {
 // ranOut follows a lease of e that ran out, which the engine shows it noticed (it refused the
 // receipt): a failed delivery was counted, and the message is waiting or dead.
 func (m *Model) ranOut(e *entry) {
+	m.history[e.id] = append(m.history[e.id], "its lease #"+tail(e.receipt)+" ran out (the engine refused it)")
 	m.receipts[e.receipt] = receipt{receiptEnded, e.id}
 	e.st &^= leased | deadLeased
 	e.receipt = ""
@@ -458,7 +503,7 @@ func (m *Model) Nack(r string, delay time.Duration, deadLetter bool, err error, 
 		case !errors.Is(err, queue.ErrUnknownReceipt):
 			return fmt.Errorf("Nack: %w", err)
 		case e != nil && e.st&^(leased|deadLeased) == 0:
-			return fmt.Errorf("Nack of the lease of %s: %v", e, err)
+			return m.fault(e.id, "Nack of the lease of %s: %v", e, err)
 		case e != nil:
 			m.ranOut(e)
 		}
@@ -471,6 +516,7 @@ func (m *Model) Nack(r string, delay time.Duration, deadLetter bool, err error, 
 		}
 		return fmt.Errorf("Nack of %q (%s) succeeded: it names no current lease", r, what)
 	}
+	m.note(e.id, at, "nacked #%s with delay %v (dead letter %v)", tail(r), delay, deadLetter)
 	m.receipts[r] = receipt{receiptEnded, e.id}
 	e.receipt = ""
 	e.failures++
@@ -523,10 +569,11 @@ func (m *Model) DeliverNow(id string, ok bool, err error, at Span) error {
 	surely := e.st == waiting && !e.maybeGone && e.dueMin.After(at.End.Add(m.slack))
 	switch {
 	case ok && !scheduled:
-		return fmt.Errorf("DeliverNow(%q) = true for %s, not scheduled", id, e)
+		return m.fault(id, "DeliverNow(%q) = true for %s, not scheduled", id, e)
 	case !ok && surely:
-		return fmt.Errorf("DeliverNow(%q) = false for %s, scheduled", id, e)
+		return m.fault(id, "DeliverNow(%q) = false for %s, scheduled", id, e)
 	case ok:
+		m.note(id, at, "delivered now")
 		if e.st&leased != 0 && e.receipt != "" {
 			// It was scheduled: its lease had run out, a failure counted.
 			m.receipts[e.receipt] = receipt{receiptEnded, e.id}
@@ -560,6 +607,7 @@ func (m *Model) Requeue(topic string, ids []string, n int, err error, at Span) e
 		return fmt.Errorf("Requeue(%q) moved %d dead letters; the model holds %d, and %d more that may be", topic, n, len(sure), len(maybe))
 	}
 	requeue := func(e *entry) {
+		m.note(e.id, at, "requeued")
 		if e.receipt != "" {
 			m.receipts[e.receipt] = receipt{receiptEnded, e.id}
 			e.receipt = ""
@@ -576,6 +624,7 @@ func (m *Model) Requeue(topic string, ids []string, n int, err error, at Span) e
 		return nil
 	}
 	for _, e := range maybe {
+		m.note(e.id, at, "maybe requeued")
 		// Moved or not: waiting at once, or as it was.
 		e.st |= waiting
 		e.dueMin = minTime(e.dueMin, at.Start)
@@ -603,12 +652,54 @@ func (m *Model) Purge(topic string, state queue.State, n int, err error, at Span
 		return fmt.Errorf("Purge(%q, %s) removed %d messages; the model holds %d, and %d more that may be", topic, state, n, len(sure), len(maybe))
 	}
 	for _, e := range sure {
+		m.note(e.id, at, "purged (%s)", state)
 		m.finish(e)
 	}
 	for _, e := range maybe {
 		if n == len(sure)+len(maybe) {
+			m.note(e.id, at, "purged (%s)", state)
 			m.finish(e)
 		} else if n > len(sure) {
+			m.note(e.id, at, "maybe purged (%s)", state)
+			e.maybeGone = true
+		}
+	}
+	return nil
+}
+
+// PurgeSome checks and follows the removal of n of topic's messages in state, not all of them
+// (one step of an engine's purge, in a budget), after which Messages listed left of that state
+// over at: the messages surely in that state and not listed are gone; those that may have been
+// are optional.
+func (m *Model) PurgeSome(topic string, state queue.State, n int, left []queue.MessageInfo, at Span) error {
+	m.expire(at)
+	listed := map[string]bool{}
+	for _, info := range left {
+		listed[info.ID] = true
+	}
+	var sure, maybe []*entry
+	for _, e := range m.sorted() {
+		if listed[e.id] {
+			continue
+		}
+		switch can, must := m.in(e, topic, state, at); {
+		case must:
+			sure = append(sure, e)
+		case can:
+			maybe = append(maybe, e)
+		}
+	}
+	if n < len(sure) || n > len(sure)+len(maybe) {
+		return fmt.Errorf("a purge of %q, %s, removed %d messages; the model misses %d from the listing after it, and %d more may have been removed",
+			topic, state, n, len(sure), len(maybe))
+	}
+	for _, e := range sure {
+		m.note(e.id, at, "purged in a budget (%s)", state)
+		m.finish(e)
+	}
+	for _, e := range maybe {
+		if n > len(sure) {
+			m.note(e.id, at, "maybe purged in a budget (%s)", state)
 			e.maybeGone = true
 		}
 	}
@@ -870,4 +961,11 @@ func cutSuffix(s, suffix string) (string, bool) {
 		return s[:len(s)-len(suffix)], true
 	}
 	return s, false
+}
+
+// tail returns a short digest of a receipt, enough to tell receipts apart in a message.
+func tail(r string) string {
+	h := fnv.New32a()
+	h.Write([]byte(r))
+	return fmt.Sprintf("%08x", h.Sum32())
 }
