@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock/queue"
+	"github.com/tockwheel/tock/queue/queuetest"
 )
 
 var (
@@ -106,79 +107,79 @@ func TestRandomOperationsKeepTheLayout(t *testing.T) {
 	// does the random stream they draw from: a run may end without a wheel ever needing a second
 	// chunk. It then goes on, up to three times as long, until one did.
 	maxChunks := int64(0)
+	// The contract's model: every answer is checked against it. (The engine's due times are whole
+	// milliseconds rounded up, and its clock is Redis's.)
+	m := queuetest.NewModel(2, 5*time.Millisecond)
+	since := func(start time.Time) queuetest.Span { return queuetest.Span{Start: start, End: time.Now()} }
 	for step := 0; step < steps || maxChunks < 2 && step < 3*steps; step++ {
 		var what string
+		var verdict error // the model's, on the step
+		start := time.Now()
 		switch op := rng.IntN(18); op {
 		case 0, 1, 2:
 			what = "put"
-			if id, err := q.Put(ctx, message()); err == nil {
+			msg := message()
+			id, err := q.Put(ctx, msg)
+			if err == nil {
 				ids = append(ids, id)
-			} else if !errors.Is(err, queue.ErrDuplicate) {
-				t.Fatalf("step %d: Put: %v", step, err)
 			}
+			verdict = m.Put(msg, id, err, since(start))
 		case 3:
 			what = "batch"
 			ms := []queue.Message{message(), message(), message()}
-			if got, err := q.PutBatch(ctx, ms); err == nil {
-				ids = append(ids, got...)
-			} else if !errors.Is(err, queue.ErrDuplicate) && !errors.Is(err, queue.ErrInvalid) {
-				t.Fatalf("step %d: PutBatch: %v", step, err)
-			}
+			got, err := q.PutBatch(ctx, ms)
+			ids = append(ids, got...)
+			verdict = m.PutBatch(ms, got, err, since(start))
 		case 4, 5:
 			what = "receive"
 			topic := topics[rng.IntN(len(topics))]
 			if rng.IntN(3) == 0 {
 				topic += queue.DeadLetterSuffix
 			}
+			max, visibility := 1+rng.IntN(5), time.Duration(1+rng.IntN(40))*time.Millisecond
 			rctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
-			ds, err := q.Receive(rctx, topic, 1+rng.IntN(5), time.Duration(1+rng.IntN(40))*time.Millisecond)
+			ds, err := q.Receive(rctx, topic, max, visibility)
 			cancel()
-			if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("step %d: Receive: %v", step, err)
-			}
 			for _, d := range ds {
 				receipts = append(receipts, d.Receipt)
 			}
+			verdict = m.Receive(topic, max, visibility, ds, err, since(start))
 		case 6:
 			what = "ack"
-			if err := q.Ack(ctx, pick(receipts)); err != nil && !errors.Is(err, queue.ErrUnknownReceipt) {
-				t.Fatalf("step %d: Ack: %v", step, err)
-			}
+			r := pick(receipts)
+			verdict = m.Ack([]string{r}, q.Ack(ctx, r), since(start))
 		case 7:
 			what = "nack"
-			if err := q.Nack(ctx, pick(receipts), time.Duration(rng.IntN(2))*2*time.Second); err != nil && !errors.Is(err, queue.ErrUnknownReceipt) {
-				t.Fatalf("step %d: Nack: %v", step, err)
-			}
+			r, delay := pick(receipts), time.Duration(rng.IntN(2))*2*time.Second
+			verdict = m.Nack(r, delay, false, q.Nack(ctx, r, delay), since(start))
 		case 8:
 			what = "cancel"
-			if _, err := q.Cancel(ctx, pick(ids)); err != nil {
-				t.Fatalf("step %d: Cancel: %v", step, err)
-			}
+			id := pick(ids)
+			ok, err := q.Cancel(ctx, id)
+			verdict = m.Cancel(id, ok, err, since(start))
 		case 9:
 			what = "deliver now"
-			if _, err := q.DeliverNow(ctx, pick(ids)); err != nil {
-				t.Fatalf("step %d: DeliverNow: %v", step, err)
-			}
+			id := pick(ids)
+			ok, err := q.DeliverNow(ctx, id)
+			verdict = m.DeliverNow(id, ok, err, since(start))
 		case 10:
 			what = "requeue"
-			var err error
+			topic := topics[rng.IntN(len(topics))]
+			var some []string
 			if rng.IntN(2) == 0 {
-				_, err = q.Requeue(ctx, topics[rng.IntN(len(topics))], pick(ids), pick(ids))
-			} else {
-				_, err = q.Requeue(ctx, topics[rng.IntN(len(topics))])
+				some = []string{pick(ids), pick(ids)}
 			}
-			if err != nil {
-				t.Fatalf("step %d: Requeue: %v", step, err)
-			}
+			n, err := q.Requeue(ctx, topic, some...)
+			verdict = m.Requeue(topic, some, n, err, since(start))
 		case 11:
 			what = "purge"
 			state := []queue.State{queue.Scheduled, queue.Due, queue.Dead}[rng.IntN(3)]
 			if rng.IntN(4) != 0 {
 				continue // purges empty the queue: not too many of them
 			}
-			if _, err := q.Purge(ctx, topics[rng.IntN(len(topics))], state); err != nil {
-				t.Fatalf("step %d: Purge: %v", step, err)
-			}
+			topic := topics[rng.IntN(len(topics))]
+			n, err := q.Purge(ctx, topic, state)
+			verdict = m.Purge(topic, state, n, err, since(start))
 		case 12:
 			what = "promote"
 			lead := []int{0, 2000, 4000}[rng.IntN(3)]
@@ -192,8 +193,9 @@ func TestRandomOperationsKeepTheLayout(t *testing.T) {
 		case 13:
 			what = "pause or resume"
 			topic := topics[rng.IntN(len(topics))]
+			paused := rng.IntN(2) == 0
 			var err error
-			if rng.IntN(2) == 0 {
+			if paused {
 				err = q.Pause(ctx, topic)
 			} else {
 				err = q.Resume(ctx, topic)
@@ -201,27 +203,56 @@ func TestRandomOperationsKeepTheLayout(t *testing.T) {
 			if err != nil {
 				t.Fatalf("step %d: %s: %v", step, what, err)
 			}
+			m.Pause(topic, paused)
 		case 14, 15:
 			what = "bulk put"
-			got, err := q.PutBatch(ctx, bulk(20+rng.IntN(230)))
+			ms := bulk(20 + rng.IntN(230))
+			got, err := q.PutBatch(ctx, ms)
 			if err != nil {
 				t.Fatalf("step %d: PutBatch: %v", step, err)
 			}
 			ids = append(ids, got...)
+			verdict = m.PutBatch(ms, got, err, since(start))
 		case 16:
 			what = "bulk cancel"
 			for range len(ids) / (2 + rng.IntN(4)) {
-				if _, err := q.Cancel(ctx, pick(ids)); err != nil {
-					t.Fatalf("step %d: Cancel: %v", step, err)
+				id, start := pick(ids), time.Now()
+				ok, err := q.Cancel(ctx, id)
+				if verdict = m.Cancel(id, ok, err, since(start)); verdict != nil {
+					break
 				}
 			}
 		case 17:
 			what = "purge in a small budget"
-			state := []string{"s", "d", "x"}[rng.IntN(3)]
+			code := rng.IntN(3)
 			sh := rng.IntN(q.lay.shards())
 			topic := topics[rng.IntN(len(topics))]
-			if err := purgeScript.Run(ctx, rdb, q.lay.keys(sh), q.withStamp(topic, state, 1+rng.IntN(150))...).Err(); err != nil {
-				t.Fatalf("step %d: purge: %v", step, err)
+			reply, err := purgeScript.Run(ctx, rdb, q.lay.keys(sh), q.withStamp(topic, []string{"s", "d", "x"}[code], 1+rng.IntN(150))...).Slice()
+			if err != nil || len(reply) < 3 {
+				t.Fatalf("step %d: purge: %v, %v", step, reply, err)
+			}
+			state := []queue.State{queue.Scheduled, queue.Due, queue.Dead}[code]
+			left := pageInfos(t, ctx, q, topic, state, queue.MaxPage)
+			verdict = m.PurgeSome(topic, state, int(reply[2].(int64)), left, since(start))
+		}
+		if verdict != nil {
+			t.Fatalf("step %d (%s): %v", step, what, verdict)
+		}
+		if step%8 == 0 {
+			start := time.Now()
+			ts, err := q.Topics(ctx)
+			if err == nil {
+				err = m.CheckTopics(ts, since(start))
+			}
+			topic := topics[rng.IntN(len(topics))]
+			for _, state := range []queue.State{queue.Scheduled, queue.Due, queue.Leased, queue.Dead} {
+				if err == nil {
+					start := time.Now()
+					err = m.CheckMessages(topic, state, pageInfos(t, ctx, q, topic, state, 1+rng.IntN(50)), since(start))
+				}
+			}
+			if err != nil {
+				t.Fatalf("step %d (%s): %v", step, what, err)
 			}
 		}
 		mustCheck(t, ctx, rdb, q, fmt.Sprintf("step %d (%s)", step, what))
