@@ -215,10 +215,7 @@ func holdShortLease(t *testing.T, s *redistest.Server, timeout time.Duration) (t
 	holder.AddHook(calls)
 	a := New(holder, WithWatchdogTimeout(timeout))
 	b := newLocker(t, s, WithWatchdogTimeout(timeout))
-	la, err := a.Lock(context.Background(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	la := tryLockPatiently(t, a, key)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*timeout)
 	defer cancel()
 	lb, waitErr := b.Lock(ctx, key)
@@ -324,10 +321,8 @@ func TestLostWhenKeyDeleted(t *testing.T) {
 	s := redistest.Start(t)
 	l := newLocker(t, s, WithWatchdogTimeout(150*time.Millisecond))
 	ctx := context.Background()
-	lk, err := l.Lock(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A short lease: a reply slower than it fails the acquisition (ErrSlowReply), which is tried again.
+	lk := tryLockPatiently(t, l, "job")
 	if err := newClient(t, s).Del(ctx, lockKey("job")).Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -345,10 +340,8 @@ func TestLostWhenKeyTakenOver(t *testing.T) {
 	a := newLocker(t, s, WithWatchdogTimeout(150*time.Millisecond))
 	b := newLocker(t, s)
 	ctx := context.Background()
-	la, err := a.Lock(ctx, "job")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A short lease: a reply slower than it fails the acquisition (ErrSlowReply), which is tried again.
+	la := tryLockPatiently(t, a, "job")
 	// Another acquisition takes the key over between two renewals, as after a lease ran out.
 	rdb := newClient(t, s)
 	if err := rdb.Del(ctx, lockKey("job")).Err(); err != nil {
@@ -397,10 +390,8 @@ func TestFixedLease(t *testing.T) {
 	b := newLocker(t, s)
 	ctx := context.Background()
 	start := time.Now()
-	la, err := a.Lock(ctx, "job", WithLease(lease))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A short lease: a reply slower than it fails the acquisition (ErrSlowReply), which is tried again.
+	la := tryLockPatiently(t, a, "job", WithLease(lease))
 	if ttl := newClient(t, s).PTTL(ctx, lockKey("job")).Val(); ttl <= 0 || ttl > lease {
 		t.Fatalf("PTTL = %v, want within (0, %v]", ttl, lease)
 	}

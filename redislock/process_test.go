@@ -35,6 +35,9 @@ func TestHelperProcess(t *testing.T) {
 	}
 	l := New(redis.NewClient(&redis.Options{Addr: addr}), WithWatchdogTimeout(timeout))
 	lk, err := l.Lock(context.Background(), "job")
+	for errors.Is(err, ErrSlowReply) { // a loaded machine answered later than the lease lasts
+		lk, err = l.Lock(context.Background(), "job")
+	}
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(2)
