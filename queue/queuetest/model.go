@@ -856,22 +856,34 @@ func (m *Model) CheckMessages(topic string, state queue.State, listed []queue.Me
 // times of the messages that may be scheduled.
 func (m *Model) CheckDueCounts(from time.Time, step time.Duration, counts []int, at Span) error {
 	m.expire(at)
-	for i, got := range counts {
-		lo, hi := from.Add(time.Duration(i)*step), from.Add(time.Duration(i+1)*step)
-		var min, max int
-		for _, e := range m.msgs {
-			if e.st&(waiting|dead) == 0 || e.dueMax.Before(lo.Add(-m.slack)) || !e.dueMin.Before(hi.Add(m.slack)) {
-				continue
-			}
-			max++
-			if e.st == e.st&(waiting|dead) && !e.maybeGone && !e.dueMin.Before(lo.Add(m.slack)) && e.dueMax.Before(hi.Add(-m.slack)) &&
-				e.dueMin.After(at.End.Add(m.slack)) {
-				min++
-			}
+	n := len(counts)
+	lo, hi := make([]int, n), make([]int, n) // how many each step counts, at least and at most
+	index := func(t time.Time) int {         // the step t falls in: -1 before the first, n after the last
+		switch {
+		case t.Before(from):
+			return -1
+		case t.Sub(from) >= time.Duration(n)*step:
+			return n
 		}
-		if got < min || got > max {
+		return int(t.Sub(from) / step)
+	}
+	for _, e := range m.msgs {
+		if e.st&(waiting|dead) == 0 {
+			continue
+		}
+		first, last := index(e.dueMin.Add(-m.slack)), index(e.dueMax.Add(m.slack))
+		for i := max(first, 0); i <= min(last, n-1); i++ {
+			hi[i]++
+		}
+		sure := e.st == e.st&(waiting|dead) && !e.maybeGone && e.dueMin.After(at.End.Add(m.slack))
+		if i := index(e.dueMin.Add(-m.slack)); sure && i >= 0 && i < n && i == last {
+			lo[i]++
+		}
+	}
+	for i, got := range counts {
+		if got < lo[i] || got > hi[i] {
 			return fmt.Errorf("DueCounts from %v by %v: step %d counts %d; the model has %d to %d",
-				from.Format(time.RFC3339Nano), step, i, got, min, max)
+				from.Format(time.RFC3339Nano), step, i, got, lo[i], hi[i])
 		}
 	}
 	return nil
