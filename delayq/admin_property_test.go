@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/tockwheel/tock/internal/testlong"
 	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/queue/queuetest"
 )
@@ -22,10 +23,10 @@ import (
 // a kill -9 leaves them), against queuetest's model of the contract. After every step it checks the
 // state's invariants and that Topics counts what the model holds; now and then it pages through a
 // topic's messages and checks them against the model. At the end every message left must be
-// delivered. Set DELAYQ_SEED to repeat a run.
+// delivered: 2 runs of 400 steps, 6 in long mode. Set DELAYQ_SEED to repeat a run.
 func TestRandomAdminOps(t *testing.T) {
 	seed := testSeed(t)
-	for run := range 3 {
+	for run := range testlong.Pick(2, 6) {
 		t.Run(fmt.Sprint(run), func(t *testing.T) {
 			randomAdminOps(t, rand.New(rand.NewPCG(seed, uint64(run))), t.TempDir())
 		})

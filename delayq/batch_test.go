@@ -20,7 +20,7 @@ import (
 // during the write could leave it, and each copy is reopened: every message of the batch is there,
 // or none, and the message put before it always. In long mode it is cut at every byte from its
 // first record to its end (a few hundred reopens); otherwise on both sides of the records' starts
-// and of its end, and at 24 bytes drawn at random (set DELAYQ_SEED to repeat them). Every byte of a
+// and of its end, and at 8 bytes drawn at random (set DELAYQ_SEED to repeat them). Every byte of a
 // group is cut in the log's own TestGroupIsAtomic.
 func TestPutBatchIsAtomic(t *testing.T) {
 	base := t.TempDir()
@@ -103,7 +103,7 @@ func batchCuts(rng *rand.Rand, first, second, end int) []int {
 			}
 		}
 	}
-	for range 24 {
+	for range 8 {
 		set[first+rng.IntN(end-first+1)] = true
 	}
 	cuts := slices.Collect(maps.Keys(set))

@@ -13,17 +13,18 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/format"
+	"github.com/tockwheel/tock/internal/testlong"
 	"github.com/tockwheel/tock/queue/queuetest"
 )
 
 // TestDueCountsMatchModel runs random puts (due now, in the near window, within the horizon and
 // beyond it, with generated and chosen IDs), cancels, deliveries acked or nacked with a delay,
 // the passing of time, clean reopens and simulated crashes, and after every step compares
-// DueCounts over the horizon with the due times a reference model holds. Set DELAYQ_SEED to
-// repeat a run.
+// DueCounts over the horizon with queuetest's model: 2 runs of 300 steps, 6 in long mode. Set
+// DELAYQ_SEED to repeat a run.
 func TestDueCountsMatchModel(t *testing.T) {
 	seed := testSeed(t)
-	for run := range 3 {
+	for run := range testlong.Pick(2, 6) {
 		t.Run(fmt.Sprint(run), func(t *testing.T) {
 			dueCountsOps(t, rand.New(rand.NewPCG(seed, uint64(run))), t.TempDir())
 		})

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
+	"github.com/tockwheel/tock/internal/testlong"
 	"github.com/tockwheel/tock/queue/queuetest"
 )
 
@@ -33,10 +34,11 @@ func testSeed(t *testing.T) uint64 {
 // (the directory copied as a kill -9 would leave it, or as a power loss would: cut anywhere after
 // the last sync, with garbage after the cut), checking each answer against queuetest's model of
 // the contract and the state's invariants after every step and, at the end, that every message
-// the model holds is delivered, none early. Set DELAYQ_SEED to repeat a run.
+// the model holds is delivered, none early: 2 runs of 400 steps, 8 in long mode. Set DELAYQ_SEED
+// to repeat a run.
 func TestRandomOps(t *testing.T) {
 	seed := testSeed(t)
-	for run := range 4 {
+	for run := range testlong.Pick(2, 8) {
 		t.Run(fmt.Sprint(run), func(t *testing.T) {
 			randomOps(t, rand.New(rand.NewPCG(seed, uint64(run))), t.TempDir())
 		})

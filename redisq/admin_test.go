@@ -14,13 +14,14 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tockwheel/tock/internal/testlong"
 	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/queue/queuetest"
 )
 
 var (
 	seedFlag  = flag.Uint64("redisq.seed", 0, "seed of TestRandomOperationsKeepTheLayout (0: a new one)")
-	stepsFlag = flag.Int("redisq.steps", 0, "steps of TestRandomOperationsKeepTheLayout (0: 300, or 100 with -short)")
+	stepsFlag = flag.Int("redisq.steps", 0, "steps of TestRandomOperationsKeepTheLayout (0: 200, 800 with TOCK_LONG=1, 100 with -short)")
 )
 
 // TestRandomOperationsKeepTheLayout runs random puts (generated and chosen IDs, batches, due at
@@ -96,7 +97,7 @@ func TestRandomOperationsKeepTheLayout(t *testing.T) {
 		}
 		return from[rng.IntN(len(from))]
 	}
-	steps := 300
+	steps := testlong.Pick(200, 800)
 	if testing.Short() {
 		steps = 100
 	}
