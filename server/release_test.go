@@ -62,12 +62,13 @@ func TestDeliveriesOfAGoneClientAreDueAgain(t *testing.T) {
 		t.Fatalf("the long poll answered %d; want the client's own timeout", resp.StatusCode)
 	}
 
+	// No time is promised: a minute bounds a server that never nacks, however loaded the machine.
 	select {
 	case <-e.nacked:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the server kept the message leased for its gone client: no Nack in 5s")
+	case <-time.After(time.Minute):
+		t.Fatal("the server kept the message leased for its gone client: no Nack in a minute")
 	}
-	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
 	defer wcancel()
 	ds, err := q.Receive(wctx, "t", 10, time.Minute)
 	if err != nil {
