@@ -12,6 +12,10 @@
 // does not promise: no bound on lateness (each engine measures its own precision), so that a
 // loaded machine, which makes everything late, fails no case. A message that does not come is
 // waited for as long as the case may run ([CaseTimeout]), a bound on a bug rather than a timing.
+//
+// [Model] is the same contract as a reference model, for an engine's randomized tests: they make
+// random calls, hand each answer to the Model, which says whether the contract allows it, and
+// compare what the engine reports (topics, messages, forecasts) with what the Model holds.
 package queuetest
 
 import (
