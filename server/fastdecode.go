@@ -8,11 +8,11 @@ import (
 	"github.com/tockwheel/tock/internal/wirejson"
 )
 
-// The bodies of puts, batches and acks, the requests that carry messages and receipts, are
-// decoded by hand when they are in the form clients send (package api's AppendJSON writes it):
-// encoding/json scans a body three times and reflects on every field, which cost more per
-// message than the rest of a batch put. Anything else, every malformed body among it, is decoded
-// again by decodeJSON, so that its errors are the same as ever.
+// The bodies of puts, batches, acks and receives, the requests that carry messages and receipts
+// or fetch them, are decoded by hand when they are in the form clients send (package api's
+// AppendJSON writes it): encoding/json scans a body three times and reflects on every field,
+// which cost more per message than the rest of a batch put. Anything else, every malformed body
+// among it, is decoded again by decodeJSON, so that its errors are the same as ever.
 
 // readBody reads a request body whose Content-Length is n, to its end. It returns what it read
 // and the error that stopped it, if any: errNotJSON as soon as what it read cannot begin a JSON
@@ -74,6 +74,12 @@ func decodeFast(data []byte, v any) bool {
 			*v = a
 			return true
 		}
+	case *api.ReceiveRequest:
+		var q api.ReceiveRequest
+		if fastReceive(&r, &q) && r.End() {
+			*v = q
+			return true
+		}
 	}
 	return false
 }
@@ -130,6 +136,26 @@ func fastAck(r *wirejson.Reader, a *api.AckRequest) bool {
 			a.Receipts = append(a.Receipts, string(s))
 			return ok
 		}), 0)
+	})
+}
+
+func fastReceive(r *wirejson.Reader, q *api.ReceiveRequest) bool {
+	return r.Object(func(key []byte) int {
+		switch string(key) {
+		case "max":
+			n, ok := r.Int()
+			q.Max = ptr(n)
+			return wirejson.Field(ok, 0)
+		case "wait":
+			s, ok := r.String()
+			q.Wait = ptr(string(s))
+			return wirejson.Field(ok, 1)
+		case "visibility":
+			s, ok := r.String()
+			q.Visibility = ptr(string(s))
+			return wirejson.Field(ok, 2)
+		}
+		return -1
 	})
 }
 

@@ -44,6 +44,14 @@ func sentBodies() []struct {
 		body []byte
 		v    func() any
 	}{ack, func() any { return new(api.AckRequest) }})
+	max := 100
+	for _, rr := range []api.ReceiveRequest{{}, {Max: &max, Wait: strp("2s"), Visibility: strp("1m0s")}} {
+		b, _ := json.Marshal(rr)
+		out = append(out, struct {
+			body []byte
+			v    func() any
+		}{b, func() any { return new(api.ReceiveRequest) }})
+	}
 	return out
 }
 
@@ -100,9 +108,10 @@ func TestDecodeFastLeavesTheRest(t *testing.T) {
 		`{"delay":10}`, `{"messages":null}`, `{"messages":[{"payload":1},]}`, `{"messages":[1]}`,
 		`{"receipts":["a",null]}`, `{"receipts":"a"}`, "{\"id\":\"\xff\"}", `{"payload":01}`,
 		`{"payload":`+strings.Repeat("[", 100)+strings.Repeat("]", 100)+`}`,
+		`{"max":1.5}`, `{"max":"10"}`, `{"max":null}`, `{"wait":2}`, `{"max":99999999999999999999}`,
 	)
 	for _, body := range bodies {
-		for _, v := range []any{new(api.PutRequest), new(api.BatchRequest), new(api.AckRequest)} {
+		for _, v := range []any{new(api.PutRequest), new(api.BatchRequest), new(api.AckRequest), new(api.ReceiveRequest)} {
 			if decodeFast([]byte(body), v) {
 				t.Errorf("decodeFast(%s) into %T = true; want it left to decodeJSON", body, v)
 			}
@@ -124,11 +133,13 @@ func FuzzDecodeFast(f *testing.F) {
 	}
 	f.Add([]byte(`{"messages":[{"id":"a","payload":[1,{"b":"c"}]},{"delay":"1s"}]}`))
 	f.Add([]byte(`{"receipts":["a","b"]}`))
+	f.Add([]byte(`{"max":100,"wait":"2s","visibility":"1m0s"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, mk := range []func() any{
 			func() any { return new(api.PutRequest) },
 			func() any { return new(api.BatchRequest) },
 			func() any { return new(api.AckRequest) },
+			func() any { return new(api.ReceiveRequest) },
 		} {
 			fast := mk()
 			if !decodeFast(body, fast) {
