@@ -46,7 +46,12 @@ func WithToken(token string) Option { return func(c *config) { c.token = token }
 
 // WithHTTPClient makes the Client send its requests with hc. hc should have
 // no overall Timeout shorter than the longest Receive wait; use contexts to
-// bound calls instead. A nil hc means [http.DefaultClient], the default.
+// bound calls instead. hc's transport should keep as many idle connections
+// to the server as the Client makes requests at once (net/http's default
+// transport keeps 2: the others are closed after their request and dialled
+// again for the next). A nil hc means the default: a client of the
+// Client's own, with net/http's default transport's settings but keeping
+// up to [MaxIdleConns] idle connections.
 func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.http = hc } }
 
 // WithRetries sets how many times an idempotent call ([Client.Ack],
@@ -67,6 +72,10 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.http = 
 func WithRetries(n int, backoff time.Duration) Option {
 	return func(c *config) { c.retries, c.backoff = n, backoff }
 }
+
+// MaxIdleConns is how many idle connections to the server the default
+// transport of a Client keeps for its next requests (see [WithHTTPClient]).
+const MaxIdleConns = 256
 
 // MaxRetryAfter bounds how long a retry waits for a Retry-After header.
 const MaxRetryAfter = time.Minute
@@ -104,7 +113,9 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		co:      newCoalescer(cfg.coalescing),
 	}
 	if c.http == nil {
-		c.http = http.DefaultClient
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConns, t.MaxIdleConnsPerHost = MaxIdleConns, MaxIdleConns
+		c.http = &http.Client{Transport: t}
 	}
 	if c.backoff == 0 {
 		c.backoff = 100 * time.Millisecond

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -145,4 +147,46 @@ func Example() {
 	// Output:
 	// scheduled welcome-42
 	// deliver welcome-42 {"to":"ada@example.com"} (attempt 1, on time: true)
+}
+
+// TestDefaultTransportKeepsItsConnections checks that a Client made
+// without WithHTTPClient keeps the connections of concurrent calls for the
+// next ones: net/http's default transport keeps 2 and dials the others
+// again, which cost a receive of 100 messages a tenth of its CPU.
+func TestDefaultTransportKeepsItsConnections(t *testing.T) {
+	const calls = 16
+	var conns atomic.Int32
+	var arrived sync.WaitGroup
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Done()
+		arrived.Wait() // every call of the round is in flight at once
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"status":"ok"}`)
+	}))
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	ts.Start()
+	defer ts.Close()
+	c, err := client.New(ts.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 3 {
+		arrived.Add(calls)
+		var wg sync.WaitGroup
+		for range calls {
+			wg.Go(func() {
+				if err := c.Healthy(context.Background()); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if n := conns.Load(); n != calls {
+			t.Fatalf("after round %d of %d concurrent calls: %d connections opened; want %d, kept for the next rounds", round+1, calls, n, calls)
+		}
+	}
 }
