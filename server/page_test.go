@@ -487,6 +487,50 @@ func TestPageToken(t *testing.T) {
 	t.Logf("the page says: %s", b.text(jsError))
 }
 
+// TestPageShowsDeadLettersOnce checks that the topics table shows a dead letter once, as a dead
+// letter of the topic it died on: the engines also count it as a due message of the dead-letter
+// topic, which the table showed as a second row whose oldest due grew like a stuck backlog (issue
+// 22). A dead-letter topic that holds messages of its own is shown with those only.
+func TestPageShowsDeadLettersOnce(t *testing.T) {
+	t.Run("delayq", func(t *testing.T) { pageShowsDeadLettersOnce(t, newPageQueue(t)) })
+	t.Run("redisq", func(t *testing.T) { pageShowsDeadLettersOnce(t, newPageQueueRedis(t)) })
+}
+
+func pageShowsDeadLettersOnce(t *testing.T, p *pageQueue) {
+	for i := range 3 {
+		p.kill(t, "payments", fmt.Sprintf("pay-%d", i), `{"error":"card declined"}`)
+	}
+	p.put(t, "emails", "e1", `"hello"`, "1h")
+	if tp := p.topic(t, "payments.dead"); tp.Due != 3 {
+		t.Fatalf("the engine counts %d due messages on payments.dead, not the 3 dead letters: the test's premise is gone", tp.Due)
+	}
+	jsRows := `[...document.querySelectorAll("#topics-table tbody tr")].map(r => r.dataset.topic).join(",")`
+
+	b := newBrowser(t, 1200, 900, "")
+	b.open(p.ts.URL + "/")
+	// One refresh draws the whole table: once payments shows its dead letters, the rows are those
+	// of that same answer.
+	b.waitFor("the topics table", jsCell("payments", "dead")+` === "3" && `+jsCell("emails", "scheduled")+` === "1"`)
+	if rows := b.text(jsRows); rows != "emails,payments" {
+		t.Fatalf("topics table rows %q; want emails,payments (the dead letters once, as payments's)", rows)
+	}
+
+	// A message of payments.dead's own is shown there, without the dead letters.
+	p.put(t, "payments.dead", "own", `"mine"`, "1h")
+	b.waitFor("the dead-letter topic's own message", jsCell("payments.dead", "scheduled")+` === "1"`)
+	if rows := b.text(jsRows); rows != "emails,payments,payments.dead" {
+		t.Fatalf("topics table rows %q; want emails,payments,payments.dead", rows)
+	}
+	due := b.text(jsCell("payments.dead", "due"))
+	wait := b.text(`document.querySelector('#topics-table tr[data-topic="payments.dead"] td.wait').textContent`)
+	if due != "0" || wait != "–" {
+		t.Fatalf("payments.dead shows due %q, oldest due waits %q; want 0 and –: its due messages are the dead letters of payments", due, wait)
+	}
+	if e := b.text(jsError); e != "" {
+		t.Fatalf("page shows error %q", e)
+	}
+}
+
 // TestPageWithoutAdmin opens the page on an engine that cannot be
 // operated: the page says so where the topics would be, and stops asking.
 func TestPageWithoutAdmin(t *testing.T) {
