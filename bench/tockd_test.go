@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -530,4 +531,113 @@ func BenchmarkTockdBurst(b *testing.B) {
 		}
 		tockdBurstRun(b, startTockd(b, bin, "-redis", "redis://"+srv.Addr), redisLead(), opts)
 	})
+}
+
+var tockdPending = flag.Int("tockd.pending", 200_000, "messages put and left pending in BenchmarkTockdPending")
+
+// BenchmarkTockdPending measures what the request path must not make worse besides single puts
+// and bursts, each tockd of -tockd.bin in the same run (to set the build before a change beside
+// the one after it): batches of 1,000 100-byte messages due in an hour, put from 4 goroutines
+// until -tockd.pending are pending (batch-msgs/s, and tockd's CPU time per message,
+// tockd-µs/msg); tockd's memory per pending message, its heap in use (heap-B/msg, as its
+// /metrics says, garbage not yet collected included) and its resident set (rss-B/msg), each
+// over what it was before the puts; and the status page's cost with them pending: what the page
+// asks for every second (GET /v1/stats?history=300) and every other second (GET /v1/topics),
+// asked 1,000 times in a row (page-ms a round, page-tockd-µs a round).
+//
+//	cd bench && go test -run '^$' -bench TockdPending -benchtime 1x -count 3 -tockd.bin before=PATH,after=PATH
+func BenchmarkTockdPending(b *testing.B) {
+	tockdRuns(b, "engine=delayq/", func(b *testing.B, bin string, opts []client.Option) {
+		ctx := context.Background()
+		p := startTockd(b, bin, "-data", b.TempDir())
+		c := newTockdClient(b, p, opts)
+		n := *tockdPending
+		for b.Loop() {
+			heap0, rss0 := p.memory(b)
+			cpu0 := p.cpu(b)
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			for range 4 {
+				wg.Go(func() {
+					ms := make([]client.Message, 1000)
+					for i := range ms {
+						ms[i] = client.Message{Payload: tockdPayload, Delay: time.Hour}
+					}
+					for {
+						first := int(next.Add(1000)) - 1000
+						if first >= n {
+							return
+						}
+						if _, err := c.PutBatch(ctx, "bench", ms[:min(1000, n-first)]); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			elapsed := time.Since(start)
+			if b.Failed() {
+				b.FailNow()
+			}
+			b.ReportMetric(float64(n)/elapsed.Seconds(), "batch-msgs/s")
+			b.ReportMetric(float64((p.cpu(b)-cpu0).Microseconds())/float64(n), "tockd-µs/msg")
+			heap, rss := p.memory(b)
+			b.ReportMetric(float64(heap-heap0)/float64(n), "heap-B/msg")
+			b.ReportMetric(float64(rss-rss0)/float64(n), "rss-B/msg")
+
+			const rounds = 1000
+			cpu0 = p.cpu(b)
+			start = time.Now()
+			for range rounds {
+				for _, path := range []string{"/v1/stats?history=300", "/v1/topics"} {
+					p.get(b, path)
+				}
+			}
+			b.ReportMetric(float64(time.Since(start).Microseconds())/1000/rounds, "page-ms")
+			b.ReportMetric(float64((p.cpu(b)-cpu0).Microseconds())/rounds, "page-tockd-µs")
+		}
+		b.ReportMetric(0, "ns/op") // the figures above say it
+	})
+}
+
+// get asks p for path and reads the whole answer, which must be 200.
+func (p *tockdProcess) get(b *testing.B, path string) []byte {
+	resp, err := http.Get(p.url + path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		b.Fatalf("GET %s: %v %s %s", path, err, resp.Status, data)
+	}
+	return data
+}
+
+var heapInUse = regexp.MustCompile(`(?m)^go_memstats_heap_inuse_bytes (\S+)$`)
+
+// memory returns p's heap in use, as its /metrics says, and its resident set, in bytes.
+func (p *tockdProcess) memory(b *testing.B) (heap, rss int64) {
+	m := heapInUse.FindSubmatch(p.get(b, "/metrics"))
+	if m == nil {
+		b.Fatal("tockd's /metrics has no go_memstats_heap_inuse_bytes")
+	}
+	h, err := strconv.ParseFloat(string(m[1]), 64)
+	if err != nil {
+		b.Fatal(err)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return int64(h), kb << 10
+		}
+	}
+	b.Fatal("no VmRSS in /proc/pid/status")
+	return 0, 0
 }
