@@ -38,6 +38,9 @@ func (r *PutRequest) AppendJSON(buf []byte) []byte {
 		field(`"deliver_at":`)
 		buf = appendString(buf, *r.DeliverAt)
 	}
+	if r.Replace {
+		field(`"replace":true`)
+	}
 	return append(buf, '}')
 }
 

@@ -43,6 +43,8 @@ type DuplicateBody struct {
 	ID string `json:"id"`
 	// DeliverAt is the due time of the message already waiting.
 	DeliverAt time.Time `json:"deliver_at"`
+	// Leased reports a put with "replace" that found the message leased, which is not replaced.
+	Leased bool `json:"leased,omitempty"`
 }
 
 // AckErrorBody is the answer 400 ([CodeUnknownReceipt]) of [RouteAck] when some receipts were not

@@ -21,6 +21,10 @@ type PutRequest struct {
 	Delay *string `json:"delay,omitempty"`
 	// DeliverAt is a time in [TimeFormat].
 	DeliverAt *string `json:"deliver_at,omitempty"`
+	// Replace, with an ID, replaces the message waiting under the ID (see queue.Message.Replace)
+	// instead of failing with 409; a leased message is not replaced, and the 409 says "leased". A
+	// batch refuses it.
+	Replace bool `json:"replace,omitempty"`
 }
 
 // PutResponse is the answer of [RoutePut]: the message's ID and when it is due, the later of the

@@ -136,6 +136,9 @@ type Message struct {
 	Delay time.Duration
 	// DeliverAt is when the message is due.
 	DeliverAt time.Time
+	// Replace, with an ID, replaces the message waiting under it, unless it
+	// is leased (see queue.Message.Replace). PutBatch refuses it.
+	Replace bool
 }
 
 // A PutResult is the server's answer to a put: the message's ID, and
@@ -176,7 +179,7 @@ type ReceiveOptions struct {
 type rawBody []byte
 
 func (m Message) request() (api.PutRequest, error) {
-	r := api.PutRequest{ID: m.ID, Payload: m.Payload}
+	r := api.PutRequest{ID: m.ID, Payload: m.Payload, Replace: m.Replace}
 	switch {
 	case m.Delay != 0 && !m.DeliverAt.IsZero():
 		return r, fmt.Errorf("client: message %q sets both Delay and DeliverAt", m.ID)

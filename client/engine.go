@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -112,12 +111,8 @@ func (e *Engine) result(err error) error {
 }
 
 func toWire(m queue.Message) (Message, error) {
-	if m.Replace && m.ID != "" {
-		// Until the HTTP API and Client carry it, refuse rather than store nothing or a duplicate.
-		return Message{}, fmt.Errorf("client: replace of %q: not sent over HTTP yet: %w", m.ID, errors.ErrUnsupported)
-	}
 	p, err := EncodePayload(m.Payload)
-	return Message{ID: m.ID, DeliverAt: m.DeliverAt, Payload: p}, err
+	return Message{ID: m.ID, DeliverAt: m.DeliverAt, Payload: p, Replace: m.Replace}, err
 }
 
 // Put puts m through [Client.Put]; see [queue.Engine.Put].

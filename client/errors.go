@@ -83,7 +83,7 @@ func errorOf(status int, data []byte) *Error {
 	case api.CodeDuplicate:
 		var d api.DuplicateBody
 		if json.Unmarshal(data, &d) == nil && d.ID != "" {
-			e.Err = &queue.DuplicateError{ID: d.ID, DeliverAt: d.DeliverAt}
+			e.Err = &queue.DuplicateError{ID: d.ID, DeliverAt: d.DeliverAt, Leased: d.Leased}
 		}
 	case api.CodeUnknownReceipt:
 		var a api.AckErrorBody
@@ -133,6 +133,8 @@ func (e *Error) Is(target error) bool {
 		return e.StatusCode == http.StatusRequestEntityTooLarge
 	case queue.ErrUnavailable:
 		return e.StatusCode == http.StatusServiceUnavailable
+	case errors.ErrUnsupported:
+		return e.StatusCode == http.StatusNotImplemented
 	}
 	return false
 }

@@ -156,8 +156,9 @@ type ScheduleInfo struct {
 	// included) whose nominal time has come; zero and "" when none has.
 	LastFire   time.Time
 	LastFireID string
-	// Fires counts the messages the schedule put, and Misfires the nominal times it passed over
-	// (by the misfire or the overlap policy), since it was created.
+	// Fires counts the messages the schedule put (less those removed before they were due, by a
+	// replace, a delete or a pause), and Misfires the nominal times it passed over (by the misfire
+	// or the overlap policy), since it was created.
 	Fires, Misfires uint64
 	// Created is when the schedule was created, and Updated when it was last set.
 	Created, Updated time.Time

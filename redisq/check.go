@@ -38,7 +38,10 @@ const checkPause = 10 * time.Second
 //   - the shard's and the topics' counters match what they count, and topics names the topics
 //     with ready messages;
 //   - why holds a reason for exactly the records whose fail kind says they have one;
-//   - each shard that holds messages carries the stamp of the deployment's configuration.
+//   - each shard that holds messages carries the stamp of the deployment's configuration;
+//   - every schedule's record decodes and names a valid schedule homed in its shard; snames
+//     holds exactly their names, sact exactly the running ones, and the counters schn and schp
+//     count them; every fire's ID lives in the home shard of its schedule.
 //
 // It changes nothing, but it pauses the writes of each shard's master (CLIENT PAUSE WRITE) while
 // it reads that shard, for at most 10 s, so that no script changes the shard halfway through the
@@ -432,6 +435,9 @@ func checkShard(ctx context.Context, rdb *redis.Client, lay *layout, s int) (int
 	}
 	if len(readyTopics) > 0 {
 		return 0, broken("topics lacks %v", readyTopics)
+	}
+	if err := checkSchedules(ctx, rdb, lay, s, recs); err != nil {
+		return 0, err
 	}
 	return len(recs), nil
 }

@@ -83,12 +83,15 @@ func isStampErr(err error) bool {
 }
 
 // configScript writes the deployment's configuration unless it exists, and replies with it and 1
-// if it wrote it.
+// if it wrote it. It upgrades a deployment of version 3 to 4 in place: version 4 only adds keys,
+// and homes the IDs of schedules' fires with their schedule (see layoutVersion).
 var configScript = redis.NewScript(`
 local created = 0
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'version', ARGV[1], 'shards', ARGV[2], 'secret', ARGV[3])
   created = 1
+elseif redis.call('HGET', KEYS[1], 'version') == '3' and ARGV[1] == '4' then
+  redis.call('HSET', KEYS[1], 'version', '4')
 end
 local v = redis.call('HMGET', KEYS[1], 'version', 'shards', 'secret')
 v[4] = created

@@ -85,6 +85,9 @@
 //	{T}:abort:<token> string, expires after an hour: a batch that must not be written
 //	{T}:done:<sec>    set, expires after 12 s: tombstones "<nonce>|<id>" of messages acked or
 //	                  cancelled in that second (see Retries)
+//	{T}:sch           hash: schedule name -> schedule record (see Schedules)
+//	{T}:sact          sorted set: the running schedules, scored by when a process must act on each (ms)
+//	{T}:snames        sorted set, every score 0: the schedules' names, for paging
 //	{T}:ev            sharded pub/sub channel of the shard's events
 //	tock:lock:{T}     the shard's housekeeping lease, a lock of package redislock
 //
@@ -107,7 +110,8 @@
 // list, which it may stay after the ID is gone: about 90 bytes more per entry of that chunk. Chosen
 // IDs that long cost memory, and nothing else.
 //
-// In {T}:meta, adv is the "advanced to" pointer: every second below it has been claimed for
+// In {T}:meta, schn and schp count the shard's schedules and the paused ones, and schf and schm
+// their fires and misfires. In {T}:meta, adv is the "advanced to" pointer: every second below it has been claimed for
 // promotion, and a message due in such a second goes straight to the ready set. ver counts the
 // scripts that published an event (see Events). sched, ready and leased count the messages in the
 // wheels, in the ready sets (some of which may be due a little ahead: see Timing) and leased;
@@ -237,6 +241,7 @@
 //	m <ver> <second|-> <lease deadline|-> (<due ms> <topic length>:<topic>)*   times made earlier
 //	n <ver> <second|-> <count> <lease deadline|-> <owner|->                    a tick's result
 //	o <owner|->                                                                 ownership taken or given up
+//	s <ms|->                                                                    the shard's earliest schedule act time
 //
 // The heads of paused topics are left out of 'm' events (see Admin), except in the event of the
 // script that resumes one, which carries its head whatever it was.
@@ -285,6 +290,41 @@
 // permits at once (a lease taken without one, before the limit was set, is not counted). A
 // Receive granted none waits, on the wheel, until the next permit the script announced or the
 // home shard's event that one came free.
+//
+// # Schedules
+//
+// A Queue is a queue.Scheduler. A schedule lives in the home shard of its name (FNV-1a, as a chosen
+// ID's), and so do its fires: the home shard of an ID of the form "<name>@<RFC 3339 time>" is that
+// of the name (layout version 4). So one script, on one shard, decides that a nominal time fires
+// and puts its message, and exactly one message per nominal time follows from Redis running each
+// script whole, whatever the number of processes.
+//
+// A schedule's record, in {T}:sch, holds its definition, its version (one more per SetSchedule),
+// the first nominal time not yet decided ("next"), the anchor of an @every spec, and the IDs of
+// its latest two fires (lua/schedule.lua has its format). {T}:sact scores each running schedule by
+// when a process must act on it: under queue.OverlapAllow, when the fire put ahead falls due
+// (the following one is then put ahead); under queue.OverlapSkip, at the next nominal time. Cron
+// specs, time zones and misfire policies are computed in Go (package schedule): Lua has no time
+// zone database. A process acts on a shard in two scripts: scheddue (read-only) returns the
+// schedules whose act time has come by Redis's clock; the process plans each from that clock
+// and sends the schedule script's fire operation, which, for each schedule whose version and
+// next are still those it planned from, puts the fires (through the same steps as a Put) and
+// records the new next and act time, atomically. A plan from a stale read is refused whole, so a
+// process that paused between the two scripts, or a retry of the script after a lost reply, puts
+// nothing twice; and since next only grows, a nominal time is never decided twice.
+//
+// No process owns a schedule: every process keeps, per shard, the earliest act time on its
+// wheel (from replies, and from the "s" events the schedule script publishes when it changes
+// it), and acts at that time plus its own stagger of up to 10 ms, so that the process with the
+// least stagger usually acts alone and the others find the work done. Fires put ahead have a
+// whole period of slack; a fire of an OverlapSkip schedule is put when it is decided, up to the
+// stagger and a round trip late.
+//
+// SetSchedule, DeleteSchedule and PauseSchedule remove the schedule's latest fire if it is not
+// yet due (nor leased, nor a dead letter): the fire put ahead. The schedule script is a grouped
+// write like Put's (replica wait, retries); SetSchedule carries a nonce so that its repeat after
+// a lost reply reports what the first run did. A schedule is about 150 bytes plus its topic,
+// spec, zone and payload in Redis, and one member of two sorted sets.
 //
 // # Receipts
 //
@@ -494,12 +534,15 @@
 // Message: queue.ErrNotFound means never stored or already done alike. A Put with a generated ID
 // repeated by its caller always stores another message.
 //
-// The layout has a version, in {p}:config: this package reads and writes version 3. Version 2 added
+// The layout has a version, in {p}:config: this package reads and writes version 4. Version 2 added
 // the topics' wheels, leases, dead letters, counters and pauses, and the last failure and origin in
 // the records; version 3 the reasons of failures ({T}:why), the fail kinds 'd', 'N' and 'D', and
-// the extend script. Open refuses a deployment of another version with ErrIncompatible (which matches
+// the extend script; version 4 the schedules, and the home of their fires' IDs (see Schedules).
+// Open upgrades a deployment of version 3 in place, since version 4 only adds to it (stop the
+// processes of version 3 first: they would home a chosen ID of the form of a fire elsewhere).
+// Open refuses a deployment of any other version with ErrIncompatible (which matches
 // ErrMismatch), naming both versions, and a process of an older version refuses one of a newer, so that
-// two versions never share a deployment: their scripts would not keep each other's keys. Nothing is
-// migrated: a deployment of an older version is drained with the processes of that version (or its keys
-// are deleted), and Open then creates it anew; or this version is given another prefix.
+// two versions never share a deployment: their scripts would not keep each other's keys. Nothing
+// else is migrated: a deployment of an older version is drained with the processes of that version
+// (or its keys are deleted), and Open then creates it anew; or this version is given another prefix.
 package redisq

@@ -17,10 +17,11 @@ import (
 
 // An event is one message of a shard's channel (see the package doc).
 type event struct {
-	kind         byte // 'm', 'n' or 'o'
+	kind         byte // 'm', 'n', 'o' or 's'
 	ver          int64
 	wsec, wcount int64 // -1: none
 	lms          int64 // -1: none
+	act          int64 // 's': the shard's earliest schedule act time; -1: none
 	owner        string
 	heads        []topicHead
 }
@@ -32,6 +33,17 @@ type topicHead struct {
 
 // parseEvent decodes an event; ok is false for anything else.
 func parseEvent(s string) (e event, ok bool) {
+	if act, found := strings.CutPrefix(s, "s "); found {
+		e.kind, e.act = 's', -1
+		if act != "-" {
+			n, err := strconv.ParseInt(act, 10, 64)
+			if err != nil {
+				return e, false
+			}
+			e.act = n
+		}
+		return e, true
+	}
 	if strings.HasPrefix(s, "o ") {
 		e.kind, e.owner = 'o', s[2:]
 		if e.owner == "-" {
@@ -144,6 +156,9 @@ func (ss *subscriptions) start(ctx context.Context, q *Queue) error {
 	ss.ping = t
 	// The shards read their state now that no event can be missed.
 	for _, s := range q.shards {
+		s.unknown()
+	}
+	for _, s := range q.sched {
 		s.unknown()
 	}
 	return nil
@@ -269,6 +284,7 @@ func (ss *subscriptions) resubscribed(s *sub) {
 	for _, i := range s.shards {
 		ss.q.forgetShard(i)
 		ss.q.shards[i].unknown()
+		ss.q.sched[i].unknown()
 	}
 }
 
@@ -323,6 +339,10 @@ func (ss *subscriptions) stop() {
 
 // applyEvent applies an event of shard i.
 func (q *Queue) applyEvent(i int, e event) {
+	if e.kind == 's' {
+		q.sched[i].event(e.act)
+		return
+	}
 	for _, h := range e.heads {
 		q.topicHeadAtMost(h.topic, i, h.due, e.ver)
 	}

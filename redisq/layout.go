@@ -5,6 +5,7 @@ import (
 	"encoding/base32"
 	"encoding/binary"
 	"fmt"
+	"github.com/tockwheel/tock/queue"
 	"hash/fnv"
 	"strconv"
 	"strings"
@@ -141,11 +142,16 @@ func uint40(b []byte) uint64 {
 	return v
 }
 
-// home returns the shard an ID belongs to: the one a generated-form ID names, or FNV-1a of the ID
+// home returns the shard an ID belongs to: the one a generated-form ID names, the home of the
+// schedule's name for the ID of a schedule's fire ("<name>@<RFC 3339 time>", so that a schedule
+// and its fires share a shard, and one script decides and puts a fire), or FNV-1a of the ID
 // modulo the shard count.
 func (l *layout) home(id string) int {
 	if s, _, ok := parseID(id, l.shards()); ok {
 		return s
+	}
+	if name, _, ok := queue.ParseFireID(id); ok {
+		id = name
 	}
 	h := fnv.New64a()
 	h.Write([]byte(id))

@@ -100,6 +100,7 @@ func (q *Queue) Put(ctx context.Context, m queue.Message) (string, error) {
 	}
 	shard := q.lay.home(m.ID)
 	it.nonce = newNonce()
+	it.replace = m.Replace
 	for range maxResolves {
 		r := &request{kind: opPut, shard: shard, items: []putItem{it}}
 		if err := q.writer.do(ctx, r); err != nil {
@@ -112,6 +113,8 @@ func (q *Queue) Put(ctx context.Context, m queue.Message) (string, error) {
 			return m.ID, nil
 		case "dup":
 			return "", duplicate(m.ID, val)
+		case "leased":
+			return "", fmt.Errorf("redisq: %w", &queue.DuplicateError{ID: m.ID, Leased: true})
 		case "alias":
 			same, due, err := q.resolve(ctx, m.ID, val, it)
 			if err != nil {
@@ -227,6 +230,9 @@ func (q *Queue) PutBatch(ctx context.Context, ms []queue.Message) ([]string, err
 		it, err := q.item(m)
 		if err != nil {
 			return nil, fmt.Errorf("%w (message %d of the batch)", err, i)
+		}
+		if m.Replace && m.ID != "" {
+			return nil, fmt.Errorf("redisq: message %d of the batch asks to replace %q: only Put replaces: %w", i, m.ID, queue.ErrInvalid)
 		}
 		if m.ID != "" {
 			if seen[m.ID] {

@@ -20,10 +20,12 @@ import (
 
 // layoutVersion is the version of the key layout and scripts, kept in the deployment's config.
 // Version 2 added the per-topic indexes and counters of the admin operations, and the origin and
-// last failure of a message to its record (see the package doc); version 3 the reasons of failures
-// ({T}:why), the failures of a consumer's dead letter ('d'), and the extend script. A deployment of
-// another version is refused, as a process of another version refuses one of this.
-const layoutVersion = "3"
+// last failure of a message to its record; version 3 the reasons of failures ({T}:why), the
+// failures of a consumer's dead letter ('d'), and the extend script; version 4 added schedules, and
+// made the home shard of a schedule's fire ID the home of the schedule's name (see the package
+// doc). Open upgrades a deployment of version 3 in place (version 4 only adds to it), and refuses
+// one of any other version, as a process of version 3 then refuses it.
+const layoutVersion = "4"
 
 // A Queue is a delay queue in Redis: a [queue.Engine] and a [queue.Reporter]. Open one per process
 // and share it; it is safe for concurrent use by any number of goroutines, and any number of
@@ -43,6 +45,7 @@ type Queue struct {
 	writer  writer
 	subs    subscriptions
 	shards  []*shard
+	sched   []*schedShard
 	metrics metrics
 
 	topics struct {
@@ -156,8 +159,10 @@ func Open(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Queu
 	q.metrics.init()
 	q.writer.init(q)
 	q.shards = make([]*shard, shards)
+	q.sched = make([]*schedShard, shards)
 	for i := range q.shards {
 		q.shards[i] = newShard(q, i)
+		q.sched[i] = newSchedShard(q, i)
 	}
 	if err := q.subs.start(ctx, q); err != nil {
 		q.shutdown()
@@ -276,6 +281,9 @@ func (q *Queue) shutdown() {
 	q.closed.Store(true)
 	close(q.done)
 	for _, s := range q.shards {
+		s.stop()
+	}
+	for _, s := range q.sched {
 		s.stop()
 	}
 	q.subs.stop()

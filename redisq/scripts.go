@@ -66,6 +66,8 @@ var (
 	requeueScript    = newScript("requeue", "allow-oom")
 	purgeScript      = newScript("purge", "allow-oom")
 	pauseScript      = newScript("pause", "allow-oom")
+	scheduleScript   = newScript("schedule", "")
+	schedDueScript   = newScript("scheddue", "no-writes")
 	statsScript      = newScript("stats", "no-writes")
 	dueScript        = newScript("due", "no-writes")
 	peekScript       = newScript("peek", "no-writes")

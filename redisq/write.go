@@ -59,6 +59,7 @@ type putItem struct {
 	payload        []byte
 	home           string // the ID's home shard when it is not the request's, else ""
 	nonce          string // the Put call's nonce for a chosen ID; "" for a generated one
+	replace        bool   // replace a waiting message that is not leased (single Puts only)
 }
 
 // append appends the put script's arguments for it; retry says an earlier attempt may have run.
@@ -66,6 +67,9 @@ func (it putItem) append(args []any, retry bool) []any {
 	flag := ""
 	if retry {
 		flag = "r"
+	}
+	if it.replace {
+		flag += "x"
 	}
 	return append(args, it.id, it.req, it.topic, it.payload, it.home, it.nonce, flag)
 }

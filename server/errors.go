@@ -98,6 +98,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		re = &requestError{status: http.StatusNotFound, msg: boundedMessage(err)}
 	case errors.Is(err, queue.ErrUnavailable), errors.Is(err, queue.ErrClosed):
 		re = &requestError{status: http.StatusServiceUnavailable, msg: boundedMessage(err)}
+	case errors.Is(err, errors.ErrUnsupported):
+		re = &requestError{status: http.StatusNotImplemented, msg: boundedMessage(err)}
 	case r.Context().Err() != nil:
 		// The client went away; nobody reads an answer.
 		return
@@ -112,7 +114,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 // waiting message.
 func duplicate(e *queue.DuplicateError, msg string) *requestError {
 	return &requestError{status: http.StatusConflict, msg: msg, answer: func(b api.ErrorBody) any {
-		return api.DuplicateBody{ErrorBody: b, ID: e.ID, DeliverAt: e.DeliverAt.UTC()}
+		return api.DuplicateBody{ErrorBody: b, ID: e.ID, DeliverAt: e.DeliverAt.UTC(), Leased: e.Leased}
 	}}
 }
 

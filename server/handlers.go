@@ -27,7 +27,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	start := time.Now()
-	id, err := s.engine.Put(r.Context(), queue.Message{ID: m.ID, Topic: topic, Payload: m.Payload, DeliverAt: m.DeliverAt})
+	id, err := s.engine.Put(r.Context(), queue.Message{ID: m.ID, Topic: topic, Payload: m.Payload, DeliverAt: m.DeliverAt, Replace: req.Replace})
 	s.metrics.wrote("put", start)
 	if err != nil {
 		return err
@@ -70,6 +70,9 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) error {
 			var re *requestError
 			errors.As(err, &re)
 			return &requestError{status: re.status, code: re.code, msg: fmt.Sprintf("messages[%d]: %s", i, re.msg)}
+		}
+		if req.Messages[i].Replace {
+			return badRequest("messages[%d]: field \"replace\": a batch does not replace; put the message alone", i)
 		}
 		if m.ID != "" {
 			if j, dup := ids[m.ID]; dup {

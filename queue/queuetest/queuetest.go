@@ -3,7 +3,8 @@
 // function that opens a new, empty engine, and Run tests every behaviour of the contract against
 // it (delays, never early, leases, nack, backoff, dead letters, cancel, ack idempotency, forged
 // receipts, duplicate IDs, batches, ordering by due time, limits, stats, close), and, when the
-// engine is a [queue.Admin] or a [queue.Limiter], every operation of those interfaces.
+// engine is a [queue.Admin], a [queue.Limiter] or a [queue.Scheduler], every operation of those
+// interfaces.
 //
 // The suite runs in real time, because an engine may keep time in another process (Redis): its
 // delays are a few hundred milliseconds, and its subtests run in parallel, each on an engine of
@@ -87,6 +88,7 @@ func Run(t *testing.T, open Opener) {
 			tc.run(ctx, &env{T: t, e: e}, a)
 		})
 	}
+	runScheduleCases(t, open)
 }
 
 var cases = []struct {

@@ -2,11 +2,13 @@
 -- ('' unless some messages are aliased from other shards), the number of messages put on other
 -- shards' word that they are retried Puts (mode 'a'), the count n, then for each message: ID,
 -- requested due time (ms), topic, payload, the home shard of its ID when that is another shard (''
--- otherwise), the nonce of the Put call ('' for a generated ID, which is one), and 'r' when an
--- earlier attempt of this call may have stored it ('' otherwise).
+-- otherwise), the nonce of the Put call ('' for a generated ID, which is one), and flags: 'r' when
+-- an earlier attempt of this call may have stored it, 'x' to replace a waiting message that is not
+-- leased (mode '1' only).
 -- Replies {NOW, ver, code1, value1, ...}: per message 'new' (stored; value: 'r' ready, 'p' ready in
 -- a paused topic, or 'w' in the wheel), 'same' (a retried Put, or a retry of this call whose message
--- is done already; value: its due time or ''), 'dup' (value: the waiting one's due time) or 'alias'
+-- is done already; value: its due time or ''), 'dup' (value: the waiting one's due time), 'leased'
+-- (a replace of a leased message; value: its due time) or 'alias'
 -- (value: the alias to resolve first); or {NOW, ver, 'aborted'} when the batch token is aborted or
 -- too old.
 local mode, token, xsame, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -26,6 +28,10 @@ local function check(i)
     local rq = r.req
     if rq == '' then rq = fmt(r.due) end
     if r.topic == topic and rq == req and payload(rec, r) == ARGV[o + 4] then return 'same', fmt(r.due) end
+    if string.find(ARGV[o + 7], 'x', 1, true) then
+      if redis.call('ZSCORE', LEASE, id) then return 'leased', fmt(r.due) end
+      return 'replace', ''
+    end
     return 'dup', fmt(r.due)
   end
   if aliased == nil then aliased = redis.call('EXISTS', ALIAS) == 1 end
@@ -33,7 +39,7 @@ local function check(i)
     local a = redis.call('HGET', ALIAS, id)
     if a then return 'alias', a end
   end
-  if ARGV[o + 7] == 'r' and buried(id, ARGV[o + 6]) then return 'same', '' end
+  if string.find(ARGV[o + 7], 'r', 1, true) and buried(id, ARGV[o + 6]) then return 'same', '' end
   return 'new', ''
 end
 
@@ -136,9 +142,14 @@ else
   for i = 1, n do
     local o = BASE + (i - 1) * F
     local c, v
-    if aliased or ARGV[o + 7] == 'r' or waiting[i] or seen[ARGV[o + 1]] then
+    if aliased or ARGV[o + 7] ~= '' or waiting[i] or seen[ARGV[o + 1]] then
       flush_recs()
       c, v = check(i)
+      if c == 'replace' then
+        local id = ARGV[o + 1]
+        remove(id, parse(locate(id)))
+        c = 'new'
+      end
       if c == 'new' then v = write(i) end
     else
       c, v = 'new', write(i, 'defer')

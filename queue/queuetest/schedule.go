@@ -1,0 +1,481 @@
+package queuetest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tockwheel/tock/queue"
+)
+
+// The cases of queue.Scheduler, and of Put's Replace. They run when the engine is a
+// queue.Scheduler (and, for those that inspect the fire put ahead, a queue.Admin), and are
+// skipped otherwise; the Replace cases are skipped for an engine whose Put answers
+// errors.ErrUnsupported.
+
+var scheduleCases = []struct {
+	name string
+	run  func(ctx context.Context, h *env, s queue.Scheduler)
+}{
+	{"ScheduleSetGet", testScheduleSetGet},
+	{"ScheduleInvalid", testScheduleInvalid},
+	{"SchedulePages", testSchedulePages},
+	{"ScheduleFires", testScheduleFires},
+	{"ScheduleEveryTimeOnce", testScheduleEveryTimeOnce},
+	{"ScheduleReplaceRemovesFire", testScheduleReplaceRemovesFire},
+	{"ScheduleDelete", testScheduleDelete},
+	{"SchedulePauseResume", testSchedulePauseResume},
+	{"ScheduleTrigger", testScheduleTrigger},
+	{"ScheduleOverlapSkip", testScheduleOverlapSkip},
+}
+
+var replaceCases = []struct {
+	name string
+	run  func(ctx context.Context, h *env)
+}{
+	{"PutReplace", testPutReplace},
+	{"PutReplaceLeased", testPutReplaceLeased},
+}
+
+func runScheduleCases(t *testing.T, open Opener) {
+	for _, tc := range scheduleCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := open(t)
+			t.Cleanup(func() { _ = e.Close() })
+			s, ok := e.(queue.Scheduler)
+			if !ok {
+				t.Skipf("%T is not a queue.Scheduler", e)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			tc.run(ctx, &env{T: t, e: e}, s)
+		})
+	}
+	for _, tc := range replaceCases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := open(t)
+			t.Cleanup(func() { _ = e.Close() })
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			_, err := e.Put(ctx, queue.Message{ID: "probe", Topic: "probe", Replace: true})
+			if errors.Is(err, errors.ErrUnsupported) {
+				t.Skipf("%T does not replace: %v", e, err)
+			}
+			tc.run(ctx, &env{T: t, e: e})
+		})
+	}
+}
+
+func (h *env) setSchedule(ctx context.Context, s queue.Scheduler, sc queue.Schedule) bool {
+	h.Helper()
+	created, err := s.SetSchedule(ctx, sc)
+	if err != nil {
+		h.Fatalf("SetSchedule(%q, %q): %v", sc.Name, sc.Spec, err)
+	}
+	return created
+}
+
+func (h *env) schedule(ctx context.Context, s queue.Scheduler, name string) queue.ScheduleInfo {
+	h.Helper()
+	info, err := s.Schedule(ctx, name)
+	if err != nil {
+		h.Fatalf("Schedule(%q): %v", name, err)
+	}
+	return info
+}
+
+// admin returns the engine as a queue.Admin, or skips the test.
+func (h *env) admin() queue.Admin {
+	h.Helper()
+	a, ok := h.e.(queue.Admin)
+	if !ok {
+		h.Skipf("%T is not a queue.Admin", h.e)
+	}
+	return a
+}
+
+// pendingFire returns the ID of the schedule's next fire, which the engine put ahead of its time
+// (OverlapAllow), and checks that it waits.
+func (h *env) pendingFire(ctx context.Context, s queue.Scheduler, name string) string {
+	h.Helper()
+	info := h.schedule(ctx, s, name)
+	if len(info.Next) == 0 {
+		h.Fatalf("schedule %q has no next fire time", name)
+	}
+	id := queue.FireID(name, info.Next[0], false)
+	if _, err := h.admin().Message(ctx, id); err != nil {
+		h.Fatalf("the next fire %q of schedule %q, put ahead: %v", id, name, err)
+	}
+	return id
+}
+
+// testScheduleSetGet sets a schedule, reads it back with its defaults spelt out and its next fire
+// times, and replaces it.
+func testScheduleSetGet(ctx context.Context, h *env, s queue.Scheduler) {
+	sc := queue.Schedule{Name: "digest", Topic: "mail", Payload: payload("digest"), Spec: "30 2 * * *", TimeZone: "Europe/Paris"}
+	if !h.setSchedule(ctx, s, sc) {
+		h.Fatal("SetSchedule of a new schedule reported a replace")
+	}
+	info := h.schedule(ctx, s, "digest")
+	want := sc
+	want.Misfire, want.Overlap = queue.MisfireOnce, queue.OverlapAllow
+	got := info.Schedule
+	if got.Name != want.Name || got.Topic != want.Topic || !bytes.Equal(got.Payload, want.Payload) || got.Spec != want.Spec ||
+		got.TimeZone != want.TimeZone || got.Misfire != want.Misfire || got.Overlap != want.Overlap {
+		h.Fatalf("Schedule = %+v; want %+v", got, want)
+	}
+	if info.Paused || len(info.Next) != queue.FireTimes || info.Fires != 1 || !info.LastFire.IsZero() {
+		h.Fatalf("new schedule: paused %v, next %v, fires %d, last fire %v; want running, %d times, the first put ahead, none yet",
+			info.Paused, info.Next, info.Fires, info.LastFire, queue.FireTimes)
+	}
+	paris, _ := time.LoadLocation("Europe/Paris")
+	for i, t := range info.Next {
+		local := t.In(paris)
+		if !t.After(time.Now()) || (i > 0 && !t.After(info.Next[i-1])) || local.Minute() != 30 || (local.Hour() != 2 && local.Hour() != 3) {
+			h.Fatalf("next fire times %v: want increasing future times at 02:30 Paris time (03:00 on a spring-forward day)", info.Next)
+		}
+	}
+	sc.Spec, sc.Misfire, sc.Overlap = "@every 1h", queue.MisfireAll, queue.OverlapSkip
+	if h.setSchedule(ctx, s, sc) {
+		h.Fatal("SetSchedule of an existing schedule reported a create")
+	}
+	info = h.schedule(ctx, s, "digest")
+	if info.Spec != "@every 1h" || info.Misfire != queue.MisfireAll || info.Overlap != queue.OverlapSkip {
+		h.Fatalf("replaced schedule reads %+v", info.Schedule)
+	}
+	if d := info.Next[0].Sub(time.Now()); d < 59*time.Minute || d > time.Hour+time.Second {
+		h.Fatalf("@every 1h set now: next fire in %v; want one period after the set", d)
+	}
+	_, err := s.Schedule(ctx, "nothing")
+	h.wantErr("Schedule of an unknown name", err, queue.ErrNotFound)
+	st, err := s.ScheduleStats(ctx)
+	// The fire put ahead went with the replace, and an OverlapSkip schedule puts none ahead.
+	if err != nil || st.Schedules != 1 || st.Paused != 0 || st.Fires != 0 {
+		h.Fatalf("ScheduleStats = %+v, %v; want 1 schedule, none paused, no fire", st, err)
+	}
+}
+
+// testScheduleInvalid checks that each bad field is refused with ErrInvalid naming it.
+func testScheduleInvalid(ctx context.Context, h *env, s queue.Scheduler) {
+	ok := queue.Schedule{Name: "n", Topic: "t", Spec: "@hourly"}
+	for _, tc := range []struct {
+		field string
+		edit  func(*queue.Schedule)
+	}{
+		{"name", func(sc *queue.Schedule) { sc.Name = "a@b" }},
+		{"name", func(sc *queue.Schedule) { sc.Name = "" }},
+		{"topic", func(sc *queue.Schedule) { sc.Topic = "" }},
+		{"spec", func(sc *queue.Schedule) { sc.Spec = "61 * * * *" }},
+		{"spec", func(sc *queue.Schedule) { sc.Spec = "@every 1ms" }},
+		{"time_zone", func(sc *queue.Schedule) { sc.TimeZone = "Atlantis/Capital" }},
+		{"misfire", func(sc *queue.Schedule) { sc.Misfire = "sometimes" }},
+		{"overlap", func(sc *queue.Schedule) { sc.Overlap = "maybe" }},
+	} {
+		sc := ok
+		tc.edit(&sc)
+		_, err := s.SetSchedule(ctx, sc)
+		h.wantErr("SetSchedule with a bad "+tc.field, err, queue.ErrInvalid)
+		if !strings.Contains(err.Error(), tc.field) {
+			h.Fatalf("SetSchedule with a bad %s: %q does not name the field", tc.field, err)
+		}
+	}
+	sc := ok
+	sc.Payload = make([]byte, MaxPayload+1)
+	_, err := s.SetSchedule(ctx, sc)
+	h.wantErr("SetSchedule with a payload over the limit", err, queue.ErrTooLarge)
+	if _, err := s.Schedule(ctx, "n"); !errors.Is(err, queue.ErrNotFound) {
+		h.Fatalf("a refused schedule was stored: %v", err)
+	}
+}
+
+// testSchedulePages pages through schedules in the order of their names.
+func testSchedulePages(ctx context.Context, h *env, s queue.Scheduler) {
+	names := []string{"a", "b.1", "b.2", "c", "d:x", "e-1", "e_2"}
+	for _, n := range []int{4, 0, 6, 2, 1, 5, 3} {
+		h.setSchedule(ctx, s, queue.Schedule{Name: names[n], Topic: "t", Spec: "@daily"})
+	}
+	var got []string
+	cursor := ""
+	for range len(names) + 1 {
+		page, next, err := s.Schedules(ctx, cursor, 3)
+		if err != nil {
+			h.Fatalf("Schedules(%q, 3): %v", cursor, err)
+		}
+		for _, info := range page {
+			got = append(got, info.Name)
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if strings.Join(got, " ") != strings.Join(names, " ") {
+		h.Fatalf("paged schedules %v; want %v", got, names)
+	}
+	for _, limit := range []int{0, -1, queue.MaxPage + 1} {
+		_, _, err := s.Schedules(ctx, "", limit)
+		h.wantErr("Schedules with a bad limit", err, queue.ErrInvalid)
+	}
+}
+
+// testScheduleFires runs a sub-second schedule and checks its fires: the schedule's topic and
+// payload, IDs naming their nominal time in milliseconds, due at it and never before it.
+func testScheduleFires(ctx context.Context, h *env, s queue.Scheduler) {
+	h.setSchedule(ctx, s, queue.Schedule{Name: "tick", Topic: "ticks", Payload: payload("tock"), Spec: "@every 250ms"})
+	var prev time.Time
+	for range 4 {
+		d := h.receiveOne(ctx, "ticks", time.Minute)
+		h.ack(ctx, d.Receipt)
+		name, at, ok := queue.ParseFireID(d.ID)
+		if !ok || name != "tick" || !strings.HasSuffix(d.ID, "Z") || !strings.Contains(d.ID, ".") {
+			h.Fatalf("fire ID %q: want tick@<RFC 3339 time with milliseconds>", d.ID)
+		}
+		if !bytes.Equal(d.Payload, payload("tock")) {
+			h.Fatalf("fire payload %q", d.Payload)
+		}
+		if d.DeliverAt.Before(at) {
+			h.Fatalf("fire %q due at %v, before its nominal time", d.ID, d.DeliverAt)
+		}
+		if !prev.IsZero() && at.Sub(prev)%(250*time.Millisecond) != 0 {
+			h.Fatalf("fire %q %v after the previous one: not a multiple of the period", d.ID, at.Sub(prev))
+		}
+		prev = at
+	}
+	if info := h.schedule(ctx, s, "tick"); info.Fires < 4 || info.LastFireID == "" {
+		h.Fatalf("after 4 fires: fires %d, last %q", info.Fires, info.LastFireID)
+	}
+}
+
+// testScheduleEveryTimeOnce runs a schedule every 50 ms for about 1.5 s, with MisfireAll so that
+// a loaded machine cannot excuse a gap, and checks that its nominal times follow each other without
+// a gap or a repeat.
+func testScheduleEveryTimeOnce(ctx context.Context, h *env, s queue.Scheduler) {
+	const period = 50 * time.Millisecond
+	h.setSchedule(ctx, s, queue.Schedule{Name: "fast", Topic: "fast", Spec: "@every 50ms", Misfire: queue.MisfireAll})
+	end := time.Now().Add(1500 * time.Millisecond)
+	seen := map[string]bool{}
+	var times []time.Time
+	for time.Now().Before(end) {
+		for _, d := range h.receive(ctx, "fast", 100, time.Minute) {
+			if seen[d.ID] {
+				h.Fatalf("fire %q delivered twice", d.ID)
+			}
+			seen[d.ID] = true
+			_, at, _ := queue.ParseFireID(d.ID)
+			times = append(times, at)
+			h.ack(ctx, d.Receipt)
+		}
+	}
+	if err := s.PauseSchedule(ctx, "fast"); err != nil {
+		h.Fatalf("PauseSchedule: %v", err)
+	}
+	// What fell due before the pause.
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		ds, _ := h.e.Receive(rctx, "fast", 100, time.Minute)
+		cancel()
+		if len(ds) == 0 {
+			break
+		}
+		for _, d := range ds {
+			if seen[d.ID] {
+				h.Fatalf("fire %q delivered twice", d.ID)
+			}
+			seen[d.ID] = true
+			_, at, _ := queue.ParseFireID(d.ID)
+			times = append(times, at)
+			h.ack(ctx, d.Receipt)
+		}
+	}
+	if len(times) < 10 {
+		h.Fatalf("%d fires in 1.5 s of @every 50ms", len(times))
+	}
+	first, last := times[0], times[0]
+	for _, t := range times {
+		first, last = minTime(first, t), maxTime(last, t)
+	}
+	if want := int(last.Sub(first)/period) + 1; want != len(times) {
+		h.Fatalf("%d distinct fires from %v to %v; want %d, one per period", len(times), first, last, want)
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// testScheduleReplaceRemovesFire replaces a daily schedule and checks that its fire put ahead
+// carries the new payload.
+func testScheduleReplaceRemovesFire(ctx context.Context, h *env, s queue.Scheduler) {
+	sc := queue.Schedule{Name: "daily", Topic: "t", Payload: payload("old"), Spec: "0 6 * * *"}
+	h.setSchedule(ctx, s, sc)
+	id := h.pendingFire(ctx, s, "daily")
+	sc.Payload = payload("new")
+	h.setSchedule(ctx, s, sc)
+	m, err := h.admin().Message(ctx, id)
+	if err != nil || !bytes.Equal(m.Payload, payload("new")) {
+		h.Fatalf("after the replace, fire %q: %q, %v; want the new payload", id, m.Payload, err)
+	}
+	sc.Spec = "0 7 * * *"
+	h.setSchedule(ctx, s, sc)
+	if _, err := h.admin().Message(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+		h.Fatalf("after a replace with another time, the old fire %q: %v; want it removed", id, err)
+	}
+	h.pendingFire(ctx, s, "daily")
+}
+
+// testScheduleDelete deletes a schedule: its fire to come goes with it, and it is gone.
+func testScheduleDelete(ctx context.Context, h *env, s queue.Scheduler) {
+	h.setSchedule(ctx, s, queue.Schedule{Name: "gone", Topic: "t", Spec: "@daily"})
+	id := h.pendingFire(ctx, s, "gone")
+	if ok, err := s.DeleteSchedule(ctx, "gone"); !ok || err != nil {
+		h.Fatalf("DeleteSchedule = %v, %v; want true", ok, err)
+	}
+	if _, err := h.admin().Message(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+		h.Fatalf("the deleted schedule's fire %q: %v; want it removed", id, err)
+	}
+	if ok, err := s.DeleteSchedule(ctx, "gone"); ok || err != nil {
+		h.Fatalf("second DeleteSchedule = %v, %v; want false", ok, err)
+	}
+	_, err := s.Schedule(ctx, "gone")
+	h.wantErr("Schedule after DeleteSchedule", err, queue.ErrNotFound)
+	h.wantErr("PauseSchedule of nothing", s.PauseSchedule(ctx, "gone"), queue.ErrNotFound)
+	h.wantErr("ResumeSchedule of nothing", s.ResumeSchedule(ctx, "gone"), queue.ErrNotFound)
+}
+
+// testSchedulePauseResume pauses a schedule (its fire to come goes, and it fires no more) and
+// resumes it.
+func testSchedulePauseResume(ctx context.Context, h *env, s queue.Scheduler) {
+	h.setSchedule(ctx, s, queue.Schedule{Name: "p", Topic: "t", Spec: "@daily"})
+	id := h.pendingFire(ctx, s, "p")
+	for range 2 {
+		if err := s.PauseSchedule(ctx, "p"); err != nil {
+			h.Fatalf("PauseSchedule: %v", err)
+		}
+	}
+	if info := h.schedule(ctx, s, "p"); !info.Paused || info.Next != nil {
+		h.Fatalf("paused schedule: paused %v, next %v", info.Paused, info.Next)
+	}
+	if _, err := h.admin().Message(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+		h.Fatalf("the paused schedule's fire %q: %v; want it removed", id, err)
+	}
+	if st, err := s.ScheduleStats(ctx); err != nil || st.Paused != 1 {
+		h.Fatalf("ScheduleStats = %+v, %v; want 1 paused", st, err)
+	}
+	for range 2 {
+		if err := s.ResumeSchedule(ctx, "p"); err != nil {
+			h.Fatalf("ResumeSchedule: %v", err)
+		}
+	}
+	if info := h.schedule(ctx, s, "p"); info.Paused {
+		h.Fatal("resumed schedule is paused")
+	}
+	if got := h.pendingFire(ctx, s, "p"); got != id {
+		h.Fatalf("resumed: next fire %q; want %q again", got, id)
+	}
+	// A paused @every schedule fires nothing.
+	h.setSchedule(ctx, s, queue.Schedule{Name: "q", Topic: "q", Spec: "@every 100ms"})
+	if err := s.PauseSchedule(ctx, "q"); err != nil {
+		h.Fatal(err)
+	}
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
+		ds, _ := h.e.Receive(rctx, "q", 100, time.Minute)
+		cancel()
+		if len(ds) == 0 {
+			break
+		}
+		for _, d := range ds {
+			h.ack(ctx, d.Receipt)
+		}
+	}
+}
+
+// testScheduleTrigger fires a schedule once outside its spec.
+func testScheduleTrigger(ctx context.Context, h *env, s queue.Scheduler) {
+	h.setSchedule(ctx, s, queue.Schedule{Name: "now", Topic: "t", Payload: payload("x"), Spec: "@yearly"})
+	if err := s.PauseSchedule(ctx, "now"); err != nil {
+		h.Fatal(err)
+	}
+	before := time.Now()
+	id, err := s.TriggerSchedule(ctx, "now")
+	if err != nil {
+		h.Fatalf("TriggerSchedule: %v", err)
+	}
+	name, at, ok := queue.ParseFireID(id)
+	if !ok || name != "now" || at.Before(before.Add(-time.Second)) || at.After(time.Now().Add(time.Second)) {
+		h.Fatalf("TriggerSchedule = %q; want now@<about now>", id)
+	}
+	d := h.receiveOne(ctx, "t", time.Minute)
+	if d.ID != id || !bytes.Equal(d.Payload, payload("x")) {
+		h.Fatalf("delivered %q %q; want the triggered fire %q", d.ID, d.Payload, id)
+	}
+	h.ack(ctx, d.Receipt)
+	_, err = s.TriggerSchedule(ctx, "none")
+	h.wantErr("TriggerSchedule of nothing", err, queue.ErrNotFound)
+	if info := h.schedule(ctx, s, "now"); info.LastFireID != id {
+		h.Fatalf("last fire %q; want the triggered %q", info.LastFireID, id)
+	}
+}
+
+// testScheduleOverlapSkip holds the lease of a fire of an OverlapSkip schedule and checks that no
+// other fire comes meanwhile, and that fires come again once it is acked.
+func testScheduleOverlapSkip(ctx context.Context, h *env, s queue.Scheduler) {
+	h.setSchedule(ctx, s, queue.Schedule{Name: "slow", Topic: "slow", Spec: "@every 100ms", Overlap: queue.OverlapSkip})
+	d := h.receiveOne(ctx, "slow", time.Minute)
+	h.expectNothing(ctx, "slow", 600*time.Millisecond)
+	h.ack(ctx, d.Receipt)
+	next := h.receiveOne(ctx, "slow", time.Minute)
+	_, a, _ := queue.ParseFireID(d.ID)
+	_, b, _ := queue.ParseFireID(next.ID)
+	if b.Sub(a) < 600*time.Millisecond {
+		h.Fatalf("fire %q came %v after %q, which was leased meanwhile", next.ID, b.Sub(a), d.ID)
+	}
+	if info := h.schedule(ctx, s, "slow"); info.Misfires < 4 {
+		h.Fatalf("%d misfires after 600 ms of skipped fires of @every 100ms; want at least 4", info.Misfires)
+	}
+}
+
+// testPutReplace replaces a scheduled message: new payload and due time, one message.
+func testPutReplace(ctx context.Context, h *env) {
+	h.put(ctx, queue.Message{ID: "remind", Topic: "t", Payload: payload("a"), DeliverAt: time.Now().Add(time.Hour)})
+	h.put(ctx, queue.Message{ID: "remind", Topic: "t", Payload: payload("b"), DeliverAt: time.Now().Add(200 * time.Millisecond), Replace: true})
+	d := h.receiveOne(ctx, "t", time.Minute)
+	if d.ID != "remind" || !bytes.Equal(d.Payload, payload("b")) || d.Attempt != 1 {
+		h.Fatalf("delivered %q %q attempt %d; want the replacement", d.ID, d.Payload, d.Attempt)
+	}
+	h.ack(ctx, d.Receipt)
+	h.expectNothing(ctx, "t", 300*time.Millisecond)
+	// Nothing waiting: a replace stores the message.
+	h.put(ctx, queue.Message{ID: "fresh", Topic: "t", Payload: payload("c"), Replace: true})
+	if d := h.receiveOne(ctx, "t", time.Minute); d.ID != "fresh" {
+		h.Fatalf("delivered %q; want fresh", d.ID)
+	}
+}
+
+// testPutReplaceLeased checks that a leased message is not replaced, and that the answer says so.
+func testPutReplaceLeased(ctx context.Context, h *env) {
+	h.put(ctx, queue.Message{ID: "busy", Topic: "t", Payload: payload("a")})
+	d := h.receiveOne(ctx, "t", time.Minute)
+	_, err := h.e.Put(ctx, queue.Message{ID: "busy", Topic: "t", Payload: payload("b"), Replace: true})
+	var de *queue.DuplicateError
+	if !errors.As(err, &de) || !de.Leased {
+		h.Fatalf("Put replacing a leased message: %v; want a *DuplicateError with Leased", err)
+	}
+	h.ack(ctx, d.Receipt)
+	h.expectNothing(ctx, "t", 300*time.Millisecond)
+}
