@@ -451,6 +451,9 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return false, 0, nil
 	}
+	if st, ok := out.(statusTaker); ok {
+		st.takeStatus(resp.StatusCode)
+	}
 	data, err := readAnswer(resp.Body, resp.ContentLength)
 	if err == nil {
 		err = decodeAnswer(data, out)

@@ -85,8 +85,19 @@ func serveOverHTTP(t *testing.T, e queue.Engine, maxPayload int64) queue.Engine 
 	ce := c.Engine()
 	_, admin := e.(queue.Admin)
 	_, limiter := e.(queue.Limiter)
+	_, scheduler := e.(queue.Scheduler)
 	// The client's engine has every method; what the test sees has those of e only.
 	switch {
+	case admin && limiter && scheduler:
+		return struct {
+			httpAdminLimiter
+			httpScheduler
+		}{httpAdminLimiter{httpAdmin{Engine: ce, c: c}, ce}, httpScheduler{c}}
+	case admin && scheduler:
+		return struct {
+			httpAdmin
+			httpScheduler
+		}{httpAdmin{Engine: ce, c: c}, httpScheduler{c}}
 	case admin && limiter:
 		return httpAdminLimiter{httpAdmin{Engine: ce, c: c}, ce}
 	case admin:

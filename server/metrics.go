@@ -141,6 +141,9 @@ func newMetrics(engine queue.Engine, conns *connLimiter, log *slog.Logger) *metr
 	if r, ok := engine.(queue.Reporter); ok {
 		m.reg.MustRegister(reporterCollector{r})
 	}
+	if sc, ok := engine.(queue.Scheduler); ok {
+		m.reg.MustRegister(schedulerCollector{sc})
+	}
 	m.addRoute("")
 	return m
 }

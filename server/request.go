@@ -163,7 +163,7 @@ func checkTopic(topic string) error {
 }
 
 func checkID(field, id string) error {
-	if !validName(id) {
+	if !validName(id) && !isFireID(id) {
 		return badRequest("invalid %s %q: use 1 to %d letters, digits, '-', '_' or '.', other than \".\" and \"..\"", field, truncate(id), MaxNameLen)
 	}
 	return nil

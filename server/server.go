@@ -172,6 +172,7 @@ func New(engine queue.Engine, opts ...Option) *Server {
 	s.route(api.RouteLimits, s.handleLimits)
 	s.route(api.RouteSetLimit, s.handleSetLimit)
 	s.route(api.RouteRemoveLimit, s.handleRemoveLimit)
+	s.routeSchedules()
 	s.route(api.RouteHealth, s.handleHealth)
 	s.route(api.RouteReady, s.handleReady)
 	s.route("GET /{$}", s.handleStatusPage)

@@ -16,7 +16,7 @@ import (
 const usage = `usage: tock COMMAND [flags] [args]
 
   bench    [flags]                    measure the tock wheel beside time.AfterFunc
-` + checkUsage + "\n" + queueUsage + "\n\n" + leaseUsage + "\n\n" + adminUsage + "\n" + limitUsage
+` + checkUsage + "\n" + queueUsage + "\n\n" + leaseUsage + "\n\n" + adminUsage + "\n" + limitUsage + "\n\n" + scheduleUsage
 
 // A command runs one subcommand with its arguments (after the name) and returns the process's exit
 // code.
@@ -34,6 +34,9 @@ func commands() map[string]command {
 		cmds[name] = command(run)
 	}
 	for name, run := range limitCommands() {
+		cmds[name] = command(run)
+	}
+	for name, run := range scheduleCommands() {
 		cmds[name] = command(run)
 	}
 	return cmds

@@ -79,6 +79,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	// Schedules name IANA time zones: embedded, they work on a machine without a zone database.
+	_ "time/tzdata"
 
 	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/delayq"
