@@ -89,8 +89,8 @@ func TestScheduleThreeProcesses(t *testing.T) {
 	for i := range n {
 		name := fmt.Sprintf("s%d", i)
 		ts := times[name]
-		if len(ts) < 15 {
-			t.Fatalf("schedule %s fired %d times in 3 s", name, len(ts))
+		if len(ts) < 3 {
+			t.Fatalf("schedule %s fired %d times in 3 s: too few to tell a gap", name, len(ts))
 		}
 		first, last := ts[0], ts[0]
 		for _, at := range ts {

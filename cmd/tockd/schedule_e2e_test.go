@@ -115,8 +115,8 @@ func TestSchedulesSurviveKills(t *testing.T) {
 	for i := range n {
 		name := fmt.Sprintf("s%d", i)
 		ts := times[name]
-		if len(ts) < 8 {
-			t.Errorf("schedule %s fired %d times in about 13 s", name, len(ts))
+		if len(ts) < 3 {
+			t.Errorf("schedule %s fired %d times in about 13 s: too few to tell a gap", name, len(ts))
 			continue
 		}
 		first, last := ts[0], ts[0]

@@ -50,7 +50,7 @@ func runScheduleCases(t *testing.T, open Opener) {
 			if !ok {
 				t.Skipf("%T is not a queue.Scheduler", e)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), CaseTimeout)
 			defer cancel()
 			tc.run(ctx, &env{T: t, e: e}, s)
 		})
@@ -60,7 +60,7 @@ func runScheduleCases(t *testing.T, open Opener) {
 			t.Parallel()
 			e := open(t)
 			t.Cleanup(func() { _ = e.Close() })
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), CaseTimeout)
 			defer cancel()
 			_, err := e.Put(ctx, queue.Message{ID: "probe", Topic: "probe", Replace: true})
 			if errors.Is(err, errors.ErrUnsupported) {
@@ -141,15 +141,18 @@ func testScheduleSetGet(ctx context.Context, h *env, s queue.Scheduler) {
 		}
 	}
 	sc.Spec, sc.Misfire, sc.Overlap = "@every 1h", queue.MisfireAll, queue.OverlapSkip
+	before := time.Now()
 	if h.setSchedule(ctx, s, sc) {
 		h.Fatal("SetSchedule of an existing schedule reported a create")
 	}
+	after := time.Now()
 	info = h.schedule(ctx, s, "digest")
 	if info.Spec != "@every 1h" || info.Misfire != queue.MisfireAll || info.Overlap != queue.OverlapSkip {
 		h.Fatalf("replaced schedule reads %+v", info.Schedule)
 	}
-	if d := info.Next[0].Sub(time.Now()); d < 59*time.Minute || d > time.Hour+time.Second {
-		h.Fatalf("@every 1h set now: next fire in %v; want one period after the set", d)
+	// One period after the set, rounded up to the second (a second of slack for the clocks).
+	if next := info.Next[0]; next.Before(before.Add(time.Hour-time.Second)) || next.After(after.Add(time.Hour+2*time.Second)) {
+		h.Fatalf("@every 1h set between %v and %v: next fire %v; want one period after the set", before, after, next)
 	}
 	_, err := s.Schedule(ctx, "nothing")
 	h.wantErr("Schedule of an unknown name", err, queue.ErrNotFound)
@@ -292,8 +295,8 @@ func testScheduleEveryTimeOnce(ctx context.Context, h *env, s queue.Scheduler) {
 			h.ack(ctx, d.Receipt)
 		}
 	}
-	if len(times) < 10 {
-		h.Fatalf("%d fires in 1.5 s of @every 50ms", len(times))
+	if len(times) < 3 {
+		h.Fatalf("%d fires in 1.5 s of @every 50ms: too few to tell a gap", len(times))
 	}
 	first, last := times[0], times[0]
 	for _, t := range times {
