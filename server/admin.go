@@ -3,6 +3,7 @@ package server
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -27,6 +28,24 @@ const maxLoggedIDs = 10
 // errNotAdmin answers the admin routes of an engine that is not a queue.Admin.
 var errNotAdmin = &requestError{status: http.StatusNotImplemented, msg: "this server's engine cannot be operated: " +
 	"it lists no topics or messages and takes no admin actions (it does not implement queue.Admin)"}
+
+// pageQuery returns the cursor and the limit of a page's query: api.QueryCursor, at most
+// maxCursorLen bytes, and api.QueryLimit, from 1 to queue.MaxPage (api.DefaultPage when absent).
+func pageQuery(q url.Values) (cursor string, limit int, err error) {
+	limit = api.DefaultPage
+	if v := q.Get(api.QueryLimit); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > queue.MaxPage {
+			return "", 0, badRequest("query parameter %q must be an integer from 1 to %d", api.QueryLimit, queue.MaxPage)
+		}
+		limit = n
+	}
+	cursor = q.Get(api.QueryCursor)
+	if len(cursor) > maxCursorLen {
+		return "", 0, badRequest("query parameter %q is longer than %d bytes: pass the \"next\" of the previous page", api.QueryCursor, maxCursorLen)
+	}
+	return cursor, limit, nil
+}
 
 // adminOf returns the engine as a queue.Admin, or the error that answers a route needing one.
 func (s *Server) adminOf() (queue.Admin, error) {
@@ -77,17 +96,9 @@ func (s *Server) handleMessages(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	limit := api.DefaultPage
-	if v := q.Get(api.QueryLimit); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > queue.MaxPage {
-			return badRequest("query parameter %q must be an integer from 1 to %d", api.QueryLimit, queue.MaxPage)
-		}
-		limit = n
-	}
-	cursor := q.Get(api.QueryCursor)
-	if len(cursor) > maxCursorLen {
-		return badRequest("query parameter %q is longer than %d bytes: pass the \"next\" of the previous page", api.QueryCursor, maxCursorLen)
+	cursor, limit, err := pageQuery(q)
+	if err != nil {
+		return err
 	}
 	page, next, err := a.Messages(r.Context(), topic, state, cursor, limit)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -112,18 +111,9 @@ func (s *Server) handleSchedules(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	limit := api.DefaultPage
-	if v := q.Get(api.QueryLimit); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > queue.MaxPage {
-			return badRequest("query parameter %q must be an integer from 1 to %d", api.QueryLimit, queue.MaxPage)
-		}
-		limit = n
-	}
-	cursor := q.Get(api.QueryCursor)
-	if len(cursor) > maxCursorLen {
-		return badRequest("query parameter %q: %d bytes, over %d", api.QueryCursor, len(cursor), maxCursorLen)
+	cursor, limit, err := pageQuery(r.URL.Query())
+	if err != nil {
+		return err
 	}
 	page, next, err := sc.Schedules(r.Context(), cursor, limit)
 	if err != nil {

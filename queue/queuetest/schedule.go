@@ -278,23 +278,14 @@ func testScheduleEveryTimeOnce(ctx context.Context, h *env, s queue.Scheduler) {
 		h.Fatalf("PauseSchedule: %v", err)
 	}
 	// What fell due before the pause.
-	for {
-		rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		ds, _ := h.e.Receive(rctx, "fast", 100, time.Minute)
-		cancel()
-		if len(ds) == 0 {
-			break
+	h.drain(ctx, "fast", func(d queue.Delivery) {
+		if seen[d.ID] {
+			h.Fatalf("fire %q delivered twice", d.ID)
 		}
-		for _, d := range ds {
-			if seen[d.ID] {
-				h.Fatalf("fire %q delivered twice", d.ID)
-			}
-			seen[d.ID] = true
-			_, at, _ := queue.ParseFireID(d.ID)
-			times = append(times, at)
-			h.ack(ctx, d.Receipt)
-		}
-	}
+		seen[d.ID] = true
+		_, at, _ := queue.ParseFireID(d.ID)
+		times = append(times, at)
+	})
 	if len(times) < 3 {
 		h.Fatalf("%d fires in 1.5 s of @every 50ms: too few to tell a gap", len(times))
 	}
@@ -395,17 +386,27 @@ func testSchedulePauseResume(ctx context.Context, h *env, s queue.Scheduler) {
 	if err := s.PauseSchedule(ctx, "q"); err != nil {
 		h.Fatal(err)
 	}
-	for {
+	h.drain(ctx, "q", func(queue.Delivery) {})
+}
+
+// drain receives and acks what topic has due, passing each delivery to seen, until nothing comes
+// for 400 ms: the fires of a paused schedule that fell due before the pause. A fire of a paused
+// schedule would keep it going.
+func (h *env) drain(ctx context.Context, topic string, seen func(queue.Delivery)) {
+	h.Helper()
+	for range 100 {
 		rctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
-		ds, _ := h.e.Receive(rctx, "q", 100, time.Minute)
+		ds, _ := h.e.Receive(rctx, topic, 100, time.Minute)
 		cancel()
 		if len(ds) == 0 {
-			break
+			return
 		}
 		for _, d := range ds {
+			seen(d)
 			h.ack(ctx, d.Receipt)
 		}
 	}
+	h.Fatalf("topic %q still gets fires after its schedule was paused", topic)
 }
 
 // testScheduleTrigger fires a schedule once outside its spec.
