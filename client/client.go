@@ -211,6 +211,10 @@ func (c *Client) Put(ctx context.Context, topic string, m Message) (PutResult, e
 	if err != nil {
 		return PutResult{}, err
 	}
+	if m.Replace {
+		// A batch does not replace: a replace is never coalesced.
+		return c.putOne(ctx, topic, r.AppendJSON(nil))
+	}
 	return c.put(ctx, topic, r.AppendJSON(nil))
 }
 
