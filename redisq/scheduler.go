@@ -146,6 +146,8 @@ func (s *schedShard) run() {
 			return
 		}
 		if err != nil {
+			// A refusal for the deployment's stamp is the shard drivers' to reconcile (they read
+			// every shard when subscriptions are made again): retry after a while.
 			s.q.logger().Warn("redisq: firing schedules failed; retrying", "shard", s.i, "error", err)
 			s.mu.busy, s.mu.again = false, false
 			s.mu.known = true
@@ -173,7 +175,7 @@ func (s *schedShard) step() (act int64, more bool, err error) {
 	q := s.q
 	ctx, cancel := context.WithTimeout(context.Background(), actTimeout)
 	defer cancel()
-	v, err := schedDueScript.Run(ctx, q.rdb, q.lay.keys(s.i), schedBudget).Slice()
+	v, err := schedDueScript.Run(ctx, q.rdb, q.lay.keys(s.i), q.withStamp(schedBudget)...).Slice()
 	if err != nil {
 		if q.cluster != nil && rediskit.Reloads(err) {
 			q.cluster.ReloadState(context.Background())
