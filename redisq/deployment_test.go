@@ -110,22 +110,26 @@ func TestRedisForgetsTheDeployment(t *testing.T) {
 
 	t.Run("made anew by a process opened after", func(t *testing.T) {
 		// p4 opens first after the loss and writes a configuration of its own, with a new secret,
-		// unless p1 or p2 noticed the loss first (their subscriptions are made again at once) and
-		// wrote theirs: then try again.
+		// unless a process opened before (p1, p2, p3) noticed the loss first (their subscriptions
+		// are made again as soon as Redis is back) and wrote theirs: then try again. The premise
+		// is told by the secret those held before the restart, not by the one they hold when p4
+		// is open: they adopt p4's as soon as their subscriptions are made again, which is often
+		// before p4's Open has returned (then p1's secret is p4's, and p4 came first all the same).
 		var p4 *Queue
 		for try := 0; ; try++ {
+			before := p1.dep.view.Load().secret
 			s.Restart()
 			p4 = open(&log4)
-			if !bytes.Equal(p4.dep.view.Load().secret, p1.dep.view.Load().secret) {
+			if !bytes.Equal(p4.dep.view.Load().secret, before) {
 				break
 			}
 			if try == 10 {
-				t.Fatal("p1 or p2 noticed every restart before p4 opened: the test's premise did not happen")
+				t.Fatal("p1, p2 or p3 noticed every restart before p4 opened: the test's premise did not happen")
 			}
 			p4.Close()
 		}
-		// p2 has run nothing since: the first receipt of p4 it sees makes it read the
-		// configuration, and adopt p4's.
+		// p2 adopts p4's configuration when its subscription is made again, or else at the first
+		// receipt of p4 it sees, which makes it read the configuration.
 		if err := crossAck(t, ctx, p4, p4, p2, "anew"); err != nil {
 			t.Fatalf("a receipt of p4, opened after the loss, acked through p2, opened before: %v", err)
 		}

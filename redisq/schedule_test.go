@@ -3,6 +3,7 @@ package redisq
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,4 +111,64 @@ func TestScheduleThreeProcesses(t *testing.T) {
 	if err != nil || st.Schedules != n || st.Paused != n || st.Fires != uint64(len(seen)) {
 		t.Fatalf("ScheduleStats = %+v, %v; want %d schedules, all paused, %d fires", st, err, n, len(seen))
 	}
+}
+
+// TestScheduleDriverAfterRedisForgets checks what a process's schedule drivers do when Redis
+// forgets the deployment (FLUSHALL, which, unlike a restart, makes no subscription fail, so that
+// only the driver of the schedule's shard, at its next fire, meets the shard without its stamp):
+// the driver reconciles by itself, as the housekeeping does, rather than retrying the same refusal
+// every half second; and once the deployment is made anew with another shard count, so that the
+// process refuses to serve it, its drivers stop, with no timer left.
+func TestScheduleDriverAfterRedisForgets(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	rdb := singleClient(t, s.Addr)
+	ctx := testCtx(t, time.Minute)
+	prefix := newPrefix()
+	var log logBuffer
+	q := openQueue(t, rdb, WithPrefix(prefix), WithShards(4), WithLogger(log.logger()))
+	firing := func() {
+		t.Helper()
+		if _, err := q.SetSchedule(ctx, queue.Schedule{Name: "s", Topic: "t", Spec: "@every 100ms"}); err != nil {
+			t.Fatal(err)
+		}
+		ds := receiveN(t, ctx, q, "t", 1)
+		if err := q.Ack(ctx, ds[0].Receipt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// waitFor polls cond until it holds; the test's context bounds it.
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for !cond() {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: %v", what, ctx.Err())
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+	}
+	firing()
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the schedule driver reconciles", func() bool { return metricOf(t, q, "redis_deployment_lost_total") > 0 })
+	if strings.Contains(log.String(), "firing schedules failed") {
+		t.Errorf("the schedule driver logged the refusal of the stamp rather than reconcile:\n%s", log.String())
+	}
+	firing()
+
+	if err := rdb.FlushAll(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	openQueue(t, rdb, WithPrefix(prefix), WithShards(8))
+	waitFor("the process refuses the deployment", func() bool { return q.staleErr() != nil })
+	// Its drivers stop: no run and no timer, for good (before, the schedule's driver retried its
+	// read every half second, and logged it, as long as the process lived).
+	sd := q.sched[q.lay.home("s")]
+	waitFor("the schedule driver stops", func() bool {
+		sd.mu.Lock()
+		defer sd.mu.Unlock()
+		return !sd.mu.run.busy && sd.mu.run.timerAt == 0
+	})
 }

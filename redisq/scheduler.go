@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/internal/rediskit"
 	"github.com/tockwheel/tock/schedule"
 )
@@ -39,19 +38,16 @@ type schedShard struct {
 
 	mu struct {
 		sync.Mutex
-		known   bool  // act is the shard's (false until the first step after subscribing)
-		act     int64 // the earliest act time (Redis ms); -1 none
-		timer   tock.Timer
-		timerAt int64
-		busy    bool // a step runs
-		again   bool // run again when it ends
-		stopped bool
+		known bool  // act is the shard's (false until the first step after subscribing)
+		act   int64 // the earliest act time (Redis ms); -1 none
+		run   runner
 	}
 }
 
 func newSchedShard(q *Queue, i int) *schedShard {
 	s := &schedShard{q: q, i: i, stagger: time.Duration(rand.Int64N(int64(maxSchedStagger)))}
 	s.mu.act = -1
+	s.mu.run.init(q, &s.mu.Mutex, s.run)
 	return s
 }
 
@@ -81,91 +77,58 @@ func (s *schedShard) unknown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.known = false
-	s.kickLocked()
+	s.mu.run.kickLocked()
 }
 
+// armLocked sets the timer for the earliest act time, this process's stagger later.
 func (s *schedShard) armLocked() {
-	if s.mu.stopped || s.mu.busy {
+	if !s.mu.run.idleLocked() {
 		return
 	}
 	if !s.mu.known {
-		s.kickLocked()
+		s.mu.run.kickLocked()
 		return
 	}
 	at := int64(0)
 	if s.mu.act >= 0 {
 		at = s.mu.act + s.stagger.Milliseconds()
 	}
-	if at == s.mu.timerAt {
-		return
-	}
-	s.mu.timer.Stop()
-	s.mu.timerAt = at
-	if at == 0 {
-		return
-	}
-	t, err := s.q.wheel.AfterFunc(s.q.clock.until(at), func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.mu.timerAt == at {
-			s.mu.timerAt = 0
-			s.kickLocked()
-		}
-	})
-	if err != nil {
-		s.mu.timerAt = 0
-		return
-	}
-	s.mu.timer = t
+	s.mu.run.setTimerLocked(at)
 }
 
-func (s *schedShard) kickLocked() {
-	if s.mu.stopped {
-		return
-	}
-	if s.mu.busy {
-		s.mu.again = true
-		return
-	}
-	s.mu.timer.Stop()
-	s.mu.timerAt = 0
-	s.mu.busy = true
-	s.q.wg.Add(1)
-	go s.run()
-}
-
-// run steps until the shard has nothing due, then sets the timer.
+// run steps once, and again at once while the shard has more due than a step takes; then it sets
+// the timer. A shard that refuses the deployment's stamp (Redis lost its data, or the deployment
+// was made anew) makes the process reconcile first, as the housekeeping does: the step's
+// schedules are read again with the stamp then, and a process that refuses to serve the
+// deployment stops firing.
 func (s *schedShard) run() {
-	defer s.q.wg.Done()
-	for {
-		act, more, err := s.step()
-		s.mu.Lock()
-		if s.mu.stopped || s.q.closed.Load() {
-			s.mu.busy = false
-			s.mu.Unlock()
-			return
+	act, more, err := s.step()
+	if isStampErr(err) {
+		ctx, cancel := context.WithTimeout(context.Background(), actTimeout)
+		if _, err = s.q.afterStampErr(ctx, err); err == nil {
+			more = true
 		}
-		if err != nil {
-			// A refusal for the deployment's stamp is the shard drivers' to reconcile (they read
-			// every shard when subscriptions are made again): retry after a while.
-			s.q.logger().Warn("redisq: firing schedules failed; retrying", "shard", s.i, "error", err)
-			s.mu.busy, s.mu.again = false, false
-			s.mu.known = true
-			s.mu.act = s.q.clock.now() + schedRetry.Milliseconds()
-			s.armLocked()
-			s.mu.Unlock()
-			return
-		}
-		if more || s.mu.again {
-			s.mu.again = false
-			s.mu.Unlock()
-			continue
-		}
-		s.mu.busy, s.mu.known, s.mu.act = false, true, act
-		s.armLocked()
-		s.mu.Unlock()
+		cancel()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	again := s.mu.run.endLocked()
+	if s.q.staleErr() != nil || s.mu.run.stopped || s.q.closed.Load() {
 		return
 	}
+	if err != nil {
+		s.q.logger().Warn("redisq: firing schedules failed; retrying", "shard", s.i, "error", err)
+		s.mu.known = true
+		s.mu.act = s.q.clock.now() + schedRetry.Milliseconds()
+		s.armLocked()
+		return
+	}
+	if more || again {
+		s.mu.run.kickLocked()
+		return
+	}
+	s.mu.known, s.mu.act = true, act
+	s.armLocked()
 }
 
 // step reads the shard's schedules whose act time has come, plans each, and fires them in one
@@ -237,6 +200,5 @@ func (s *schedShard) step() (act int64, more bool, err error) {
 func (s *schedShard) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mu.stopped = true
-	s.mu.timer.Stop()
+	s.mu.run.stopLocked()
 }

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/internal/rediskit"
 	"github.com/tockwheel/tock/redislock"
 )
@@ -56,11 +55,7 @@ type shard struct {
 		owner   string
 		lock    *redislock.Lock // held by this process
 		token   string          // the lock's fencing token, as the tick script compares it
-		timer   tock.Timer
-		timerAt int64 // the Redis time the timer is set for; 0 when none
-		busy    bool  // act is running
-		again   bool  // act must run again when it ends
-		stopped bool
+		run     runner          // runs act
 	}
 }
 
@@ -70,6 +65,7 @@ func newShard(q *Queue, i int) *shard {
 		fallbackStagger: time.Duration(rand.Int64N(int64(q.cfg.grace/2) + 1)),
 	}
 	s.mu.wsec, s.mu.lms = -1, -1
+	s.mu.run.init(q, &s.mu.Mutex, s.act)
 	return s
 }
 
@@ -97,7 +93,7 @@ func (s *shard) learn(fresh bool, wsec, wcount, lms int64, more bool) {
 		s.earlierLocked(wsec, wcount, lms)
 	}
 	if more {
-		s.kickLocked()
+		s.mu.run.kickLocked()
 		return
 	}
 	s.armLocked()
@@ -148,7 +144,7 @@ func (s *shard) unknown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.mu.known = false
-	s.kickLocked()
+	s.mu.run.kickLocked()
 }
 
 // lead returns how long before a second with count messages the owner promotes it.
@@ -158,11 +154,11 @@ func lead(count int64) time.Duration {
 
 // armLocked sets the timer for the shard's next action.
 func (s *shard) armLocked() {
-	if s.mu.stopped || s.mu.busy {
+	if !s.mu.run.idleLocked() {
 		return
 	}
 	if !s.mu.known {
-		s.kickLocked()
+		s.mu.run.kickLocked()
 		return
 	}
 	wheelAt := int64(-1)
@@ -171,9 +167,9 @@ func (s *shard) armLocked() {
 	}
 	event := earliest(wheelAt, s.mu.lms)
 	if event < 0 {
-		s.setTimerLocked(0)
+		s.mu.run.setTimerLocked(0)
 		if s.mu.lock != nil {
-			s.kickLocked() // nothing left: give the shard up
+			s.mu.run.kickLocked() // nothing left: give the shard up
 		}
 		return
 	}
@@ -186,7 +182,7 @@ func (s *shard) armLocked() {
 	case s.mu.lock != nil:
 		at = leadAt
 		if at > s.q.clock.now()+s.releaseAfter().Milliseconds() {
-			s.kickLocked() // far away: give the shard up until then
+			s.mu.run.kickLocked() // far away: give the shard up until then
 			return
 		}
 	case s.mu.owner == "":
@@ -197,7 +193,7 @@ func (s *shard) armLocked() {
 		// after it should have ticked.
 		at = leadAt + (s.q.cfg.grace + s.fallbackStagger).Milliseconds()
 	}
-	s.setTimerLocked(at)
+	s.mu.run.setTimerLocked(at)
 }
 
 // releaseAfter is how far away the next time must be for the owner to give the shard up.
@@ -213,51 +209,8 @@ func earliest(a, b int64) int64 {
 	return min(a, b)
 }
 
-// setTimerLocked sets the timer to fire at the Redis time at (0: no timer).
-func (s *shard) setTimerLocked(at int64) {
-	if at == s.mu.timerAt {
-		return
-	}
-	s.mu.timer.Stop()
-	s.mu.timerAt = at
-	if at == 0 {
-		return
-	}
-	t, err := s.q.wheel.AfterFunc(s.q.clock.until(at), func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.mu.timerAt != at {
-			return
-		}
-		s.mu.timerAt = 0
-		s.kickLocked()
-	})
-	if err != nil {
-		s.mu.timerAt = 0
-		return
-	}
-	s.mu.timer = t
-}
-
-// kickLocked starts act unless it runs, in which case it runs again when done.
-func (s *shard) kickLocked() {
-	if s.mu.stopped {
-		return
-	}
-	if s.mu.busy {
-		s.mu.again = true
-		return
-	}
-	s.mu.timer.Stop()
-	s.mu.timerAt = 0
-	s.mu.busy = true
-	s.q.wg.Add(1)
-	go s.act()
-}
-
 // act does what the shard needs now: read its times, take or give up its lock, tick.
 func (s *shard) act() {
-	defer s.q.wg.Done()
 	err := s.step()
 	if isStampErr(err) {
 		// The shard lost its data, or the deployment was made anew: reconcile, then read the
@@ -272,20 +225,18 @@ func (s *shard) act() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.mu.busy = false
+	again := s.mu.run.endLocked()
 	if s.q.staleErr() != nil {
 		return // this process no longer serves the deployment
 	}
-	if err != nil && !s.mu.stopped && !s.q.closed.Load() {
+	if err != nil && !s.mu.run.stopped && !s.q.closed.Load() {
 		s.q.logger().Warn("redisq: shard housekeeping failed; retrying", "shard", s.i, "error", err)
 		// Try again after a while rather than at once.
-		s.setTimerLocked(s.q.clock.now() + 500)
-		s.mu.again = false
+		s.mu.run.setTimerLocked(s.q.clock.now() + 500)
 		return
 	}
-	if s.mu.again {
-		s.mu.again = false
-		s.kickLocked()
+	if again {
+		s.mu.run.kickLocked()
 		return
 	}
 	s.armLocked()
@@ -362,7 +313,7 @@ func (s *shard) step() error {
 // took records that this process acquired the shard's lock, announces it and ticks.
 func (s *shard) took(ctx context.Context, lk *redislock.Lock, wcount int64) error {
 	s.mu.Lock()
-	if s.mu.stopped {
+	if s.mu.run.stopped {
 		s.mu.Unlock()
 		_ = lk.Unlock(ctx)
 		return nil
@@ -498,8 +449,7 @@ func (s *shard) peek(ctx context.Context) error {
 // stop ends the driver and gives up the shard's lock.
 func (s *shard) stop() {
 	s.mu.Lock()
-	s.mu.stopped = true
-	s.mu.timer.Stop()
+	s.mu.run.stopLocked()
 	lk := s.mu.lock
 	s.mu.lock = nil
 	s.mu.Unlock()
@@ -523,5 +473,5 @@ func (s *shard) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return fmt.Sprintf("shard %d: known %v, next second %d (%d messages), next lease deadline %d, owner %q (this process %q, holding %v), timer at %d, busy %v, now %d",
-		s.i, s.mu.known, s.mu.wsec, s.mu.wcount, s.mu.lms, s.mu.owner, s.q.owner, s.mu.lock != nil, s.mu.timerAt, s.mu.busy, s.q.clock.now())
+		s.i, s.mu.known, s.mu.wsec, s.mu.wcount, s.mu.lms, s.mu.owner, s.q.owner, s.mu.lock != nil, s.mu.run.timerAt, s.mu.run.busy, s.q.clock.now())
 }
