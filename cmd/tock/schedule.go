@@ -43,6 +43,7 @@ func scheduleCommand(ctx context.Context, args []string, stdout, stderr io.Write
 	misfire := qc.fs.String("misfire", "", "what to do with times missed while nothing could fire: once (default), skip or all")
 	overlap := qc.fs.String("overlap", "", "allow (default), or skip: no fire while the previous one still waits")
 	asJSON := qc.fs.Bool("json", false, "print the schedule as one line of JSON")
+	asString := qc.fs.Bool("string", false, "send PAYLOAD as a JSON string whatever it looks like")
 	pos, code, ok := qc.parse(args, 3, 4)
 	if !ok {
 		return code
@@ -57,7 +58,12 @@ func scheduleCommand(ctx context.Context, args []string, stdout, stderr io.Write
 				return exitFailed
 			}
 		}
-		req.Payload = payloadArg(raw)
+		payload, err := payloadArg(raw, *asString)
+		if err != nil {
+			fmt.Fprintf(stderr, "tock schedule: %v\n", err)
+			return exitUsage
+		}
+		req.Payload = payload
 	}
 	c, ctx, cancel, code, ok := qc.connected(ctx)
 	if !ok {

@@ -298,13 +298,6 @@ func testScheduleEveryTimeOnce(ctx context.Context, h *env, s queue.Scheduler) {
 	}
 }
 
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
-}
-
 func maxTime(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b
