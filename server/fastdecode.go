@@ -105,6 +105,10 @@ func fastPut(r *wirejson.Reader, p *api.PutRequest) bool {
 			s, ok := r.String()
 			p.DeliverAt = ptr(string(s))
 			return wirejson.Field(ok, 3)
+		case "replace":
+			v, ok := r.Bool()
+			p.Replace = v
+			return wirejson.Field(ok, 4)
 		}
 		return -1
 	})

@@ -23,6 +23,7 @@ func sentBodies() []struct {
 		{ID: "order-7", Payload: json.RawMessage(`{"to":"ada@example.com","n":[1,2.5e3,true,null]}`), Delay: strp("1h30m")},
 		{Payload: json.RawMessage(`"` + strings.Repeat("x", 98) + `"`), DeliverAt: strp("2030-01-02T15:04:05.123456789Z")},
 		{Payload: json.RawMessage(`"a \"quoted\" <string> \u00e9"`)},
+		{ID: "remind-ada", Payload: json.RawMessage(`1`), Delay: strp("30m"), Replace: true},
 	}
 	var out []struct {
 		body []byte
@@ -64,6 +65,8 @@ func TestDecodeFastReadsWhatClientsSend(t *testing.T) {
 		"{\"messages\": [\n  {\"payload\": 1},\n  {\"id\": \"invoice-7\", \"payload\": 2}\n]}\n",
 		`{"messages":[]}`,
 		`{"receipts":[]}`,
+		`{"id":"a","replace": false}`,
+		`{"replace" :true,"id":"a"}`,
 	} {
 		v := func() any { return new(api.PutRequest) }
 		switch {
@@ -105,7 +108,8 @@ func TestDecodeFastLeavesTheRest(t *testing.T) {
 	}
 	bodies = append(bodies,
 		`{"ID":"a"}`, `{"id":"a","id":"b"}`, `{"id":"a\u0062"}`, `{"id":null}`, `{"delay":null}`,
-		`{"delay":10}`, `{"messages":null}`, `{"messages":[{"payload":1},]}`, `{"messages":[1]}`,
+		`{"delay":10}`, `{"replace":null}`, `{"replace":"true"}`, `{"replace":1}`, `{"replace":tru}`,
+		`{"replace":truex}`, `{"replace":true,"replace":false}`, `{"messages":null}`, `{"messages":[{"payload":1},]}`, `{"messages":[1]}`,
 		`{"receipts":["a",null]}`, `{"receipts":"a"}`, "{\"id\":\"\xff\"}", `{"payload":01}`,
 		`{"payload":`+strings.Repeat("[", 100)+strings.Repeat("]", 100)+`}`,
 		`{"max":1.5}`, `{"max":"10"}`, `{"max":null}`, `{"wait":2}`, `{"max":99999999999999999999}`,

@@ -164,6 +164,18 @@ func Field(ok bool, n int) int {
 	return n
 }
 
+// Bool reads true or false (not null, which encoding/json takes as leaving a bool as it is).
+func (r *Reader) Bool() (v, ok bool) {
+	r.skipSpace()
+	for _, lit := range [...]string{"false", "true"} {
+		if end, _, st := literal(r.data, r.pos, lit); st == valid {
+			r.pos = end
+			return lit == "true", true
+		}
+	}
+	return false, false
+}
+
 // Int reads an integer that fits in an int, written without a fraction or an exponent.
 func (r *Reader) Int() (int, bool) {
 	r.skipSpace()

@@ -64,7 +64,7 @@ func TestPrefix(t *testing.T) {
 	}
 }
 
-func TestStringAndInt(t *testing.T) {
+func TestStringBoolAndInt(t *testing.T) {
 	for _, c := range []struct {
 		in   string
 		want string
@@ -77,6 +77,20 @@ func TestStringAndInt(t *testing.T) {
 		s, ok := r.String()
 		if ok != c.ok || string(s) != c.want {
 			t.Errorf("String(%q) = %q, %v; want %q, %v", c.in, s, ok, c.want, c.ok)
+		}
+	}
+	for _, c := range []struct {
+		in   string
+		want bool
+		ok   bool
+	}{
+		{`true`, true, true}, {` false`, false, true}, {`null`, false, false}, {`tru`, false, false},
+		{`"true"`, false, false}, {`1`, false, false}, {`f`, false, false},
+	} {
+		r := NewReader([]byte(c.in))
+		v, ok := r.Bool()
+		if ok != c.ok || v != c.want {
+			t.Errorf("Bool(%q) = %v, %v; want %v, %v", c.in, v, ok, c.want, c.ok)
 		}
 	}
 	for _, c := range []struct {
@@ -99,7 +113,7 @@ func TestStringAndInt(t *testing.T) {
 // FuzzValid checks the Reader's one promise on arbitrary bytes: what it takes, encoding/json
 // takes the same way. A value Valid takes is valid for encoding/json, compact exactly when
 // json.Compact leaves it as it is; a string String takes decodes to the same string, and an
-// integer Int takes to the same int.
+// integer Int takes to the same int, and a bool Bool takes to the same bool.
 func FuzzValid(f *testing.F) {
 	for _, c := range validCases {
 		f.Add([]byte(c.in))
@@ -146,6 +160,13 @@ func FuzzValid(f *testing.F) {
 			var want int
 			if err := json.Unmarshal(data, &want); err != nil || want != n {
 				t.Fatalf("Int(%q) = %d; encoding/json gives %d, %v", data, n, want, err)
+			}
+		}
+		r = NewReader(data)
+		if v, ok := r.Bool(); ok && r.End() {
+			var want bool
+			if err := json.Unmarshal(data, &want); err != nil || want != v {
+				t.Fatalf("Bool(%q) = %v; encoding/json gives %v, %v", data, v, want, err)
 			}
 		}
 	})
