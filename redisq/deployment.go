@@ -267,11 +267,12 @@ func (q *Queue) reconcile(ctx context.Context) error {
 		return q.refuse(fmt.Errorf("redisq: deployment %q was made anew with %d shards; this process has %d: restart it: %w",
 			q.cfg.prefix, c.shards, q.lay.shards(), ErrUnavailable))
 	case !bytes.Equal(c.secret, cur.secret):
-		q.dep.view.Store(newView(c.secret))
+		// Counted and logged first: whatever the new view serves comes after both.
 		q.metrics.deploymentAdopted.Add(1)
 		log.Error("redisq: the deployment's configuration was made anew since this process read it (Redis lost its data, and a "+
 			"process opened since wrote another): adopted it; receipts issued before are refused, their messages delivered again",
 			"prefix", q.cfg.prefix)
+		q.dep.view.Store(newView(c.secret))
 	}
 	unstamped, restamped, err := q.stampShards(ctx, q.dep.view.Load())
 	if err != nil {

@@ -5,10 +5,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tockwheel/tock/queue"
 )
@@ -49,6 +52,44 @@ func metricOf(t *testing.T, q *Queue, name string) float64 {
 	return 0
 }
 
+// A gate stands between processes and Redis: while it is shut, their clients' dials fail, so that
+// once their connections are closed (Redis restarted, or CLIENT KILL) they cannot reach Redis
+// until it opens. Its zero value is open.
+type gate struct {
+	mu     sync.RWMutex // held for reading while a dial checks the gate and connects
+	closed bool
+}
+
+// client returns a client of the Redis at addr that dials through g, closed when the test ends.
+func (g *gate) client(t testing.TB, addr string) *redis.Client {
+	var d net.Dialer
+	rdb := redis.NewClient(&redis.Options{Addr: addr, Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		g.mu.RLock()
+		defer g.mu.RUnlock()
+		if g.closed {
+			return nil, errors.New("test: the gate to Redis is shut")
+		}
+		return d.DialContext(ctx, network, addr)
+	}})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// shut shuts g, once no dial is under way: every dial after fails, and every connection made
+// through g was made before shut returned.
+func (g *gate) shut() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+}
+
+// open opens g again.
+func (g *gate) open() {
+	g.mu.Lock()
+	g.closed = false
+	g.mu.Unlock()
+}
+
 // crossAck puts a message through from, receives it through via, and acks it through to: the
 // processes of a deployment must take each other's receipts.
 func crossAck(t *testing.T, ctx context.Context, from, via, to *Queue, topic string) error {
@@ -76,12 +117,15 @@ func TestRedisForgetsTheDeployment(t *testing.T) {
 	s := startServer(t)
 	ctx := testCtx(t, time.Minute)
 	prefix := newPrefix()
-	open := func(log *logBuffer, opts ...Option) *Queue {
+	// The processes opened before a loss reach Redis through a gate, which the test shuts while it
+	// makes a process opened after the loss come first.
+	var before, after gate
+	open := func(g *gate, log *logBuffer, opts ...Option) *Queue {
 		t.Helper()
-		return openQueue(t, singleClient(t, s.Addr), append([]Option{WithPrefix(prefix), WithShards(4), WithLogger(log.logger())}, opts...)...)
+		return openQueue(t, g.client(t, s.Addr), append([]Option{WithPrefix(prefix), WithShards(4), WithLogger(log.logger())}, opts...)...)
 	}
 	var log1, log2, log3, log4, log5 logBuffer
-	p1, p2 := open(&log1), open(&log2)
+	p1, p2 := open(&before, &log1), open(&before, &log2)
 	if err := crossAck(t, ctx, p1, p2, p1, "before"); err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +143,7 @@ func TestRedisForgetsTheDeployment(t *testing.T) {
 			metricOf(t, p1, "redis_deployment_lost_total")+metricOf(t, p2, "redis_deployment_lost_total") == 0 {
 			t.Errorf("neither p1 nor p2 reported the lost configuration; logs:\n%s", logs)
 		}
-		p3 := open(&log3)
+		p3 := open(&before, &log3)
 		if err := crossAck(t, ctx, p3, p2, p1, "after"); err != nil {
 			t.Fatalf("a receipt of p2 acked through p1 after the restart: %v", err)
 		}
@@ -109,25 +153,17 @@ func TestRedisForgetsTheDeployment(t *testing.T) {
 	})
 
 	t.Run("made anew by a process opened after", func(t *testing.T) {
-		// p4 opens first after the loss and writes a configuration of its own, with a new secret,
-		// unless a process opened before (p1, p2, p3) noticed the loss first (their subscriptions
-		// are made again as soon as Redis is back) and wrote theirs: then try again. The premise
-		// is told by the secret those held before the restart, not by the one they hold when p4
-		// is open: they adopt p4's as soon as their subscriptions are made again, which is often
-		// before p4's Open has returned (then p1's secret is p4's, and p4 came first all the same).
-		var p4 *Queue
-		for try := 0; ; try++ {
-			before := p1.dep.view.Load().secret
-			s.Restart()
-			p4 = open(&log4)
-			if !bytes.Equal(p4.dep.view.Load().secret, before) {
-				break
-			}
-			if try == 10 {
-				t.Fatal("p1, p2 or p3 noticed every restart before p4 opened: the test's premise did not happen")
-			}
-			p4.Close()
+		// p4 opens first after the loss and writes a configuration of its own, with a new secret:
+		// p1, p2 and p3, which would write theirs again as soon as they noticed the loss (their
+		// drivers and subscriptions run on their own), cannot reach Redis until p4 is open.
+		secret := p1.dep.view.Load().secret
+		before.shut()
+		s.Restart()
+		p4 := open(&after, &log4)
+		if bytes.Equal(p4.dep.view.Load().secret, secret) {
+			t.Fatal("p4, opened first after the loss, took the secret of the processes opened before it")
 		}
+		before.open()
 		// p2 adopts p4's configuration when its subscription is made again, or else at the first
 		// receipt of p4 it sees, which makes it read the configuration.
 		if err := crossAck(t, ctx, p4, p4, p2, "anew"); err != nil {
@@ -152,10 +188,23 @@ func TestRedisForgetsTheDeployment(t *testing.T) {
 	})
 
 	t.Run("made anew with another shard count", func(t *testing.T) {
-		if err := singleClient(t, s.Addr).FlushAll(ctx).Err(); err != nil {
+		// FLUSHALL, with every process opened before cut off from Redis (their connections
+		// closed, their gates shut) until p5 has made the deployment anew with 8 shards.
+		before.shut()
+		after.shut()
+		admin := singleClient(t, s.Addr).Conn()
+		defer admin.Close()
+		for _, typ := range []string{"normal", "pubsub"} {
+			if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", typ, "SKIPME", "yes").Err(); err != nil {
+				t.Fatalf("CLIENT KILL TYPE %s: %v", typ, err)
+			}
+		}
+		if err := admin.FlushAll(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
 		p5 := openQueue(t, singleClient(t, s.Addr), WithPrefix(prefix), WithShards(8), WithLogger(log5.logger()))
+		before.open()
+		after.open()
 		if _, err := p5.Put(ctx, queue.Message{Topic: "eight", Payload: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
