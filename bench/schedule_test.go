@@ -1,16 +1,22 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"runtime"
+	"io"
+	"os/exec"
 	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/hibiken/asynq"
+	"github.com/tockwheel/tock/client"
+	"github.com/tockwheel/tock/internal/redistest"
 	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/redisq"
 )
@@ -23,7 +29,7 @@ var (
 	schedReceives = 4               // consumer goroutines
 )
 
-// fireLog counts the deliveries of each fire and how late each came.
+// fireLog counts the first deliveries (attempt 1) of each fire, and how late each came.
 type fireLog struct {
 	mu    sync.Mutex
 	count map[string]int
@@ -38,7 +44,9 @@ func (f *fireLog) add(id string, late time.Duration) {
 }
 
 // report reports the fires of n schedules whose nominal times fell in [from, to] (whole seconds):
-// the expected count, those missing, those delivered twice, and the lateness of all deliveries.
+// the expected count, those delivered (fires), those missing, those delivered twice, and the
+// lateness of every delivery as the consumer saw it (p50-late-ms, p99-late-ms: from the nominal
+// time to the return of the Receive that delivered it).
 func (f *fireLog) report(b *testing.B, n int, from, to time.Time, nominal func(id string) (string, time.Time, bool)) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -54,73 +62,112 @@ func (f *fireLog) report(b *testing.B, n int, from, to time.Time, nominal func(i
 		twice += c - 1
 	}
 	b.ReportMetric(float64(n*secs), "expected")
+	b.ReportMetric(float64(len(seen)), "fires")
 	b.ReportMetric(float64(n*secs-len(seen)), "missed")
 	b.ReportMetric(float64(twice), "twice")
 	reportLateness(b, f.late)
 }
 
-// BenchmarkRedisSchedules runs -schedules schedules @every 1s for -schedules.for on one Redis
-// server: redisq with three Queues on the deployment (three processes' worth of drivers, in this
-// process), and asynq's Scheduler with the same entries, then two asynq Schedulers (as two
-// processes would run), whose fires its docs say are duplicated. Consumers ack every fire; a
-// fire's lateness is from its nominal time (in its ID for redisq; the second the asynq task was
-// processed in, for asynq, whose tasks do not carry it) to its delivery.
+// redisTarget starts a Redis of masters masters (a cluster when more than one, without replicas)
+// and returns it as tockd's -redis takes it.
+func redisTarget(b *testing.B, masters int) string {
+	if masters == 1 {
+		srv, _ := redisServer(b)
+		return "redis://" + srv.Addr
+	}
+	c := redistest.StartCluster(b, redistest.ClusterConfig{Masters: masters})
+	var addrs []string
+	for _, m := range c.Masters() {
+		addrs = append(addrs, m.Addr)
+	}
+	return strings.Join(addrs, ",")
+}
+
+// BenchmarkRedisSchedules runs -schedules schedules @every 1s for -schedules.for: on redisq
+// served by three tockd processes, on one redis-server and on a cluster of three masters, and
+// asynq's Scheduler with the same entries on one redis-server, then two asynq Schedulers (as two
+// processes would run), whose fires its docs say are duplicated. Consumers ack every fire. The
+// fires counted are those whose nominal times fall in the run but its first and last
+// three seconds: expected, delivered (fires), missed and delivered twice (twice: more than one
+// first delivery of a fire). Lateness as the consumer sees it (p50-late-ms, p99-late-ms) runs
+// from a fire's nominal time (in its ID for redisq; the second its task was enqueued in, for
+// asynq, whose tasks do not carry it) to the return of the Receive that delivered it; for redisq,
+// the engine's own lateness (engine-p50-late-ms, engine-p99-late-ms: from the nominal time to the
+// script that made the fire due, measured in Redis to the upper bound of its histogram bucket)
+// is tockd's queue_lateness over the same window.
 func BenchmarkRedisSchedules(b *testing.B) {
 	n, d := *schedN, *schedFor
-	b.Run("redisq", func(b *testing.B) {
-		srv, rdb := redisServer(b)
-		if srv == nil {
-			return
-		}
-		for b.Loop() {
-			prefix := redisq.WithPrefix(fmt.Sprint("sched", time.Now().UnixNano()))
-			var qs []*redisq.Queue
-			for range 3 {
-				qs = append(qs, openRedisq(b, rdb, prefix))
-			}
-			ctx := context.Background()
-			start := time.Now()
-			for i := range n {
-				s := queue.Schedule{Name: "s" + strconv.Itoa(i), Topic: "t", Spec: "@every 1s"}
-				if _, err := qs[i%3].SetSchedule(ctx, s); err != nil {
+	for _, masters := range []int{1, 3} {
+		b.Run(fmt.Sprintf("redisq/masters=%d/tockds=3", masters), func(b *testing.B) {
+			bin := tockdBinaries(b)[0].path
+			target := redisTarget(b, masters)
+			for b.Loop() {
+				prefix := fmt.Sprint("sched", time.Now().UnixNano())
+				var cs []*client.Client
+				for range 3 {
+					p := startTockd(b, bin, "-redis", target, "-redis-prefix", prefix)
+					cs = append(cs, newTockdClient(b, p, nil))
+				}
+				ctx := context.Background()
+				for i := range n {
+					req := client.ScheduleRequest{Topic: "t", Spec: "@every 1s"}
+					if _, _, err := cs[i%3].SetSchedule(ctx, "s"+strconv.Itoa(i), req); err != nil {
+						b.Fatal(err)
+					}
+				}
+				// Each fires from the second after it was set on (whole seconds: the anchor of
+				// "@every 1s" is rounded up to the second).
+				start := time.Now()
+				log := &fireLog{count: make(map[string]int)}
+				end := start.Add(d)
+				var wg sync.WaitGroup
+				for k := range schedReceives {
+					c := cs[k%3]
+					wg.Go(func() {
+						for time.Now().Before(end.Add(2 * time.Second)) {
+							ds, err := c.Receive(ctx, "t", client.ReceiveOptions{Max: 500, Wait: 500 * time.Millisecond, Visibility: time.Minute})
+							if err != nil {
+								b.Error(err)
+								return
+							}
+							now := time.Now()
+							receipts := make([]string, 0, len(ds))
+							for _, dl := range ds {
+								if _, at, ok := queue.ParseFireID(dl.ID); ok && dl.Attempt == 1 {
+									log.add(dl.ID, now.Sub(at))
+								}
+								receipts = append(receipts, dl.Receipt)
+							}
+							if len(receipts) > 0 {
+								if err := c.Ack(ctx, receipts...); err != nil {
+									b.Error(err)
+									return
+								}
+							}
+						}
+					})
+				}
+				// The engine's lateness covers what fell due from the first Stats call on.
+				from := start.Truncate(time.Second).Add(schedMargin)
+				time.Sleep(time.Until(from))
+				if _, err := cs[0].Stats(ctx); err != nil {
 					b.Fatal(err)
 				}
+				time.Sleep(time.Until(end.Truncate(time.Second).Add(-schedMargin)))
+				st, err := cs[0].Stats(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				wg.Wait()
+				log.report(b, n, from, end.Truncate(time.Second).Add(-schedMargin), queue.ParseFireID)
+				b.ReportMetric(st.QueueLateness.P50*1000, "engine-p50-late-ms")
+				b.ReportMetric(st.QueueLateness.P99*1000, "engine-p99-late-ms")
+				for i := range n {
+					_, _ = cs[0].DeleteSchedule(ctx, "s"+strconv.Itoa(i))
+				}
 			}
-			log := &fireLog{count: make(map[string]int)}
-			end := start.Add(d)
-			var wg sync.WaitGroup
-			for k := range schedReceives {
-				q := qs[k%3]
-				wg.Go(func() {
-					for time.Now().Before(end.Add(2 * time.Second)) {
-						rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-						ds, _ := q.Receive(rctx, "t", 500, time.Minute)
-						cancel()
-						now := time.Now()
-						receipts := make([]string, len(ds))
-						for i, dl := range ds {
-							_, at, _ := queue.ParseFireID(dl.ID)
-							log.add(dl.ID, now.Sub(at))
-							receipts[i] = dl.Receipt
-						}
-						if len(ds) > 0 {
-							_ = q.Ack(ctx, receipts...)
-						}
-					}
-				})
-			}
-			wg.Wait()
-			from := start.Truncate(time.Second).Add(schedMargin)
-			log.report(b, n, from, end.Truncate(time.Second).Add(-schedMargin), queue.ParseFireID)
-			if st, err := qs[0].Stats(ctx); err == nil {
-				// Measured in Redis, where the scripts make each message due (to bucket bounds).
-				b.ReportMetric(float64(st.Lateness.P99.Microseconds())/1000, "engine-p99-late-ms")
-			}
-			for i := range n {
-				_, _ = qs[0].DeleteSchedule(ctx, "s"+strconv.Itoa(i))
-			}
-		}
-	})
+		})
+	}
 	for _, schedulers := range []int{1, 2} {
 		b.Run(fmt.Sprintf("asynq-%dscheduler", schedulers), func(b *testing.B) {
 			srv, _ := redisServer(b)
@@ -201,20 +248,23 @@ func BenchmarkRedisSchedules(b *testing.B) {
 	}
 }
 
-// BenchmarkRedisScheduleMemory defines -schedules.defined daily schedules on redisq and reports
-// Redis's memory per schedule (each with its fire put ahead, a message), and how long a new
-// process takes to open the deployment then (it reads no schedule: the act times are in Redis).
+// BenchmarkRedisScheduleMemory defines -schedules.defined daily schedules on redisq (one
+// redis-server) and reports Redis's memory per schedule (redis-B/schedule: used_memory of INFO
+// memory, before and after; each schedule with its next fire put ahead, a message of 100 bytes),
+// then how long a tockd takes to serve that deployment after another was killed (SIGKILL) while
+// serving it: from its start to its first ready answer (open-ms), beside the same for a deployment
+// without schedules, in the same run (open-empty-ms).
 func BenchmarkRedisScheduleMemory(b *testing.B) {
 	n := *schedDefined
 	srv, rdb := redisServer(b)
 	if srv == nil {
 		return
 	}
+	bin := tockdBinaries(b)[0].path
 	for b.Loop() {
 		ctx := context.Background()
-		prefix := redisq.WithPrefix(fmt.Sprint("mem", time.Now().UnixNano()))
-		q := openRedisq(b, rdb, prefix)
-		runtime.GC()
+		prefix := fmt.Sprint("mem", time.Now().UnixNano())
+		q := openRedisq(b, rdb, redisq.WithPrefix(prefix))
 		before := info(b, rdb, "memory", "used_memory")
 		var wg sync.WaitGroup
 		next := make(chan int, 1024)
@@ -238,13 +288,56 @@ func BenchmarkRedisScheduleMemory(b *testing.B) {
 		wg.Wait()
 		after := info(b, rdb, "memory", "used_memory")
 		b.ReportMetric(float64(after-before)/float64(n), "redis-B/schedule")
+		q.Close()
+		empty := prefix + "-empty"
+		openRedisq(b, rdb, redisq.WithPrefix(empty)).Close()
+		b.ReportMetric(openAfterKill(b, bin, srv.Addr, prefix), "open-ms")
+		b.ReportMetric(openAfterKill(b, bin, srv.Addr, empty), "open-empty-ms")
+		rdb.FlushAll(ctx)
+	}
+}
+
+// openAfterKill starts a tockd on the deployment prefix of the redis-server at addr, waits until
+// it is ready, kills it (SIGKILL), and returns how many milliseconds another tockd then takes from
+// its start to its first ready answer (/readyz, asked every 5 ms).
+func openAfterKill(b *testing.B, bin, addr, prefix string) float64 {
+	ctx := context.Background()
+	ready := func() (*exec.Cmd, time.Duration) {
 		t0 := time.Now()
-		other, err := redisq.Open(ctx, rdb, prefix)
+		cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-redis", "redis://"+addr, "-redis-prefix", prefix)
+		stderr, err := cmd.StderrPipe()
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(float64(time.Since(t0).Microseconds())/1000, "open-ms")
-		other.Close()
-		rdb.FlushAll(ctx)
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		sc := bufio.NewScanner(stderr)
+		var url string
+		for url == "" && sc.Scan() {
+			if m := tockdListening.FindStringSubmatch(sc.Text()); m != nil {
+				url = "http://" + m[1]
+			}
+		}
+		go io.Copy(io.Discard, stderr)
+		if url == "" {
+			b.Fatal("tockd did not start listening")
+		}
+		c, err := client.New(url, client.WithRetries(0, 0))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for c.Ready(ctx) != nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+		return cmd, time.Since(t0)
 	}
+	first, _ := ready()
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		b.Fatal(err)
+	}
+	_ = first.Wait()
+	_, took := ready()
+	return float64(took.Microseconds()) / 1000
 }
