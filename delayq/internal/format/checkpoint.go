@@ -114,7 +114,7 @@ func DecodeCheckpoint(b []byte, apply func(*Edit) error) (CheckpointFile, error)
 		return cf, err
 	case v >= 4 && v <= 6:
 		err = decodeEditsV6(b, &cf, edit)
-	case v == CheckpointVersion:
+	case v >= 7 && v <= CheckpointVersion:
 		err = decodeEdits(b, &cf, edit)
 	default:
 		return CheckpointFile{}, &Error{Offset: 8, Reason: fmt.Sprintf("unsupported checkpoint version %d", v)}
