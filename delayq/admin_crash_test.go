@@ -49,10 +49,10 @@ func TestAdminCrash(t *testing.T) {
 	var lastPause string             // the last pause or resume that returned: "on" or "off", with its round
 	var pauseRounds []string         // rounds whose pause or resume began, in order
 	dead := map[string]string{}      // ID on d that died -> its round
-	const gens = 5
-	for gen := range gens {
+	exercised := func() bool { return len(purgeEnded) > 0 && len(dead) > 0 && lastPause != "" }
+	killRounds(rng, 5, exercised, func(gen int, inOpen bool) {
 		env := []string{"DELAYQ_ADMIN_CRASH_DIR=" + dir, fmt.Sprintf("DELAYQ_ADMIN_CRASH_GEN=%d", gen)}
-		runUntilKilled(t, "TestAdminCrashChild", env, time.Duration(200+rng.IntN(800))*time.Millisecond, func(line string) {
+		runUntilKilled(t, "TestAdminCrashChild", env, time.Duration(200+rng.IntN(800))*time.Millisecond, inOpen, func(line string) {
 			f := strings.Fields(line)
 			if len(f) != 3 {
 				if strings.HasPrefix(line, "fatal") {
@@ -88,7 +88,7 @@ func TestAdminCrash(t *testing.T) {
 				dead[f[1]] = f[2]
 			}
 		})
-	}
+	})
 
 	q := open(t, dir, WithMaxAttempts(1))
 	check(t, q)
@@ -164,6 +164,7 @@ func TestAdminCrashChild(t *testing.T) {
 		fmt.Fprintf(out, format+"\n", args...)
 		out.Flush()
 	}
+	report("ready")
 	fatal := func(what string, err error) {
 		report("fatal %s: %v", what, err)
 		os.Exit(2)

@@ -63,6 +63,7 @@ func crashChild(dir string, seed uint64) {
 		out.Flush()
 		mu.Unlock()
 	}
+	report("ready")
 	ctx := context.Background()
 	ids := make(chan string, 1024)
 	var wg sync.WaitGroup
@@ -191,10 +192,17 @@ func (l *crashLog) parse(t *testing.T, line string, gen int) {
 }
 
 // runUntilKilled runs the test function child of this test binary in a process of its own, with
-// env added to its environment, hands each line it prints to line, and kills it with SIGKILL after
-// the given time. It fails t if the child exits by itself before.
-func runUntilKilled(t *testing.T, child string, env []string, after time.Duration, line func(string)) {
+// env added to its environment, hands each line it prints to line, and kills it with SIGKILL
+// after the given time: counted from the moment the child prints "ready" (its Open returned), or,
+// when inOpen, from its start, so that the kill may land in Open's recovery. Counting from
+// "ready" keeps a loaded machine, which may take seconds to start a child, from killing every
+// child before it did anything. It fails t if the child exits by itself before, or is not ready
+// within readyBound: Open hung (five minutes are not a promise of Open's, but far beyond any Open of
+// these small directories however loaded the machine; the parent cannot see a hung child's
+// goroutines otherwise).
+func runUntilKilled(t *testing.T, child string, env []string, after time.Duration, inOpen bool, line func(string)) {
 	t.Helper()
+	const readyBound = 5 * time.Minute
 	cmd := exec.Command(os.Args[0], "-test.run=^"+child+"$", "-test.count=1")
 	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
@@ -213,8 +221,12 @@ func runUntilKilled(t *testing.T, child string, env []string, after time.Duratio
 		}
 		close(lines)
 	}()
-	kill := time.After(after)
-	killed := false
+	var kill <-chan time.Time
+	if inOpen {
+		kill = time.After(after)
+	}
+	notReady := time.After(readyBound)
+	killed, hung := false, false
 	for lines != nil {
 		select {
 		case l, ok := <-lines:
@@ -222,15 +234,90 @@ func runUntilKilled(t *testing.T, child string, env []string, after time.Duratio
 				lines = nil
 				break
 			}
+			if l == "ready" && kill == nil {
+				kill, notReady = time.After(after), nil
+			}
 			line(l)
 		case <-kill:
 			cmd.Process.Signal(syscall.SIGKILL)
-			killed = true
+			killed, kill, notReady = true, nil, nil
+		case <-notReady:
+			cmd.Process.Signal(syscall.SIGKILL)
+			hung, notReady = true, nil
 		}
 	}
 	err = cmd.Wait()
-	if !killed {
+	switch {
+	case hung:
+		t.Fatalf("%s not ready %v after it started: its Open hung", child, readyBound)
+	case !killed:
 		t.Fatalf("%s exited by itself: %v", child, err)
+	}
+}
+
+// killRounds runs the children of a crash test one after another (run runs one, with
+// runUntilKilled) until at least rounds of them ran and exercised reports that they did what the
+// test needs, and at most 20 times rounds. One child in four is killed counting from its start,
+// so that kills land in Open's recovery too (and, on a loaded machine, before it); the others
+// after their Open returned. A loaded machine thus runs more children, never fewer operations:
+// the test then checks its premise, which fails only if even 20 times the rounds did too little.
+func killRounds(rng *rand.Rand, rounds int, exercised func() bool, run func(gen int, inOpen bool)) int {
+	gen := 0
+	for ; gen < 20*rounds && (gen < rounds || !exercised()); gen++ {
+		run(gen, rng.IntN(4) == 0)
+	}
+	return gen
+}
+
+// drainWanted receives topic's messages from q, passing each delivery to got, until every
+// message of want (its ID and when it is due, in Unix ns) has come; got must delete what it
+// receives from want. No lateness is promised, so a loaded machine only makes it wait longer:
+// what it must tell apart from slowness is a defect. Each time a Receive waited a second for
+// nothing, it looks up the wanted messages already due, and fails t if the queue no longer holds
+// one (lost), or held one due at the last look and still does (a due message Receive does not
+// deliver). A message the loader has not yet made due is waited for.
+//
+// explain, if not nil, says more of a lost message in the failure.
+func drainWanted(t *testing.T, q *Queue, topic string, visibility time.Duration, want map[string]int64, got func(Delivery), explain func(id string) string) {
+	t.Helper()
+	ctx := context.Background()
+	dueBefore := map[string]bool{}
+	for len(want) > 0 {
+		rctx, cancel := context.WithTimeout(ctx, time.Second)
+		ds, err := q.Receive(rctx, topic, 256, visibility)
+		cancel()
+		for _, d := range ds {
+			got(d)
+		}
+		if err == nil {
+			continue
+		}
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("drain: %v", err)
+		}
+		now := time.Now().UnixNano()
+		due := map[string]bool{}
+		for id, at := range want {
+			if at > now {
+				continue
+			}
+			m, err := q.Message(ctx, id)
+			switch {
+			case errors.Is(err, ErrNotFound):
+				why := ""
+				if explain != nil {
+					why = "; " + explain(id)
+				}
+				t.Fatalf("drain: %s, due %v ago, is lost: the queue no longer holds it (%d messages still wanted)%s", id, time.Duration(now-at), len(want), why)
+			case err != nil:
+				t.Fatalf("drain: %s: %v", id, err)
+			case m.State == queue.Due && dueBefore[id]:
+				t.Fatalf("drain: %s has been due for a Receive of a second and was not delivered: %+v", id, m)
+			case m.State == queue.Due:
+				due[id] = true
+			}
+		}
+		dueBefore = due
 	}
 }
 
@@ -246,39 +333,29 @@ func TestCrash(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	dir := t.TempDir()
 	l := &crashLog{deliverAt: map[string]int64{}, acked: map[string]int64{}, cancelled: map[string]int64{}, tried: map[string]bool{}}
-	const rounds = 6
-	for gen := range rounds {
+	gens := killRounds(rng, 6, func() bool { return len(l.acked) > 0 && len(l.cancelled) > 0 }, func(gen int, inOpen bool) {
 		// The child's sequence numbers restart at 1; make them global by offsetting each child's.
 		env := []string{crashEnv + "=" + dir, fmt.Sprintf("DELAYQ_CRASH_SEED=%d", seed+uint64(gen))}
-		runUntilKilled(t, "TestCrashChild", env, time.Duration(150+rng.IntN(700))*time.Millisecond, func(line string) {
+		runUntilKilled(t, "TestCrashChild", env, time.Duration(150+rng.IntN(700))*time.Millisecond, inOpen, func(line string) {
 			l.parse(t, offsetSeq(line, int64(gen)<<40), gen)
 		})
-	}
+	})
 
 	// Drain: everything put and neither acked nor cancelled must come.
 	q := open(t, dir, WithMaxAttempts(0))
 	defer q.Close()
 	check(t, q)
-	outstanding := map[string]bool{}
-	for id := range l.deliverAt {
+	outstanding := map[string]int64{}
+	for id, at := range l.deliverAt {
 		if !l.tried[id] {
-			outstanding[id] = true
+			outstanding[id] = at
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for len(outstanding) > 0 {
-		ds, err := q.Receive(ctx, "t", 256, time.Minute)
-		if err != nil {
-			t.Fatalf("drain: %v; %d messages never delivered, e.g. %v", err, len(outstanding), firstKey(outstanding))
-		}
-		now := time.Now().UnixNano()
-		for _, d := range ds {
-			l.recvs = append(l.recvs, crashRecv{id: d.ID, at: now, start: 1 << 62, generation: rounds})
-			delete(outstanding, d.ID)
-		}
-	}
-	var nrecv [rounds + 1]int
+	drainWanted(t, q, "t", time.Hour, outstanding, func(d Delivery) {
+		l.recvs = append(l.recvs, crashRecv{id: d.ID, at: time.Now().UnixNano(), start: 1 << 62, generation: gens})
+		delete(outstanding, d.ID)
+	}, nil)
+	nrecv := make([]int, gens+1)
 	for _, r := range l.recvs {
 		nrecv[r.generation]++
 		if at, ok := l.deliverAt[r.id]; ok && r.at < at {
@@ -291,7 +368,7 @@ func TestCrash(t *testing.T) {
 			t.Errorf("%s delivered after its cancel (child %d)", r.id, r.generation)
 		}
 	}
-	t.Logf("%d puts, %d acks, %d cancels; deliveries per child and drain: %v", len(l.deliverAt), len(l.acked), len(l.cancelled), nrecv)
+	t.Logf("%d children; %d puts, %d acks, %d cancels; deliveries per child and drain: %v", gens, len(l.deliverAt), len(l.acked), len(l.cancelled), nrecv)
 	if len(l.acked) == 0 || len(l.cancelled) == 0 {
 		t.Errorf("the children acked %d and cancelled %d messages: the test exercised too little", len(l.acked), len(l.cancelled))
 	}
@@ -315,18 +392,11 @@ func offsetSeq(line string, off int64) string {
 	return line
 }
 
-func firstKey(m map[string]bool) string {
-	for k := range m {
-		return k
-	}
-	return ""
-}
-
 // TestPurgeCrash kills, with SIGKILL at random moments, child processes (TestPurgeCrashChild)
 // that put messages due a few seconds ahead on a queue whose horizon is one second, so that every
-// message is rolled (written again into a later list) several times while it waits; purge the
-// topic's scheduled messages, cancel some of them, and receive and ack those that come due, all at
-// once. After each purge a child looks up the messages put before it began: none may still be
+// message is rolled (written again into a later list) several times while it waits; purge topic
+// s's scheduled messages (topic k, whose messages share s's lists, is never purged), cancel some
+// of them, and receive and ack those that come due, all at once. After each purge a child looks up the messages put before it began: none may still be
 // scheduled.
 //
 // It is the regression test of a purge that came back. The one seen was no crash's doing: Purge
@@ -348,8 +418,17 @@ func firstKey(m map[string]bool) string {
 //     ended before it was due (it was scheduled throughout the purge);
 //   - nor by a Receive that began after a Cancel of it returned true, or after an Ack of it returned;
 //   - a message is delivered if its put returned, no Cancel or Ack of it began, and no purge that
-//     could have taken it began before it was due;
+//     could have taken it began before it was delivered: every message of k, and those of s put
+//     after the last purge began;
 //   - no message is delivered before it is due.
+//
+// A purge may take a message of s that was due before it began: Purge takes what the queue holds
+// scheduled, and no lateness is promised. Under load (seen at load 25 in CI, 5 messages "lost";
+// reproduced here 3 runs in 9 with three of these tests at once under -race at load 30) a message
+// due while no child ran is still scheduled when the next child opens the queue, in a list its
+// loader has not yet loaded, and the child's first purge, 0.8 to 3.2 s after the message was due,
+// takes it. So the test no longer assumes that a purge which began after a message was due could
+// not take it; the loss of a message no purge may take is checked on topic k instead.
 func TestPurgeCrash(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash test runs child processes")
@@ -358,61 +437,62 @@ func TestPurgeCrash(t *testing.T) {
 	rng := rand.New(rand.NewPCG(seed, 0))
 	dir := t.TempDir()
 	l := &purgeLog{put: map[string]purgePut{}, acked: map[string]int64{}, cancelled: map[string]int64{}, tried: map[string]bool{}}
-	rounds := testlong.Pick(6, 30)
-	for gen := range rounds {
+	gens := killRounds(rng, testlong.Pick(6, 30), func() bool { return l.returned() > 0 && len(l.cancelled) > 0 }, func(gen int, inOpen bool) {
 		env := []string{purgeCrashEnv + "=" + dir, fmt.Sprintf("DELAYQ_PURGE_CRASH_SEED=%d", seed+uint64(gen))}
-		runUntilKilled(t, "TestPurgeCrashChild", env, time.Duration(300+rng.IntN(900))*time.Millisecond, func(line string) {
+		runUntilKilled(t, "TestPurgeCrashChild", env, time.Duration(300+rng.IntN(900))*time.Millisecond, inOpen, func(line string) {
 			l.parse(t, line, gen)
 		})
-	}
+	})
 	q := open(t, dir, WithMaxAttempts(0))
 	defer q.Close()
 	check(t, q)
-	// Drain: receive until every message that must come has come (or a minute has passed, which
-	// fails the test), then whatever else is due.
-	want := map[string]bool{}
+	// Drain: receive until every message that must come has come, then whatever else is due,
+	// until the queue holds nothing.
+	want := map[string]int64{}
 	for id, p := range l.put {
 		if !l.tried[id] && !l.mayBePurged(p) {
-			want[id] = true
+			want[id] = p.due
 		}
 	}
 	for _, r := range l.recvs {
 		delete(want, r.id)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	receive := func(ctx context.Context) error {
-		ds, err := q.Receive(ctx, "s", 256, time.Hour)
-		now := time.Now().UnixNano()
-		for _, d := range ds {
-			l.recvs = append(l.recvs, crashRecv{id: d.ID, at: now, start: 1 << 62, generation: rounds})
-			delete(want, d.ID)
-			if err := q.Ack(context.Background(), d.Receipt); err != nil {
-				t.Fatal(err)
+	receive := func(d Delivery) {
+		l.recvs = append(l.recvs, crashRecv{id: d.ID, at: time.Now().UnixNano(), start: 1 << 62, generation: gens})
+		delete(want, d.ID)
+		if err := q.Ack(context.Background(), d.Receipt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, topic := range []string{"k", "s"} {
+		of := map[string]int64{}
+		for id, due := range want {
+			if l.put[id].topic == topic {
+				of[id] = due
 			}
 		}
-		return err
+		drainWanted(t, q, topic, time.Hour, of, func(d Delivery) {
+			receive(d)
+			delete(of, d.ID)
+		}, nil)
 	}
-	for len(want) > 0 {
-		if err := receive(ctx); err != nil {
-			break // the minute is up: want lists the messages lost
-		}
-	}
-	var last int64
-	for _, p := range l.put {
-		last = max(last, p.due)
-	}
-	time.Sleep(time.Until(time.Unix(0, last)))
+	ctx := context.Background()
 	for {
-		rctx, rcancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		err := receive(rctx)
-		rcancel()
+		ti, err := q.Topics(ctx)
 		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ti) == 0 {
 			break
 		}
-	}
-	if ti, err := q.Topics(ctx); err != nil || len(ti) != 0 {
-		t.Errorf("after the drain: topics %+v, %v", ti, err)
+		for _, topic := range []string{"k", "s"} {
+			rctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			ds, _ := q.Receive(rctx, topic, 256, time.Hour)
+			cancel()
+			for _, d := range ds {
+				receive(d)
+			}
+		}
 	}
 	delivered := map[string]bool{}
 	for _, r := range l.recvs {
@@ -437,15 +517,8 @@ func TestPurgeCrash(t *testing.T) {
 			purged++
 		}
 	}
-	lost := 0
-	for id := range want {
-		if lost++; lost <= 5 {
-			p := l.put[id]
-			t.Errorf("%s, put at seq %d due %v, never delivered and no purge began while it waited", id, p.seq, time.Unix(0, p.due))
-		}
-	}
-	t.Logf("%d puts, %d purges (%d returned), %d purged, %d cancels, %d acks, %d deliveries; %d lost",
-		len(l.put), len(l.purges), l.returned(), purged, len(l.cancelled), len(l.acked), len(l.recvs), lost)
+	t.Logf("%d children; %d puts, %d purges (%d returned), %d purged, %d cancels, %d acks, %d deliveries",
+		gens, len(l.put), len(l.purges), l.returned(), purged, len(l.cancelled), len(l.acked), len(l.recvs))
 	if purged == 0 || len(l.cancelled) == 0 || l.returned() == 0 {
 		t.Errorf("%d purged, %d cancels, %d purges returned: the test exercised too little", purged, len(l.cancelled), l.returned())
 	}
@@ -463,9 +536,10 @@ type purgeLog struct {
 	recvs     []crashRecv
 }
 
-// A purgePut is one message put: the seqs before its put began and after it returned, and when
-// it is due (Unix ns).
+// A purgePut is one message put: its topic, the seqs before its put began and after it returned,
+// and when it is due (Unix ns).
 type purgePut struct {
+	topic            string
 	before, seq, due int64
 }
 
@@ -485,8 +559,12 @@ func (l *purgeLog) returned() int {
 	return n
 }
 
-// purgedBy returns a purge that returned and must have taken p, or nil.
+// purgedBy returns a purge that returned and must have taken p, or nil: one of topic s that began
+// after p's put returned and returned before p was due (p was scheduled throughout it).
 func (l *purgeLog) purgedBy(p purgePut) *purgeRun {
+	if p.topic != "s" {
+		return nil
+	}
 	for i, r := range l.purges {
 		if r.ended != 0 && r.seq > p.seq && r.ended < p.due {
 			return &l.purges[i]
@@ -495,11 +573,15 @@ func (l *purgeLog) purgedBy(p purgePut) *purgeRun {
 	return nil
 }
 
-// mayBePurged reports whether a purge may have taken p: it began before p was due, and did not
-// return before p's put began.
+// mayBePurged reports whether a purge may have taken p: p is of topic s, and a purge did not
+// return before p's put began. When the purge began does not matter: the queue may hold a message
+// scheduled past its due time (see TestPurgeCrash).
 func (l *purgeLog) mayBePurged(p purgePut) bool {
+	if p.topic != "s" {
+		return false
+	}
 	for _, r := range l.purges {
-		if r.began < p.due && (r.ended == 0 || r.endSeq > p.before) {
+		if r.ended == 0 || r.endSeq > p.before {
 			return true
 		}
 	}
@@ -519,8 +601,8 @@ func (l *purgeLog) parse(t *testing.T, line string, gen int) {
 	}
 	seq := func(i int) int64 { return num(i) + int64(gen)<<40 }
 	switch {
-	case len(f) == 5 && f[0] == "put": // put ID due before seq
-		l.put[f[1]] = purgePut{before: seq(3), seq: seq(4), due: num(2)}
+	case len(f) == 6 && f[0] == "put": // put ID topic due before seq
+		l.put[f[1]] = purgePut{topic: f[2], before: seq(4), seq: seq(5), due: num(3)}
 	case len(f) == 3 && f[0] == "purge": // purge began seq
 		l.purges = append(l.purges, purgeRun{seq: seq(2), began: num(1)})
 	case len(f) == 4 && f[0] == "purged": // purged ended seq-of-its-begin seq
@@ -566,6 +648,7 @@ func TestPurgeCrashChild(t *testing.T) {
 		out.Flush()
 		mu.Unlock()
 	}
+	report("ready")
 	fatal := func(what string, err error) {
 		report("fatal %s: %v", what, err)
 		os.Exit(2)
@@ -584,9 +667,10 @@ func TestPurgeCrashChild(t *testing.T) {
 			rng := rand.New(rand.NewPCG(seed, uint64(g)))
 			for {
 				var batch []Message
+				topic := []string{"s", "k"}[rng.IntN(2)]
 				for range 1 + rng.IntN(4) {
 					at := time.Now().Add(1500*time.Millisecond + time.Duration(rng.IntN(4500))*time.Millisecond)
-					batch = append(batch, Message{Topic: "s", Payload: []byte(strconv.Itoa(rng.Int())), DeliverAt: at})
+					batch = append(batch, Message{Topic: topic, Payload: []byte(strconv.Itoa(rng.Int())), DeliverAt: at})
 				}
 				before := seq.Add(1)
 				got, err := q.PutBatch(ctx, batch)
@@ -595,11 +679,13 @@ func TestPurgeCrashChild(t *testing.T) {
 				}
 				s := seq.Add(1)
 				for i, id := range got {
-					report("put %s %d %d %d", id, batch[i].DeliverAt.UnixNano(), before, s)
-					recent.Lock()
-					recent.ids[recent.n%len(recent.ids)], recent.seqs[recent.n%len(recent.ids)] = id, s
-					recent.n++
-					recent.Unlock()
+					report("put %s %s %d %d %d", id, topic, batch[i].DeliverAt.UnixNano(), before, s)
+					if topic == "s" {
+						recent.Lock()
+						recent.ids[recent.n%len(recent.ids)], recent.seqs[recent.n%len(recent.ids)] = id, s
+						recent.n++
+						recent.Unlock()
+					}
 					select {
 					case ids <- id:
 					default:
@@ -648,10 +734,12 @@ func TestPurgeCrashChild(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	for { // consumer
+	for i := 0; ; i++ { // consumer
 		start := seq.Add(1)
-		ds, err := q.Receive(ctx, "s", 16, time.Minute)
-		if err != nil {
+		rctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond) // then the other topic
+		ds, err := q.Receive(rctx, []string{"s", "k"}[i%2], 16, time.Minute)
+		cancel()
+		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			fatal("receive", err)
 		}
 		now := time.Now().UnixNano()
