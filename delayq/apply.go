@@ -24,7 +24,8 @@ import (
 // and those a crash kept out of it are appended at the end of recovery.
 
 // commitLocked appends rec and applies it. list is the list rec takes out of the wheel, for
-// Advance and Relocate records. A failure to append stops the queue.
+// Advance and Relocate records. A failure to append stops the queue: the error returned is the
+// queue's failure, which matches ErrUnavailable.
 func (q *Queue) commitLocked(rec *format.Record, list []listRecord) (end wal.Pos, err error) {
 	return q.commitGroupLocked(rec, false, list)
 }
@@ -38,7 +39,7 @@ func (q *Queue) commitGroupLocked(rec *format.Record, more bool, list []listReco
 	}
 	if err != nil {
 		q.failLocked(err)
-		return 0, err
+		return 0, q.err
 	}
 	return end, nil
 }

@@ -179,8 +179,11 @@ func (q *Queue) checkpoint() error {
 	q.ckptMu.Lock()
 	defer q.ckptMu.Unlock()
 	end, pins, err := q.writeCheckpoint()
-	if err != nil || pins == nil {
-		return err
+	if err != nil {
+		return q.fail(err) // the disk did not take the checkpoint or the log before it
+	}
+	if pins == nil {
+		return nil
 	}
 	return q.retain(end, pins)
 }

@@ -73,6 +73,7 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 			err = fmt.Errorf("delayq: %w", ctx.Err())
 		case <-q.closed:
 			err = errClosed
+		case <-q.stopped: // the loop returns the failure
 		}
 		q.mu.Lock()
 		t.waiters--

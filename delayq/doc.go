@@ -87,6 +87,23 @@
 // Every reader of a slot's list reads past damage alike, so [Queue.Messages] lists what Receive
 // will deliver. [Check] (the command tock check) verifies a directory offline.
 //
+// # A full disk
+//
+// A write or sync of the log or the checkpoint that fails (a full disk, a quota reached, an I/O
+// error) stops the queue: the calls whose records were not yet durable fail, every later call and
+// every waiting Receive fails, and [Queue.Ready] reports it, all with errors matching
+// [ErrUnavailable] that keep the cause in their chain; the failure is logged at level ERROR. A
+// call that failed was not acknowledged, and its records may or may not be found after it.
+//
+// The queue does not resume in place: its memory holds the effect of records the disk did not
+// take, and a second way of rebuilding the state beside recovery's would be one more place for a
+// mistake to lose data. The way back is recovery's, the one every crash takes: [Queue.Close] the
+// stopped queue and [Open] the directory again once the disk has room. Open cuts the torn end of
+// the failed write and replays what was durable, so every acknowledged message is there and none
+// comes early; leases end, as at any reopen. While the disk is still full, Open fails with an
+// error matching ErrUnavailable: try again later. tockd does this by itself (see cmd/tockd): it
+// reopens the directory, with a backoff, until an Open succeeds, answering 503 meanwhile.
+//
 // # Caveats
 //
 // Ordering is by due time, to the millisecond; messages due at the same moment have no promised

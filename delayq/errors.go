@@ -3,6 +3,7 @@ package delayq
 import (
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
 	"github.com/tockwheel/tock/queue"
@@ -41,8 +42,12 @@ var (
 	ErrDuplicate = queue.ErrDuplicate
 
 	// ErrUnavailable is matched by the errors of a queue stopped by a failure it cannot recover
-	// from while open (a write or sync of the log failed, say): every call fails until the queue
-	// is closed and opened again. [Queue.Ready] reports it.
+	// from while open: a write or sync of the log or the checkpoint failed (a full or failing
+	// disk; the cause, syscall.ENOSPC say, is in the error's chain too), or the wheel given with
+	// [WithWheel] was stopped. The calls in flight then fail with it (their writes were not
+	// acknowledged), so do waiting Receive calls and every later call, and [Queue.Ready] reports
+	// it, until the queue is closed and opened again (see the package doc, A full disk). Open
+	// fails with it while the disk is still full or failing.
 	ErrUnavailable = queue.ErrUnavailable
 
 	// ErrCorrupt is matched by errors about damaged data in the log or the checkpoint. Such errors
@@ -80,3 +85,9 @@ type failure struct{ err error }
 func (f *failure) Error() string        { return f.err.Error() }
 func (f *failure) Unwrap() error        { return f.err }
 func (f *failure) Is(target error) bool { return target == ErrUnavailable }
+
+// diskFailed reports whether err is a full or failing disk's: no space, a quota reached, an I/O
+// error.
+func diskFailed(err error) bool {
+	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) || errors.Is(err, syscall.EIO)
+}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/delayq/internal/format"
+	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
 // Defaults of the options.
@@ -45,7 +46,8 @@ type config struct {
 	wheel        *tock.Wheel // nil: a wheel of the queue's own
 	compactLive  float64     // see WithCompaction
 	compactRate  int64
-	beforeWrite  func() // a test's hook into the log writer
+	beforeWrite  func()    // a test's hook into the log writer
+	files        wal.Files // a test's full or failing disk; nil: the operating system's files
 }
 
 func defaultConfig() config {

@@ -28,7 +28,10 @@ type Queue struct {
 	wheel *tock.Wheel
 
 	closed chan struct{} // closed when Close begins
-	bg     sync.WaitGroup
+	// stopped is closed when a failure stops the queue (see failLocked), so that waiting Receive
+	// calls return it.
+	stopped chan struct{}
+	bg      sync.WaitGroup
 
 	// mu guards the state below. It is held while records are appended to the log, so the order of
 	// records in the log is the order of the state changes they describe. Lock order: mu before
@@ -98,13 +101,14 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		return nil, err
 	}
 	q := &Queue{
-		dir:    dir,
-		cfg:    cfg,
-		lock:   lock,
-		closed: make(chan struct{}),
-		wheel:  cfg.wheel,
-		pins:   make(pins),
-		moving: make(map[wal.Pos]*entry),
+		dir:     dir,
+		cfg:     cfg,
+		lock:    lock,
+		closed:  make(chan struct{}),
+		stopped: make(chan struct{}),
+		wheel:   cfg.wheel,
+		pins:    make(pins),
+		moving:  make(map[wal.Pos]*entry),
 	}
 	if q.wheel == nil {
 		q.wheel = tock.New()
@@ -125,6 +129,9 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 			q.log.Close()
 		}
 		unlockDir(lock)
+		if diskFailed(err) {
+			err = &failure{err}
+		}
 		return nil, err
 	}
 	if q.cfg.preload == 0 {
@@ -161,8 +168,8 @@ func (q *Queue) Close() error {
 		err = nil
 	}
 	q.ckpt.close()
-	if cerr := q.log.Close(); err == nil {
-		err = cerr
+	if cerr := q.log.Close(); err == nil && cerr != nil {
+		err = &failure{cerr}
 	}
 	if uerr := unlockDir(q.lock); err == nil {
 		err = uerr
@@ -202,12 +209,29 @@ func (q *Queue) wheelFailed(err error) {
 	}
 }
 
-// failLocked records a background failure; every later operation returns it.
+// failLocked records a failure that stops the queue (a write or sync of the log or the
+// checkpoint failed, or a background task did): every later operation returns it, matching
+// ErrUnavailable, and waiting Receive calls return it.
 func (q *Queue) failLocked(err error) {
 	if q.err == nil {
 		q.err = &failure{err}
+		close(q.stopped)
 		q.cfg.logger.Error("delayq: queue stopped by a failure", "dir", q.dir, "err", err)
 	}
+}
+
+// fail stops the queue for err, as failLocked does, and returns the queue's failure; an err that
+// is the closing of the queue or of its log is returned as ErrClosed instead. It is how the errors
+// of the log's writer, met in a wait, stop the queue: the calls in flight, whose records the disk
+// did not take, get the failure. mu must not be held.
+func (q *Queue) fail(err error) error {
+	if errors.Is(err, wal.ErrClosed) || errors.Is(err, ErrClosed) {
+		return errClosed
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.failLocked(err)
+	return q.err
 }
 
 // waitRoom begins a call that writes: it returns ctx's error if ctx has ended, and holds the
@@ -218,10 +242,7 @@ func (q *Queue) waitRoom(ctx context.Context) error {
 		return fmt.Errorf("delayq: %w", err)
 	}
 	if err := q.log.WaitRoom(); err != nil {
-		if errors.Is(err, wal.ErrClosed) {
-			return errClosed
-		}
-		return err
+		return q.fail(err)
 	}
 	return nil
 }
@@ -246,10 +267,7 @@ func (q *Queue) waitDurable(end wal.Pos) error {
 		return nil
 	}
 	if err := q.log.WaitDurable(end); err != nil {
-		if errors.Is(err, wal.ErrClosed) {
-			return errClosed
-		}
-		return err
+		return q.fail(err)
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ func (q *Queue) recover() error {
 		covered = ck.replay
 	}
 	q.log, err = wal.Open(q.dir, wal.Options{SegmentSize: q.cfg.segmentSize, NoSync: q.cfg.noSync, Logger: q.cfg.logger,
-		Covered: covered, Verify: format.Verify, BeforeWrite: q.cfg.beforeWrite})
+		Covered: covered, Verify: format.Verify, BeforeWrite: q.cfg.beforeWrite, Files: q.cfg.files})
 	if err != nil {
 		return err
 	}

@@ -216,5 +216,8 @@ func (q *Queue) Ready(ctx context.Context) error {
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if err := q.log.Err(); err != nil && q.err == nil {
+		q.failLocked(err) // the writer failed and no call has met it yet
+	}
 	return q.usableLocked()
 }

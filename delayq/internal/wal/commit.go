@@ -2,7 +2,6 @@ package wal
 
 import (
 	"fmt"
-	"os"
 	"time"
 )
 
@@ -239,12 +238,12 @@ func (l *Log) switchTo(seg uint32) error {
 		}
 		l.cur = nil
 	}
-	f, err := os.OpenFile(segmentPath(l.dir, seg), os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND, 0o644)
+	f, err := l.fs.Create(segmentPath(l.dir, seg))
 	if err != nil {
 		return err
 	}
 	l.cur, l.curSeg = f, seg
-	return SyncDir(l.dir)
+	return l.fs.SyncDir(l.dir)
 }
 
 // SyncBuckets is the number of buckets of SyncStats.Buckets.
@@ -273,9 +272,9 @@ func (l *Log) SyncStats() SyncStats {
 }
 
 // sync makes f's data durable, timing it into the sync statistics.
-func (l *Log) sync(f *os.File) error {
+func (l *Log) sync(f File) error {
 	start := time.Now()
-	err := fdatasync(f)
+	err := f.Datasync()
 	d := time.Since(start)
 	l.smu.Lock()
 	defer l.smu.Unlock()

@@ -6,6 +6,7 @@
 // The files, by job:
 //   - frame.go: the frame's bytes (checksum, length, type, group bit) and its limits;
 //   - segment.go: segment files, their header and names, and positions;
+//   - files.go: the files appends go through (the operating system's, or a test's failing disk);
 //   - commit.go: appending, group commit (one write and one fdatasync for many appends), and
 //     the waits for frames to be written and durable;
 //   - repair.go: what Open does to the end of the log: a torn write cut, damage left alone;

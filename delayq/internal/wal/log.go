@@ -32,6 +32,8 @@ type Options struct {
 	Verify Verifier
 	// BeforeWrite, when set by a test, runs in the writing goroutine before each write.
 	BeforeWrite func()
+	// Files creates, writes and syncs the segment files appended to. Default OSFiles.
+	Files Files
 }
 
 // A Log is a directory of segment files. Frames are appended in memory under a short lock and
@@ -46,6 +48,7 @@ type Log struct {
 	logger      *slog.Logger
 	verify      Verifier
 	beforeWrite func()
+	fs          Files
 	openDamage  []*CorruptError
 
 	mu sync.Mutex
@@ -77,7 +80,7 @@ type Log struct {
 	free [][]byte // data buffers for reuse, guarded by mu
 
 	// flusher-only state
-	cur    *os.File
+	cur    File
 	curSeg uint32
 
 	smu   sync.Mutex // guards syncs; never held with mu
@@ -97,6 +100,9 @@ func Open(dir string, opts Options) (*Log, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.Files == nil {
+		opts.Files = OSFiles{}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("delayq: %w", err)
 	}
@@ -107,6 +113,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		logger:      opts.Logger,
 		verify:      opts.Verify,
 		beforeWrite: opts.BeforeWrite,
+		fs:          opts.Files,
 		sizes:       make(map[uint32]int64),
 		files:       make(map[uint32]*os.File),
 		done:        make(chan struct{}),

@@ -135,11 +135,11 @@ func (l *Log) openLast(seg uint32, covered Pos) error {
 		l.startFresh(seg + 1)
 		return nil
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	f, err := l.fs.Append(path)
 	if err != nil {
 		return fmt.Errorf("delayq: %w", err)
 	}
-	if err := fdatasync(f); err != nil {
+	if err := f.Datasync(); err != nil {
 		f.Close()
 		return fmt.Errorf("delayq: %w", err)
 	}
