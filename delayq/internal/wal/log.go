@@ -30,6 +30,10 @@ type Options struct {
 	// refuses is damage. It is how the content tells the log what a valid frame holds, so that a
 	// scan past damage does not resume at bytes that only happen to checksum.
 	Verify Verifier
+	// ReadOnly makes Open change nothing, for checking a directory: it finds the damage and the
+	// torn write the repair would meet (OpenDamage, TornTail) without cutting or creating
+	// anything, and the log is not appended to (Append returns ErrClosed).
+	ReadOnly bool
 	// BeforeWrite, when set by a test, runs in the writing goroutine before each write.
 	BeforeWrite func()
 	// Files creates, writes and syncs the segment files appended to. Default OSFiles.
@@ -49,7 +53,9 @@ type Log struct {
 	verify      Verifier
 	beforeWrite func()
 	fs          Files
+	readOnly    bool
 	openDamage  []*CorruptError
+	tornTail    *CorruptError
 
 	mu sync.Mutex
 	// work wakes the flusher when pending grows or Close begins; only the flusher waits on it.
@@ -103,8 +109,10 @@ func Open(dir string, opts Options) (*Log, error) {
 	if opts.Files == nil {
 		opts.Files = OSFiles{}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("delayq: %w", err)
+	if !opts.ReadOnly {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("delayq: %w", err)
+		}
 	}
 	l := &Log{
 		dir:         dir,
@@ -114,6 +122,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		verify:      opts.Verify,
 		beforeWrite: opts.BeforeWrite,
 		fs:          opts.Files,
+		readOnly:    opts.ReadOnly,
 		sizes:       make(map[uint32]int64),
 		files:       make(map[uint32]*os.File),
 		done:        make(chan struct{}),
@@ -123,12 +132,21 @@ func Open(dir string, opts Options) (*Log, error) {
 	if err := l.repair(opts.Covered); err != nil {
 		return nil, err
 	}
+	if l.readOnly {
+		l.closing = true
+		close(l.done)
+		return l, nil
+	}
 	go l.flush()
 	return l, nil
 }
 
 // OpenDamage returns the corruption Open found in the last segment and left in place.
 func (l *Log) OpenDamage() []*CorruptError { return l.openDamage }
+
+// TornTail returns the torn write Open found at the end of the log, and cut (unless ReadOnly), or
+// nil.
+func (l *Log) TornTail() *CorruptError { return l.tornTail }
 
 // OpenReadOnly returns a Log of dir for reading frames by position (NewReader, ReadAt) only: it
 // does not look at the files until asked, changes nothing, and must not be appended to. Close

@@ -408,3 +408,56 @@ func TestDamagedLengthIsNotATornTail(t *testing.T) {
 		t.Fatalf("Open cut the segment to %d bytes of %d", fi.Size(), len(data))
 	}
 }
+
+// TestReadOnlyChangesNothing opens logs a crash left (a torn write, a group cut short, a torn
+// segment header) read-only: nothing on disk changes, the torn write is reported but not cut,
+// scans stop where a writable Open would have cut, and nothing can be appended.
+func TestReadOnlyChangesNothing(t *testing.T) {
+	base := t.TempDir()
+	src := filepath.Join(base, "src")
+	l := openLog(t, src, Options{})
+	appendN(t, l, 3, 1)
+	last, _, _ := appendRec(l, put(3))
+	l.Close()
+	whole, _ := os.ReadFile(segmentPath(src, 1))
+	for name, c := range map[string]struct {
+		files  map[uint32][]byte
+		torn   int64 // offset of the torn write, -1 for none
+		frames int
+	}{
+		"clean":        {map[uint32][]byte{1: whole}, -1, 4},
+		"torn write":   {map[uint32][]byte{1: whole[:len(whole)-3]}, int64(last.Offset()), 3},
+		"torn header":  {map[uint32][]byte{1: whole, 2: segmentHeader(2)[:7]}, 7, 4},
+		"zeros at end": {map[uint32][]byte{1: append(bytes.Clone(whole), make([]byte, 100)...)}, int64(len(whole)), 4},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			for seg, b := range c.files {
+				os.WriteFile(segmentPath(dir, seg), b, 0o644)
+			}
+			l, err := Open(dir, Options{ReadOnly: true, Logger: quiet, Verify: verifyTest})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			if tt := l.TornTail(); (tt == nil) != (c.torn < 0) || tt != nil && tt.Offset != c.torn {
+				t.Fatalf("torn tail %v, want at %d", tt, c.torn)
+			}
+			n := 0
+			if err := l.Scan(MakePos(1, 0), 0, func(Pos, Frame) error { n++; return nil }, nil); err != nil || n != c.frames {
+				t.Fatalf("scan: %d frames, %v; want %d", n, err, c.frames)
+			}
+			if _, _, err := appendRec(l, put(9)); !errors.Is(err, ErrClosed) {
+				t.Fatalf("Append to a read-only log: %v", err)
+			}
+			for seg, b := range c.files {
+				if got, err := os.ReadFile(segmentPath(dir, seg)); err != nil || !bytes.Equal(got, b) {
+					t.Fatalf("segment %d changed: %d bytes of %d, %v", seg, len(got), len(b), err)
+				}
+			}
+			if segs, _ := ListSegments(dir); len(segs) != len(c.files) {
+				t.Fatalf("segments %v, want %d", segs, len(c.files))
+			}
+		})
+	}
+}

@@ -40,16 +40,28 @@ func (l *Log) repair(covered Pos) error {
 		l.startFresh(covered.Segment() + 1)
 		return nil
 	case len(segs) == 0:
-		l.startSegmentLocked(1)
+		if !l.readOnly {
+			l.startSegmentLocked(1)
+		}
 		return nil
 	}
 	return l.openLast(last, covered)
 }
 
 // startFresh makes seg, a new segment, the one appends go to, with everything before it written.
+// Read-only, it only marks everything before seg written.
 func (l *Log) startFresh(seg uint32) {
-	l.startSegmentLocked(seg)
+	if !l.readOnly {
+		l.startSegmentLocked(seg)
+	}
 	l.written, l.durable = MakePos(seg, 0), MakePos(seg, 0)
+}
+
+// endAt makes the log end at offset size of segment seg, everything before it written, as a
+// read-only log does where a writable one would go on appending.
+func (l *Log) endAt(seg uint32, size int64) {
+	l.end = MakePos(seg, uint32(size))
+	l.written, l.durable = l.end, l.end
 }
 
 // openLast validates the last segment, cuts a torn write at its end, and opens it for appending.
@@ -75,6 +87,11 @@ func (l *Log) openLast(seg uint32, covered Pos) error {
 			return nil
 		}
 		// The header itself never made it: drop the file and start it again.
+		l.tornTail = hdrDamage
+		if l.readOnly {
+			l.endAt(seg, 0)
+			return nil
+		}
 		l.logger.Warn("delayq: removing segment with torn header", "file", path, "bytes", size)
 		if err := os.Remove(path); err != nil {
 			return fmt.Errorf("delayq: %w", err)
@@ -115,12 +132,16 @@ func (l *Log) openLast(seg uint32, covered Pos) error {
 	cut := int64(-1)
 	if n := len(damage); n > 0 && damage[n-1].torn && damage[n-1].Offset >= coveredOff {
 		cut = damage[n-1].Offset
+		l.tornTail = damage[n-1]
 		damage = damage[:n-1]
 	}
 	if groupStart >= coveredOff && (cut < 0 || groupStart < cut) && !damageAfter(damage, groupStart) {
 		cut = groupStart
+		l.tornTail = &CorruptError{File: path, Offset: cut, Size: size - cut, Reason: "an atomic group without its last frame", torn: true}
 	}
-	if cut >= 0 {
+	if cut >= 0 && l.readOnly {
+		size = cut
+	} else if cut >= 0 {
 		l.logger.Warn("delayq: cutting a torn write at the end of the log", "file", path, "offset", cut, "dropped_bytes", size-cut)
 		if err := os.Truncate(path, cut); err != nil {
 			return fmt.Errorf("delayq: cutting a torn write: %w", err)
@@ -133,6 +154,10 @@ func (l *Log) openLast(seg uint32, covered Pos) error {
 		// The segment ends before the checkpoint does: appending to it would give positions the
 		// checkpoint names to other frames.
 		l.startFresh(seg + 1)
+		return nil
+	}
+	if l.readOnly {
+		l.endAt(seg, size)
 		return nil
 	}
 	f, err := l.fs.Append(path)
