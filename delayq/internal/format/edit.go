@@ -41,9 +41,11 @@ import (
 //	9    removed IDs      id name, applied after the IDs set
 //	10   taken            index uint32, name uint32: of the lists of this edit, the topics a Cancel
 //	                      or Purge in the list took messages of (version 8 on)
+//	11   damage           position uint64: the damaged places of the log that were reported and
+//	                      are accounted for (version 9 on). All of them
 //
 // A section is new in the version sectionSince says; a file of an older version has none of it.
-// Version 7 had no taken section. Versions 4 to 6 had no tags: their sections, in the order of the tags, were each counted by a
+// Version 8 had no damage section, version 7 no taken section either. Versions 4 to 6 had no tags: their sections, in the order of the tags, were each counted by a
 // uint32 after the fixed fields, empty or not. Version 6 had the sections of version 7. Version 5
 // had no limits and no reason in entries. Version 4 had no names, paused or list topics, no n in
 // lists and no failure in entries.
@@ -73,6 +75,9 @@ type Edit struct {
 	// IDs are the chosen IDs of the disk wheel set; RemovedIDs those deleted, applied after.
 	IDs        []ID
 	RemovedIDs []string
+	// Damage holds every damaged place of the log that has been reported and is accounted for
+	// (version 9 on): the position of its first byte, or the start of a segment gone.
+	Damage []wal.Pos
 }
 
 // A List is a disk wheel's list, at wheel index Index.
@@ -142,12 +147,13 @@ const (
 	secIDs
 	secRemovedIDs
 	secTaken
+	secDamage
 )
 
 // sectionSince says which version of the checkpoint each section was added in: a file of an older
 // version holding it is malformed.
 var sectionSince = [...]uint32{secNames: 5, secPaused: 5, secLimits: 6, secLists: 4, secPins: 4, secEntries: 4, secRemovedEntries: 4,
-	secIDs: 4, secRemovedIDs: 4, secTaken: 8}
+	secIDs: 4, secRemovedIDs: 4, secTaken: 8, secDamage: 9}
 
 // countedSections are the sections of versions 4 to 6, in the order of their counts: those the
 // version had, in the order of their tags.
@@ -317,6 +323,11 @@ func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 					e.u32(index[lt.Name])
 				}
 			}
+		}
+	})
+	section(secDamage, len(ed.Damage), func() {
+		for _, p := range ed.Damage {
+			e.pos(p)
 		}
 	})
 	return e.b, nil
@@ -535,6 +546,11 @@ func (d *editDecoder) section(tag byte, n int) error {
 			}
 			ed.Lists[i].Topics[j].Taken = true
 			next()
+		}
+	case secDamage:
+		ed.Damage = make([]wal.Pos, n)
+		for i := range ed.Damage {
+			ed.Damage[i] = d.pos()
 		}
 	}
 	return nil

@@ -30,7 +30,8 @@ var sampleEdits = []Edit{
 	{Replay: wal.MakePos(4, 16), SlotNs: int64(time.Millisecond), Slots: 1, Loaded: -1, Pending: -3,
 		Lists:          []List{{Index: 0, Slot: 9}},
 		RemovedEntries: []wal.Pos{wal.MakePos(1, 16)},
-		RemovedIDs:     []string{"user", ""}},
+		RemovedIDs:     []string{"user", ""},
+		Damage:         []wal.Pos{wal.MakePos(1, 0), wal.MakePos(2, 4000)}},
 	{Full: true, SlotNs: 1 << 40, Slots: MaxSlots},
 }
 
@@ -53,6 +54,7 @@ func normal(ed Edit) Edit {
 	nilIfEmpty(len(ed.RemovedEntries), func() { ed.RemovedEntries = nil })
 	nilIfEmpty(len(ed.IDs), func() { ed.IDs = nil })
 	nilIfEmpty(len(ed.RemovedIDs), func() { ed.RemovedIDs = nil })
+	nilIfEmpty(len(ed.Damage), func() { ed.Damage = nil })
 	return ed
 }
 
@@ -174,7 +176,7 @@ func TestEditOverAFrame(t *testing.T) {
 	}
 }
 
-// FuzzEdit checks the edit schema both ways: a body decodeEdit accepts, as version 4 to 8,
+// FuzzEdit checks the edit schema both ways: a body decodeEdit accepts, as version 4 to 9,
 // re-encodes to bytes that decode to the same edit, and to the same bytes when it was of the
 // current version (an edit has one encoding); a sample edit changed by the fuzzer's values encodes
 // to bytes that decode to it. A file of the fuzzer's bytes never makes DecodeCheckpoint panic.
@@ -186,9 +188,10 @@ func FuzzEdit(f *testing.F) {
 		f.Add(b, uint8(0), int64(2), "y")
 		f.Add(b, uint8(3), int64(3), "z")
 		f.Add(b, uint8(4), int64(4), "")
+		f.Add(b, uint8(5), int64(5), "")
 	}
 	f.Fuzz(func(t *testing.T, body []byte, version uint8, n int64, s string) {
-		v := uint32(4 + version%5)
+		v := uint32(4 + version%6)
 		ed, err := decodeEdit(body, v)
 		if err == nil {
 			again, err := appendEdit(nil, ed)

@@ -24,8 +24,9 @@ package format
 //	6  delivery limits, the reason of entries' failures
 //	7  edits framed as the log's frames, their sections tagged (see edit.go's sectionSince)
 //	8  the topics of lists that Cancels or Purges took messages of
+//	9  the damaged places of the log accounted for
 //
 // The secret file (secret.go): one version, magic "tocksec1".
 
 // CheckpointVersion is the version of the checkpoint files written.
-const CheckpointVersion = 8
+const CheckpointVersion = 9
