@@ -1,11 +1,11 @@
 package delayq
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"time"
@@ -22,11 +22,20 @@ type CheckReport struct {
 	// cannot be used (then it is also in Damage).
 	Checkpoint string
 	Lists      int   // slot lists of the disk wheel walked
-	Pending    int64 // messages the lists and the checkpoint hold, less those cancelled
-	// Damage lists every damaged place, in the segments and the checkpoint, in file order.
+	Pending    int64 // messages waiting, in the disk wheel and in memory, as Open would find them
+	// Damage lists every damaged place Open has not reported yet, in the segments, the
+	// checkpoint and the receipt secret, in file order: what Open would report, each place
+	// costing the messages it held.
 	Damage []Damage
+	// Accounted lists the damaged places that an Open reported before, and recorded as accounted
+	// for: Open says nothing more of them. They are still damage (tock check -strict fails on
+	// them); the messages they held are lost already.
+	Accounted []Damage
 	// TornTail is a write cut short at the end of the log, which Open would cut: not damage.
 	TornTail *Damage
+	// Unneeded lists damaged places in segments that hold nothing the queue needs (they are
+	// deleted at Open's next checkpoint, unread): harmless, and not reported by Open.
+	Unneeded []Damage
 }
 
 // A Damage is one damaged place of a queue directory.
@@ -35,16 +44,23 @@ type Damage struct {
 	Offset int64
 	Size   int64 // damaged bytes, up to the next valid record or the end of the file; 0 if not known
 	Reason string
-	// Held says what the damaged bytes held, as far as can be told: what the bytes themselves seem
-	// to be (unverified), the list or message of the checkpoint that refers to them.
+	// Held says what the damaged bytes held, as far as can be told: the list or message of the
+	// checkpoint that refers to them, and what the bytes themselves seem to be (unverified).
 	Held []string
+
+	accounted bool
 }
 
-// Check verifies the queue directory dir without opening it for use, as a `bbolt check` does: it
-// reads every segment and the checkpoint, walks every list of the disk wheel and reads every
-// record the checkpoint names. It changes nothing. Damage is reported in the [CheckReport] (and is
-// what Open would skip, each place costing the messages it held); the error is for what kept
-// Check from looking ([ErrLocked] while a Queue has the directory open).
+// Check verifies the queue directory dir without opening it for use, as a `bbolt check` does. It
+// reads every file Open reads, with the code Open reads them with, changing nothing: the receipt
+// secret, the checkpoint, the end of the log and the log written after the checkpoint (as
+// recovery replays it, or all of it when the checkpoint is unusable), the records of the messages
+// the checkpoint holds in memory; and then what the queue would read later: every list of the disk
+// wheel, as the loader will, and every segment that holds something needed, as compaction does
+// (damage in the others is harmless: Unneeded). So it reports exactly the damage Open would report
+// over the queue's life, and which of it an Open has reported before (Accounted). Without a checkpoint, the log is read as Open without options would read it (with
+// the default slot and horizon). The error is for what kept Check from looking ([ErrLocked] while
+// a Queue has the directory open).
 func Check(dir string) (*CheckReport, error) {
 	lock, err := shareDir(filepath.Join(dir, "LOCK"))
 	if err != nil {
@@ -57,191 +73,138 @@ func Check(dir string) (*CheckReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &checker{dir: dir, rep: &CheckReport{Segments: len(segs)}, at: make(map[string]int)}
-	ck := c.checkpoint()
-	var covered wal.Pos
-	if ck != nil {
-		covered = ck.replay
-	}
-	for i, seg := range segs {
-		err := wal.ScanFile(dir, seg, format.Verify, func(wal.Pos, wal.Frame) error {
-			c.rep.Records++
-			return nil
-		}, func(ce *wal.CorruptError) error {
-			if i == len(segs)-1 && wal.IsTornTail(ce) && wal.MakePos(seg, uint32(ce.Offset)) >= covered {
-				c.rep.TornTail = &Damage{File: ce.File, Offset: ce.Offset, Size: ce.Size, Reason: ce.Reason}
-				return nil
-			}
-			d := c.damage(ce)
-			if s := c.describe(ce); s != "" {
-				d.Held = append(d.Held, "what the bytes seem to hold (unverified): "+s)
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	if ck != nil {
-		c.walk(ck)
-	}
-	slices.SortFunc(c.rep.Damage, func(a, b Damage) int {
-		if a.File != b.File {
-			if a.File < b.File {
-				return -1
-			}
-			return 1
-		}
-		return int(a.Offset - b.Offset)
-	})
-	return c.rep, nil
-}
-
-type checker struct {
-	dir string
-	rep *CheckReport
-	at  map[string]int // index in rep.Damage by file and offset
-}
-
-// damage returns the report's entry of the damage ce describes, adding it the first time.
-func (c *checker) damage(ce *wal.CorruptError) *Damage {
-	key := fmt.Sprintf("%s:%d", ce.File, ce.Offset)
-	if i, ok := c.at[key]; ok {
-		return &c.rep.Damage[i]
-	}
-	c.at[key] = len(c.rep.Damage)
-	c.rep.Damage = append(c.rep.Damage, Damage{File: ce.File, Offset: ce.Offset, Size: ce.Size, Reason: ce.Reason})
-	return &c.rep.Damage[len(c.rep.Damage)-1]
-}
-
-// describe reads the damaged frame ce starts and says what it seems to hold.
-func (c *checker) describe(ce *wal.CorruptError) string {
-	f, err := os.Open(ce.File)
+	q, err := openChecking(dir)
 	if err != nil {
-		return ""
+		return nil, err
 	}
-	defer f.Close()
-	hdr := make([]byte, wal.HeaderSize)
-	if _, err := f.ReadAt(hdr, ce.Offset); err != nil {
-		return ""
+	defer q.closeChecking()
+	rep := &CheckReport{Segments: len(segs)}
+	rep.Checkpoint = describeCheckpoint(dir)
+	if t := q.log.TornTail(); t != nil {
+		rep.TornTail = &Damage{File: t.File, Offset: t.Offset, Size: t.Size, Reason: t.Reason}
 	}
-	n := int64(binary.LittleEndian.Uint32(hdr[4:]))
-	if n == 0 || n > wal.MaxBody+1 || (ce.Size > 0 && n+wal.HeaderSize > ce.Size) {
-		return ""
-	}
-	b := make([]byte, wal.HeaderSize+n)
-	if _, err := f.ReadAt(b, ce.Offset); err != nil {
-		return ""
-	}
-	frame, ok := wal.UncheckedFrame(b)
-	if !ok {
-		return ""
-	}
-	return format.Describe(format.Kind(frame.Type), frame.Body)
-}
-
-// checkpoint reads the checkpoint, noting what it is.
-func (c *checker) checkpoint() *checkpoint {
-	ck, err := readCheckpoint(c.dir)
-	var ce *wal.CorruptError
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		c.rep.Checkpoint = "none"
-	case errors.As(err, &ce):
-		c.rep.Checkpoint = "unusable: " + ce.Reason
-		c.damage(ce).Held = append(c.damage(ce).Held, "the checkpoint: Open would rebuild the state from the log")
-	case err != nil:
-		c.rep.Checkpoint = "unreadable: " + err.Error()
-	default:
-		c.rep.Checkpoint = fmt.Sprintf("version %d, replay from %v, slot %v, %d slots", ck.version, ck.replay, time.Duration(ck.slotNs), ck.slots)
-		return ck
-	}
-	return nil
-}
-
-// walk follows every list the checkpoint names and reads every message it holds in memory.
-func (c *checker) walk(ck *checkpoint) {
-	log := wal.OpenReadOnly(c.dir, format.Verify)
-	defer log.Close()
-	r := newRecordReader(log)
-	slotNs := ck.slotNs
-	due := func(slot int64) string { return time.Unix(0, slot*slotNs).UTC().Format(time.RFC3339) }
-	for _, l := range ck.lists {
+	// The lists, as the loader will read them.
+	r := newRecordReader(q.log)
+	q.mu.Lock()
+	for _, l := range q.disk.lists {
 		if l.head == 0 {
 			continue
 		}
-		c.rep.Lists++
-		var v listView
-		count := func(pos wal.Pos, rec *format.Record) {
-			if v.pending(pos, rec) {
-				c.rep.Pending++
-			}
+		rep.Lists++
+		recs, err := q.readList(r, l.slot)
+		if err != nil {
+			q.mu.Unlock()
+			return nil, err
 		}
-		p := l.head
-		for p != 0 && p >= l.first {
-			rec, err := r.ReadAt(p)
-			if err == nil && (!rec.Kind.Threads() || !rec.Threaded || rec.ListSlot != l.slot || rec.Prev >= p) {
-				err = &wal.CorruptError{File: filepath.Join(c.dir, wal.SegmentName(p.Segment())), Offset: int64(p.Offset()), Reason: fmt.Sprintf("a %v record in the list of slot %d", rec.Kind, l.slot)}
+		var v listView
+		for _, lr := range recs {
+			if v.pending(lr.pos, &lr.rec) {
+				rep.Pending++
 			}
-			if ce := c.asDamage(err, p); ce != nil {
-				found := c.scanList(l.slot, l.first, p, count)
-				d := c.damage(ce)
-				d.Held = append(d.Held, fmt.Sprintf("a record of the list of slot %d (due %s); %d older records of the list found by scanning", l.slot, due(l.slot), found))
-				break
-			}
-			if err != nil {
-				c.rep.Checkpoint += "; reading: " + err.Error()
-				break
-			}
-			count(p, &rec)
-			p = rec.Prev
 		}
 	}
-	for _, e := range ck.entries {
-		rec, err := r.ReadAt(e.pos)
-		if err == nil && rec.Kind != format.KindPut {
-			err = &wal.CorruptError{File: filepath.Join(c.dir, wal.SegmentName(e.pos.Segment())), Offset: int64(e.pos.Offset()), Reason: fmt.Sprintf("a %v record held as a message", rec.Kind)}
+	rep.Pending += int64(len(q.mem.byOrigin) + len(q.moving))
+	q.mu.Unlock()
+	// Every segment: those that hold something needed, and the last, as compaction and Open read
+	// them; the others for the records they hold, their damage being harmless.
+	for i, seg := range segs {
+		count := func(wal.Pos, *format.Record) { rep.Records++ }
+		q.mu.Lock()
+		needed := q.pins[seg] > 0 || i == len(segs)-1
+		q.mu.Unlock()
+		var err error
+		if needed {
+			err = q.scanSegment(seg, count)
+		} else {
+			err = scanRecords(q.log, wal.MakePos(seg, wal.SegmentHeader), wal.MakePos(seg+1, 0), func(p wal.Pos, rec *format.Record) error {
+				if p.Segment() == seg {
+					count(p, rec)
+				}
+				return nil
+			}, func(ce *wal.CorruptError) error {
+				if ce.File == filepath.Join(dir, wal.SegmentName(seg)) && !q.metDamage(ce) {
+					rep.Unneeded = append(rep.Unneeded, Damage{File: ce.File, Offset: ce.Offset, Size: ce.Size, Reason: ce.Reason,
+						Held: nonEmpty(describeDamage(ce))})
+				}
+				return nil
+			})
 		}
-		if ce := c.asDamage(err, e.pos); ce != nil {
-			d := c.damage(ce)
-			d.Held = append(d.Held, fmt.Sprintf("a message in memory, first put at %v, due %s", e.origin, time.Unix(0, e.deliverAt).UTC().Format(time.RFC3339Nano)))
-			continue
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
 		}
-		c.rep.Pending++
+	}
+	q.damageMu.Lock()
+	for _, d := range q.dmg.found {
+		if d.accounted {
+			rep.Accounted = append(rep.Accounted, d)
+		} else {
+			rep.Damage = append(rep.Damage, d)
+		}
+	}
+	q.damageMu.Unlock()
+	for _, ds := range [][]Damage{rep.Damage, rep.Accounted} {
+		slices.SortFunc(ds, func(a, b Damage) int {
+			if a.File != b.File {
+				if a.File < b.File {
+					return -1
+				}
+				return 1
+			}
+			return int(a.Offset - b.Offset)
+		})
+	}
+	return rep, nil
+}
+
+// openChecking opens dir as Open does, but changing nothing (see Check): a Queue whose log is
+// read-only, whose damage is noted rather than logged, and which writes no secret, no checkpoint
+// and no owed copies. Only Check uses it, and closes it with closeChecking.
+func openChecking(dir string) (*Queue, error) {
+	cfg := defaultConfig()
+	cfg.logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	q := newQueue(dir, cfg)
+	q.checking = true
+	err := q.loadSecret()
+	if err == nil {
+		err = q.recover()
+	}
+	if err != nil {
+		q.closeChecking()
+		return nil, err
+	}
+	return q, nil
+}
+
+func (q *Queue) closeChecking() {
+	close(q.closed)
+	q.wheel.Stop()
+	if q.log != nil {
+		q.log.Close()
 	}
 }
 
-// asDamage returns err, met reading the record at p, as damage, or nil if it is not damage.
-func (c *checker) asDamage(err error, p wal.Pos) *wal.CorruptError {
+// nonEmpty returns s as a list, empty for "".
+func nonEmpty(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return []string{s}
+}
+
+// describeCheckpoint says what dir's checkpoint is, for a report.
+func describeCheckpoint(dir string) string {
+	ck, err := readCheckpoint(dir)
 	var ce *wal.CorruptError
 	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "none"
 	case errors.As(err, &ce):
-		return ce
-	case errors.Is(err, wal.ErrMissing):
-		return &wal.CorruptError{File: filepath.Join(c.dir, wal.SegmentName(p.Segment())), Offset: int64(p.Offset()), Reason: "segment file missing"}
+		return "unusable: " + ce.Reason + "; Open rebuilds the state from the log"
+	case err != nil:
+		return "unreadable: " + err.Error()
 	}
-	return nil
-}
-
-// scanList counts the records of the list of slot older than to (from its first record on) by
-// scanning the segments, as the queue does past a break in a list, and returns how many it found.
-func (c *checker) scanList(slot int64, first, to wal.Pos, count func(wal.Pos, *format.Record)) int {
-	segs, _ := wal.ListSegments(c.dir)
-	var recs []listRecord
-	for _, seg := range segs {
-		if seg < first.Segment() || seg > to.Segment() {
-			continue
-		}
-		wal.ScanFile(c.dir, seg, format.Verify, func(p wal.Pos, f wal.Frame) error {
-			rec, err := decodeRecord(c.dir, p, f)
-			if err == nil && p >= first && p < to && rec.Threaded && rec.ListSlot == slot && rec.Kind.Threads() {
-				recs = append(recs, listRecord{p, rec})
-			}
-			return nil
-		}, func(*wal.CorruptError) error { return nil })
-	}
-	for i := len(recs) - 1; i >= 0; i-- {
-		count(recs[i].pos, &recs[i].rec)
-	}
-	return len(recs)
+	return fmt.Sprintf("version %d, replay from %v, slot %v, %d slots", ck.version, ck.replay, time.Duration(ck.slotNs), ck.slots)
 }

@@ -43,6 +43,8 @@ type edit struct {
 	pins    pins
 	entries []entryOp
 	ids     []idOp
+	// damage holds the damaged places of the log accounted for (see damage.go).
+	damage []wal.Pos
 }
 
 type indexedList struct {
@@ -132,6 +134,7 @@ func trailingZeros(x uint64) int {
 // entries holds one op per entry already).
 func (ed *edit) toFormat() *format.Edit {
 	fe := &format.Edit{Full: ed.full, Replay: ed.replay, SlotNs: ed.slotNs, Slots: ed.slots, Loaded: ed.loaded, Pending: ed.pending,
+		Damage: ed.damage,
 		Paused: slices.Sorted(slices.Values(ed.paused)),
 		Limits: slices.SortedFunc(slices.Values(ed.limits), func(a, b format.Limit) int { return strings.Compare(a.Topic, b.Topic) })}
 	for _, il := range ed.lists {
@@ -198,7 +201,7 @@ func (q *Queue) writeCheckpoint() (wal.Pos, pins, error) {
 		return 0, nil, err
 	}
 	end := q.log.End()
-	if end == q.ckptPos && q.ckpt.f != nil {
+	if end == q.ckptPos && q.ckpt.f != nil && !q.damageDirty() {
 		q.mu.Unlock()
 		return 0, nil, nil
 	}
@@ -209,6 +212,8 @@ func (q *Queue) writeCheckpoint() (wal.Pos, pins, error) {
 		ed = q.changesLocked(end)
 	}
 	q.mu.Unlock()
+	segs, _ := q.log.Segments()
+	ed.damage = q.damageForEdit(segs, ed.pins)
 	if err := q.log.WaitDurable(end); err != nil {
 		return 0, nil, err
 	}

@@ -46,6 +46,8 @@ type checkpoint struct {
 	pins      pins
 	entries   map[wal.Pos]ckEntry // by origin
 	ids       map[string]idLoc
+	// damage holds the damaged places of the log accounted for (version 9 on; see damage.go).
+	damage []wal.Pos
 }
 
 // A ckListTopic is a listTopic as the checkpoint keeps it.
@@ -130,6 +132,7 @@ func (ck *checkpoint) applyEdit(ed *format.Edit) (*checkpoint, error) {
 		}
 		ck.lists[l.Index] = slotList{slot: l.Slot, head: l.Head, first: l.First, due: l.Due, n: l.N}
 	}
+	ck.damage = ed.Damage
 	ck.pins = make(pins, len(ed.Pins))
 	for _, p := range ed.Pins {
 		ck.pins[p.Segment] = p.Count
@@ -179,7 +182,7 @@ func fromSnapshot(s *format.Snapshot) *checkpoint {
 // fullEdit returns ck as one full edit.
 func (ck *checkpoint) fullEdit() *format.Edit {
 	ed := &edit{full: true, replay: ck.replay, slotNs: ck.slotNs, slots: ck.slots, loaded: ck.loaded, pending: ck.pending, pins: ck.pins,
-		paused: ck.paused, limits: ck.limits}
+		paused: ck.paused, limits: ck.limits, damage: ck.damage}
 	for i, l := range ck.lists {
 		if l.head != 0 {
 			ed.lists = append(ed.lists, indexedList{i: i, l: l, topics: ck.topics[i]})

@@ -157,6 +157,12 @@ func (q *Queue) compactTargets(c *compactor, live float64) ([]uint32, error) {
 		if seg >= written || c.done[seg] {
 			continue
 		}
+		q.mu.Lock()
+		pins := q.pins[seg]
+		q.mu.Unlock()
+		if pins == 0 {
+			continue // nothing in it is needed: retention deletes it, unread
+		}
 		cnt, ok := c.counted[seg]
 		if !ok {
 			var err error
@@ -172,10 +178,7 @@ func (q *Queue) compactTargets(c *compactor, live float64) ([]uint32, error) {
 				return nil, err
 			}
 		}
-		q.mu.Lock()
-		pins := q.pins[seg]
-		q.mu.Unlock()
-		if pins == 0 || cnt.n == 0 {
+		if cnt.n == 0 {
 			continue // retention deletes it at the next checkpoint
 		}
 		if est := float64(pins) * float64(cnt.bytes) / float64(cnt.n); est < live*float64(sizes[i]) {

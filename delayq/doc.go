@@ -83,7 +83,9 @@
 //
 // Damaged data (a flipped bit, a record that fails its checksum, a segment gone) costs only the
 // messages it held: Open does not refuse the queue, nothing is cut or rewritten, the damage is
-// logged with its file and offset and counted in [Snapshot].CorruptRecords, and the queue goes on.
+// logged once with its file and offset and what it held, counted in [Snapshot].CorruptRecords, and
+// the queue goes on. The next checkpoint records it as accounted for: later Opens, which may meet
+// it again, neither log nor count it.
 // Every reader of a slot's list reads past damage alike, so [Queue.Messages] lists what Receive
 // will deliver. [Check] (the command tock check) verifies a directory offline.
 //

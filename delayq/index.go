@@ -71,6 +71,12 @@ func (x *deliveryIndex) changed(e *entry, added bool) {
 	x.ops = append(x.ops, entryOp{ce: ce})
 }
 
+// forget records that the entry of origin, which the last checkpoint holds but memory does not
+// (its record was lost to damage), is gone.
+func (x *deliveryIndex) forget(origin wal.Pos) {
+	x.ops = append(x.ops, entryOp{ce: ckEntry{origin: origin}, del: true})
+}
+
 // removed records that e was removed.
 func (x *deliveryIndex) removed(e *entry) {
 	if e.jepoch == x.epoch && e.jop >= 0 {

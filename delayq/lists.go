@@ -9,11 +9,24 @@ import (
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
-// A listRecord is a record read from a slot list, with its position.
+// A listRecord is a record read from a slot list, with its position. A broken one stands for a
+// record of the list that could not be read (its rec is zero): no message, but a record the list
+// held, whose segment pin goes with the list.
 type listRecord struct {
-	pos wal.Pos
-	rec format.Record
+	pos    wal.Pos
+	rec    format.Record
+	broken bool
 }
+
+// A heldError is damage met reading something, with what the damaged bytes held as far as the
+// reader knows it (see Queue.damaged).
+type heldError struct {
+	err  error
+	held string
+}
+
+func (e *heldError) Error() string { return e.err.Error() }
+func (e *heldError) Unwrap() error { return e.err }
 
 // readChain reads the records of list from head backwards, down to lo (records before lo are not
 // read) or to stop, a record known to be in the list, whichever comes first. It returns the records
@@ -40,16 +53,21 @@ func (q *Queue) readChain(r *recordReader, list int64, head, first, stop, lo wal
 
 // walkChain calls fn with each record readChain would return, newest first, without keeping
 // them: every reader of a list, the admin's listing included, sees the same records past damage.
-// fn must not keep lr.
+// A record of the list that cannot be read is passed as a broken one, before the records found
+// past it. fn must not keep lr.
 func (q *Queue) walkChain(r *recordReader, list int64, head, first, stop, lo wal.Pos, report func(error), fn func(lr *listRecord)) (reached bool, err error) {
 	p := head
 	for p != 0 && p != stop && p >= lo {
 		rec, err := r.ReadAt(p)
+		unreadable := errors.Is(err, ErrCorrupt)
 		if err == nil && (!rec.Kind.Threads() || !rec.Threaded || rec.ListSlot != list || rec.Prev >= p) {
 			err = q.corruptAt(p, fmt.Sprintf("%v record is not a record of the list of slot %d", rec.Kind, list))
 		}
 		if errors.Is(err, ErrCorrupt) {
-			report(err)
+			report(&heldError{err, fmt.Sprintf("a record of the list of slot %d (due %s)", list, q.slotTime(list))})
+			if unreadable {
+				fn(&listRecord{pos: p, broken: true})
+			}
 			rest, err := q.scanList(list, max(lo, first, stop+1), p, report)
 			for i := range rest {
 				fn(&rest[i])
@@ -59,7 +77,7 @@ func (q *Queue) walkChain(r *recordReader, list int64, head, first, stop, lo wal
 		if err != nil {
 			return false, fmt.Errorf("delayq: reading slot list at %v: %w", p, err)
 		}
-		lr := listRecord{p, rec}
+		lr := listRecord{pos: p, rec: rec}
 		fn(&lr)
 		p = rec.Prev
 	}
@@ -74,7 +92,7 @@ func (q *Queue) scanList(list int64, from, to wal.Pos, report func(error)) ([]li
 	var out []listRecord
 	err := scanRecords(q.log, from, to, func(pos wal.Pos, rec *format.Record) error {
 		if rec.Threaded && rec.ListSlot == list && rec.Kind.Threads() {
-			out = append(out, listRecord{pos, *rec})
+			out = append(out, listRecord{pos: pos, rec: *rec})
 		}
 		return nil
 	}, func(ce *wal.CorruptError) error {

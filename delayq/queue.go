@@ -63,10 +63,14 @@ type Queue struct {
 	ckptMu sync.Mutex
 	ckpt   checkpointFile
 
-	// damageMu guards the damage found so far (see damage.go). Lock order: mu before damageMu.
-	damageMu   sync.Mutex
-	damageSeen map[string]struct{}
-	corrupt    uint64
+	// damageMu guards dmg, the damage found so far (see damage.go). Lock order: mu before
+	// damageMu.
+	damageMu sync.Mutex
+	dmg      damage
+
+	// checking: the queue is Check's, which reads what Open reads and writes nothing (see
+	// openChecking).
+	checking bool
 
 	// afterListRead, when set by a test (under mu), runs after lockList has read a list without mu.
 	afterListRead func()
@@ -100,24 +104,8 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &Queue{
-		dir:     dir,
-		cfg:     cfg,
-		lock:    lock,
-		closed:  make(chan struct{}),
-		stopped: make(chan struct{}),
-		wheel:   cfg.wheel,
-		pins:    make(pins),
-		moving:  make(map[wal.Pos]*entry),
-	}
-	if q.wheel == nil {
-		q.wheel = tock.New()
-	}
-	var seed [32]byte
-	crand.Read(seed[:])
-	q.leaseRand = rand.NewChaCha8(seed)
-	q.opened = uint32(q.leaseRand.Uint64())
-	q.mem = newDeliveryIndex(q.wheel, q.fire, q.wheelFailed)
+	q := newQueue(dir, cfg)
+	q.lock = lock
 	err = q.loadSecret()
 	if err == nil {
 		err = q.recover()
@@ -146,6 +134,28 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 		go q.every(q.cfg.checkpoint, func() error { return q.compactRound(c) })
 	}
 	return q, nil
+}
+
+// newQueue returns the queue of dir with cfg, its state not read yet (see Open and openChecking).
+func newQueue(dir string, cfg config) *Queue {
+	q := &Queue{
+		dir:     dir,
+		cfg:     cfg,
+		closed:  make(chan struct{}),
+		stopped: make(chan struct{}),
+		wheel:   cfg.wheel,
+		pins:    make(pins),
+		moving:  make(map[wal.Pos]*entry),
+	}
+	if q.wheel == nil {
+		q.wheel = tock.New()
+	}
+	var seed [32]byte
+	crand.Read(seed[:])
+	q.leaseRand = rand.NewChaCha8(seed)
+	q.opened = uint32(q.leaseRand.Uint64())
+	q.mem = newDeliveryIndex(q.wheel, q.fire, q.wheelFailed)
+	return q
 }
 
 // Close stops the queue: it wakes waiting Receive calls with ErrClosed, writes a final

@@ -28,9 +28,10 @@ func (q *Queue) recover() error {
 			return err
 		}
 		covered = ck.replay
+		q.accountFor(ck.damage)
 	}
 	q.log, err = wal.Open(q.dir, wal.Options{SegmentSize: q.cfg.segmentSize, NoSync: q.cfg.noSync, Logger: q.cfg.logger,
-		Covered: covered, Verify: format.Verify, BeforeWrite: q.cfg.beforeWrite, Files: q.cfg.files})
+		Covered: covered, Verify: format.Verify, ReadOnly: q.checking, BeforeWrite: q.cfg.beforeWrite, Files: q.cfg.files})
 	if err != nil {
 		return err
 	}
@@ -41,19 +42,23 @@ func (q *Queue) recover() error {
 	if ck == nil && (len(segs) > 1 || q.log.End().Offset() > wal.SegmentHeader) {
 		rebuild = true
 	}
+	first := wal.MakePos(1, wal.SegmentHeader)
+	if len(segs) > 0 {
+		first = wal.MakePos(segs[0], wal.SegmentHeader)
+	}
 
 	q.mu.Lock()
-	replay, err := q.restore(ck, rebuild, wal.MakePos(segs[0], wal.SegmentHeader))
+	replay, err := q.restore(ck, rebuild, first)
 	if err == nil {
 		err = q.replay(replay, rebuild)
 	}
-	if err == nil {
+	if err == nil && !q.checking {
 		// Copies of rolled or relocated messages that a crash kept out of the log.
 		err = q.payMovingLocked()
 	}
 	q.ckptPos = replay
 	q.mu.Unlock()
-	if err != nil {
+	if err != nil || q.checking {
 		return err
 	}
 	if ck != nil && ck.version == format.CheckpointVersion {
@@ -117,33 +122,43 @@ func (q *Queue) restore(ck *checkpoint, rebuild bool, first wal.Pos) (wal.Pos, e
 			return 0, err
 		}
 	}
-	if err := q.loadEntries(ck.entries); err != nil {
+	dropped, err := q.loadEntries(ck.entries)
+	if err != nil {
 		return 0, err
 	}
-	// The checkpoint holds all of this: journal only what replay changes.
+	// The checkpoint holds all of this: journal only what replay changes, and the entries lost to
+	// damage, which the next checkpoint forgets (their damage reported once).
 	clear(q.disk.dirty)
 	q.disk.idOps = nil
 	q.mem.takeOps()
+	for _, origin := range dropped {
+		q.mem.forget(origin)
+	}
+	if len(dropped) > 0 {
+		q.markDamageDirty()
+	}
 	return ck.replay, nil
 }
 
 // loadEntries puts the messages the checkpoint says were in memory back there, reading their
-// records.
-func (q *Queue) loadEntries(m map[wal.Pos]ckEntry) error {
+// records. It returns the origins of those whose record is damaged: they are lost.
+func (q *Queue) loadEntries(m map[wal.Pos]ckEntry) ([]wal.Pos, error) {
 	ces := slices.SortedFunc(maps.Values(m), func(a, b ckEntry) int { return cmpPos(a.pos, b.pos) })
 	r := newRecordReader(q.log)
+	var dropped []wal.Pos
 	for _, ce := range ces {
 		rec, err := r.ReadAt(ce.pos)
 		if err == nil && rec.Kind != format.KindPut {
 			err = q.corruptAt(ce.pos, fmt.Sprintf("the checkpoint holds a %v record as a message", rec.Kind))
 		}
 		if errors.Is(err, ErrCorrupt) {
-			q.damaged(err)
+			q.damaged(&heldError{err, q.entryHeld(r, ce)})
 			q.pins.remove(ce.pos) // the message is lost; the checkpoint counted its record
+			dropped = append(dropped, ce.origin)
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("delayq: reading a message the checkpoint holds: %w", err)
+			return nil, fmt.Errorf("delayq: reading a message the checkpoint holds: %w", err)
 		}
 		e := q.mem.newEntry(ce.pos, &rec)
 		e.origin, e.deliverAt, e.attempt, e.failure, e.failedAt, e.reason = ce.origin, ce.deliverAt, ce.attempt, ce.failure, ce.failedAt, ce.reason
@@ -159,7 +174,19 @@ func (q *Queue) loadEntries(m map[wal.Pos]ckEntry) error {
 		}
 		q.mem.arm(e)
 	}
-	return nil
+	return dropped, nil
+}
+
+// entryHeld says what the message of a checkpoint entry whose record is damaged was: when it
+// was due, and its ID and topic when its first record, a copy of it, can be read.
+func (q *Queue) entryHeld(r *recordReader, ce ckEntry) string {
+	s := fmt.Sprintf("a message in memory, first put at %v, due %s", ce.origin, time.Unix(0, ce.deliverAt).UTC().Format(time.RFC3339Nano))
+	if ce.origin != ce.pos {
+		if rec, err := r.ReadAt(ce.origin); err == nil && rec.Kind == format.KindPut {
+			s += fmt.Sprintf(": %q on topic %q (from its first copy)", rec.ID, rec.Topic)
+		}
+	}
+	return s
 }
 
 // replay applies the records of the log from position from on, as the live queue did when it

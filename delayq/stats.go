@@ -41,8 +41,9 @@ type Snapshot struct {
 	Lateness queue.Lateness
 
 	// CorruptRecords counts the damaged places (records, or the bytes between two valid records)
-	// found in the log, the checkpoint and the receipt secret since Open. Each costs the messages
-	// it held, and is logged with its file and offset; the queue goes on.
+	// found in the log, the checkpoint and the receipt secret since Open, not counting those an
+	// Open reported before (accounted for by a checkpoint since). Each costs the messages it held,
+	// and is logged once with its file and offset; the queue goes on.
 	CorruptRecords uint64
 
 	// Segments and DiskBytes describe the log files.
@@ -187,7 +188,7 @@ func (q *Queue) Metrics(ctx context.Context) ([]queue.Metric, error) {
 	}
 	return []queue.Metric{
 		fsync,
-		counter("corrupt_records_total", "Damaged places found in the log, the checkpoint and the receipt secret since the queue opened; each cost the messages it held.", st.CorruptRecords),
+		counter("corrupt_records_total", "Damaged places found in the log, the checkpoint and the receipt secret since the queue opened, those reported by an earlier run left out; each cost the messages it held.", st.CorruptRecords),
 		gauge("log_segments", "Segment files of the queue's log.", float64(st.Segments)),
 		gauge("log_bytes", "Bytes of the queue's log files.", float64(st.DiskBytes)),
 		counter("engine_puts_total", "Messages the engine stored, not counting retried puts of a waiting message.", st.Puts),

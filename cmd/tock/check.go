@@ -11,18 +11,22 @@ import (
 	"github.com/tockwheel/tock/delayq"
 )
 
-const checkUsage = `  check    DIR                        verify a closed queue directory offline; exit 1 on damage
+const checkUsage = `  check    [-strict] DIR              verify a closed queue directory offline; exit 1 on damage not reported
+                                      before (-strict: on any damage, accounted for or harmless too)
   check    -redis URL [-redis-prefix P]  verify a deployment in Redis (pauses each shard's writes while read)`
 
-// checkCommand verifies a queue directory offline, as bbolt check does for bbolt: every segment,
-// the checkpoint, every list of the disk wheel. It prints each damaged place (file, offset) and
-// what it held, and exits 1 on damage, 0 when the directory is sound.
+// checkCommand verifies a queue directory offline, as bbolt check does for bbolt: every file Open
+// reads, read as Open reads it (see delayq.Check). It prints each damaged place (file, offset) and
+// what it held, and exits 1 on damage Open has not reported yet, 0 when there is none: damage an
+// Open reported before and recorded as accounted for, and damage to nothing the queue needs, are
+// listed and counted, and fail only with -strict.
 func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: tock check DIR | -redis URL [-redis-prefix P]\n\n%s\n", checkUsage)
+		fmt.Fprintf(stderr, "usage: tock check [-strict] DIR | -redis URL [-redis-prefix P]\n\n%s\n", checkUsage)
 	}
+	strict := fs.Bool("strict", false, "exit 1 on any damage: accounted for before, or to nothing needed, too")
 	redisFlags := addCheckRedisFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -46,16 +50,21 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return exitFailed
 	}
-	for _, d := range rep.Damage {
-		fmt.Fprintf(stdout, "damaged: %s at offset %d", d.File, d.Offset)
-		if d.Size > 0 {
-			fmt.Fprintf(stdout, " (%d bytes)", d.Size)
-		}
-		fmt.Fprintf(stdout, ": %s\n", d.Reason)
-		for _, h := range d.Held {
-			fmt.Fprintf(stdout, "  held: %s\n", h)
+	printDamage := func(what string, ds []delayq.Damage) {
+		for _, d := range ds {
+			fmt.Fprintf(stdout, "%s: %s at offset %d", what, d.File, d.Offset)
+			if d.Size > 0 {
+				fmt.Fprintf(stdout, " (%d bytes)", d.Size)
+			}
+			fmt.Fprintf(stdout, ": %s\n", d.Reason)
+			for _, h := range d.Held {
+				fmt.Fprintf(stdout, "  held: %s\n", h)
+			}
 		}
 	}
+	printDamage("damaged", rep.Damage)
+	printDamage("damaged, accounted for earlier", rep.Accounted)
+	printDamage("damaged, nothing needed there", rep.Unneeded)
 	if t := rep.TornTail; t != nil {
 		fmt.Fprintf(stdout, "torn write: %s at offset %d (%d bytes): %s; Open cuts it\n", t.File, t.Offset, t.Size, t.Reason)
 	}
@@ -63,9 +72,15 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(rep.Damage) > 0 {
 		verdict = fmt.Sprintf("%d damaged %s", len(rep.Damage), plural(len(rep.Damage), "place", "places"))
 	}
+	if n := len(rep.Accounted); n > 0 {
+		verdict += fmt.Sprintf(", %d damaged %s accounted for earlier", n, plural(n, "place", "places"))
+	}
+	if n := len(rep.Unneeded); n > 0 {
+		verdict += fmt.Sprintf(", %d damaged %s holding nothing needed", n, plural(n, "place", "places"))
+	}
 	fmt.Fprintf(stdout, "%s: %s; %d segments, %d records, %d lists, %d messages pending; checkpoint %s\n",
 		dir, verdict, rep.Segments, rep.Records, rep.Lists, rep.Pending, strings.TrimSpace(rep.Checkpoint))
-	if len(rep.Damage) > 0 {
+	if len(rep.Damage) > 0 || *strict && len(rep.Accounted)+len(rep.Unneeded) > 0 {
 		return exitFailed
 	}
 	return exitOK

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +54,24 @@ func TestCheck(t *testing.T) {
 	code, out := run(dir)
 	if code != exitFailed || !strings.Contains(out, "damaged: "+seg+" at offset 16") || !strings.Contains(out, "1 damaged place") {
 		t.Fatalf("check of a damaged queue: %d\n%s", code, out)
+	}
+	// Once an Open has reported it, the damage is accounted for: check says so and passes, unless
+	// asked to be strict.
+	if q, err = delayq.Open(dir, delayq.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))); err != nil {
+		t.Fatal(err)
+	}
+	if n := q.Snapshot().CorruptRecords; n != 1 {
+		t.Fatalf("Open of the damaged queue: CorruptRecords %d, want 1", n)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run(dir); code != exitOK || !strings.Contains(out, "damaged, accounted for earlier: "+seg+" at offset 16") ||
+		!strings.Contains(out, ": ok, 1 damaged place accounted for earlier;") {
+		t.Fatalf("check of damage accounted for: %d\n%s", code, out)
+	}
+	if code, out := run("-strict", dir); code != exitFailed {
+		t.Fatalf("check -strict of damage accounted for: %d\n%s", code, out)
 	}
 	if code, _ := run(); code != exitUsage {
 		t.Fatalf("check without a directory: exit %d", code)
