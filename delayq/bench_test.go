@@ -59,21 +59,27 @@ func BenchmarkBurst(b *testing.B) {
 	for _, n := range []int{100_000, 1_000_000} {
 		b.Run(fmt.Sprint(n), func(b *testing.B) {
 			for b.Loop() {
-				burst(b, n)
+				// The puts must be done before the second begins: on a loaded machine 1M puts can
+				// take longer than the lead, and the run is done again with twice the lead, never
+				// failed for being slow.
+				for lead := 5 * time.Second; !burst(b, n, lead); lead *= 2 {
+					b.Logf("putting %d messages took longer than the lead of %v: again with %v", n, lead, 2*lead)
+				}
 			}
 		})
 	}
 }
 
-func burst(b *testing.B, n int) {
+// burst runs one burst, its second lead from now (at a whole second), and reports false, having
+// measured nothing, if the puts were not done before the second began.
+func burst(b *testing.B, n int, lead time.Duration) bool {
 	ctx := context.Background()
 	q, err := Open(b.TempDir(), WithLogger(quiet), WithNoSync())
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer q.Close()
-	// Due 5s from now, at a whole second, so the puts are done first.
-	second := time.Now().Add(5 * time.Second).Truncate(time.Second)
+	second := time.Now().Add(lead).Truncate(time.Second)
 	batch := make([]Message, 0, 1000)
 	for i := range n {
 		at := second.Add(time.Duration(i) * time.Second / time.Duration(n))
@@ -86,7 +92,7 @@ func burst(b *testing.B, n int) {
 		}
 	}
 	if time.Now().After(second) {
-		b.Fatalf("putting %d messages took past their due time", n)
+		return false
 	}
 	lateness := make([]time.Duration, 0, n)
 	var mu sync.Mutex
@@ -94,7 +100,8 @@ func burst(b *testing.B, n int) {
 	var last atomic.Int64
 	var early atomic.Int64
 	var wg sync.WaitGroup
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// No bound on lateness is promised: the consumers take as long as the messages do.
+	cctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for range 4 {
 		wg.Add(1)
@@ -139,6 +146,7 @@ func burst(b *testing.B, n int) {
 	b.ReportMetric(float64(lateness[n*99/100].Microseconds())/1000, "p99-late-ms")
 	b.ReportMetric(float64(lateness[n-1].Microseconds())/1000, "max-late-ms")
 	b.ReportMetric(time.Duration(last.Load()-second.UnixNano()).Seconds(), "s-to-deliver-all")
+	return true
 }
 
 // BenchmarkReopen measures Open of a queue holding n messages due in an hour: after Close (the
