@@ -392,8 +392,14 @@ func TestFixedLease(t *testing.T) {
 	start := time.Now()
 	// A short lease: a reply slower than it fails the acquisition (ErrSlowReply), which is tried again.
 	la := tryLockPatiently(t, a, "job", WithLease(lease))
-	if ttl := newClient(t, s).PTTL(ctx, lockKey("job")).Val(); ttl <= 0 || ttl > lease {
-		t.Fatalf("PTTL = %v, want within (0, %v]", ttl, lease)
+	// The key lives for the lease, not for the watchdog's minute. On a loaded machine the lease can
+	// be over before PTTL is read (-2: no key), which tells the same once the lease has had its time.
+	switch ttl := newClient(t, s).PTTL(ctx, lockKey("job")).Val(); {
+	case ttl > 0 && ttl <= lease:
+	case ttl == -2 && time.Since(start) >= lease:
+	default:
+		t.Fatalf("PTTL = %v %v after the lock was asked for; want within (0, %v], or no key once the lease is over",
+			ttl, time.Since(start), lease)
 	}
 	// The waiter gets the lock when the lease ends, by its fallback timer: nobody renews it.
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
