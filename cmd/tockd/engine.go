@@ -46,7 +46,8 @@ func openEngine(ctx context.Context, c config, log *slog.Logger, wheel *tock.Whe
 	return openRedisq(ctx, c, log, wheel)
 }
 
-// openDelayq opens the embedded engine.
+// openDelayq opens the embedded engine, which reopens its directory by itself after a full or
+// failing disk stopped it (see reopening).
 func openDelayq(c config, log *slog.Logger, wheel *tock.Wheel) (queue.Engine, error) {
 	opened := time.Now()
 	opts := []delayq.Option{
@@ -63,7 +64,7 @@ func openDelayq(c config, log *slog.Logger, wheel *tock.Wheel) (queue.Engine, er
 		return nil, fmt.Errorf("cannot open the queue in %s: %w", c.data, err)
 	}
 	log.Info("queue open", "engine", "delayq", "data", c.data, "took", time.Since(opened).Round(time.Millisecond))
-	return q, nil
+	return newReopening(q, c.data, func() (*delayq.Queue, error) { return delayq.Open(c.data, opts...) }, log), nil
 }
 
 // openRedisq opens the engine on Redis.

@@ -37,6 +37,21 @@
 // shard count; a deployment Redis forgot is otherwise written again or
 // adopted, and logged at level ERROR (see package redisq's doc, Durability).
 //
+// # A full disk
+//
+// When a write or sync of the embedded engine's directory fails (a full
+// disk, a quota, an I/O error), every call fails with 503 "unavailable",
+// those in flight too, and /readyz answers 503: tockd logs the outage at
+// level ERROR, closes the queue and opens its directory again by itself
+// once a test write of 256 KiB there succeeds, trying after 100 ms and then
+// twice as long each time, up to every 5 s. The queue serves again, with
+// every acknowledged message (durable means fsynced before acknowledged; a
+// call that failed was not acknowledged), and tockd logs the outage's end
+// with its length. tock_store_unavailable is 1 during an outage,
+// tock_store_outages_total counts them and
+// tock_store_unavailable_seconds_total adds up their length. Leases end at
+// a reopen, as at a restart.
+//
 // # Exposing tockd
 //
 // By default tockd listens on 127.0.0.1 and needs no token: only programs on
