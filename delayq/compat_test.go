@@ -16,7 +16,7 @@ import (
 	"github.com/tockwheel/tock/queue"
 )
 
-// TestOpensOlderDirectories opens the queue directories of testdata/v3 to v8, written by
+// TestOpensOlderDirectories opens the queue directories of testdata/v3 to v9, written by
 // delayq before checkpoints became logs of edits and records got group flags (v3, by
 // TestWriteV3Fixture in commit 0e4c31d), before the operator's actions changed the checkpoint and
 // the records and receipts carried a MAC (v4, by TestWriteV4Fixture in commit 3e34371), and before
@@ -26,13 +26,14 @@ import (
 // named TestWriteV6Fixture, with a limit and reasons, run on commit cf8fbdc), before the checkpoint
 // kept the topics Cancels and Purges took messages of (v7, by TestWriteFixture of
 // fixture_gen_test.go run on commit fcb1137), and before it kept the damaged places accounted for
-// (v8, by the same test run on commit 2ce04ce): for each, one copied while the queue was open, with
-// log to replay after its checkpoint, and one after Close. Exactly the messages their PENDING file lists must be delivered, with their
-// payloads and none early, and the queue must reopen from the checkpoint it writes in the new
-// format. The fixtures were written in a synctest bubble, so their times are the bubble's.
+// (v8, by the same test run on commit 2ce04ce), and by version 9, which keeps them (v9, by the
+// same test run on commit 5c4a900): for each, one copied while the queue was open, with log to
+// replay after its checkpoint, and one after Close. Exactly the messages their PENDING file lists
+// must be delivered, with their payloads and none early, and the queue must reopen from the
+// checkpoint it writes in the new format. The fixtures were written in a synctest bubble, so their times are the bubble's.
 func TestOpensOlderDirectories(t *testing.T) {
 	for _, name := range []string{"v3/crashed", "v3/closed", "v4/crashed", "v4/closed", "v5/crashed", "v5/closed", "v6/crashed", "v6/closed",
-		"v7/crashed", "v7/closed", "v8/crashed", "v8/closed"} {
+		"v7/crashed", "v7/closed", "v8/crashed", "v8/closed", "v9/crashed", "v9/closed"} {
 		t.Run(name, func(t *testing.T) {
 			src := filepath.Join("testdata", name)
 			want := readPending(t, filepath.Join(src, "PENDING"))
