@@ -246,6 +246,8 @@ func TestBadInput(t *testing.T) {
 		{"POST", "/v1/topics/jobs/batch", `{"messages":[{},{},{},{}]}`, 413, "at most 3"},
 		{"POST", "/v1/topics/jobs/batch", `{"messages":[{},{"delay":"x"}]}`, 400, "messages[1]"},
 		{"POST", "/v1/topics/jobs/batch", `{"messages":[{"id":"a"},{"id":"a"}]}`, 400, "repeats"},
+		{"POST", "/v1/topics/jobs/batch", `{"messages":[{"id":"a","replace":true}]}`, 400, `messages[0]: field "replace"`},
+		{"POST", "/v1/topics/jobs/messages", `{"id":"a","replace":1}`, 400, `"replace"`},
 		{"POST", "/v1/topics/jobs/receive", `{"max":0}`, 400, `"max"`},
 		{"POST", "/v1/topics/jobs/receive", `{"wait":"1h"}`, 400, "limit"},
 		{"POST", "/v1/topics/jobs/receive", `{"visibility":"-1s"}`, 400, "negative"},
