@@ -85,13 +85,14 @@ func redisTarget(b *testing.B, masters int) string {
 
 // BenchmarkRedisSchedules runs -schedules schedules @every 1s for -schedules.for: on redisq
 // served by three tockd processes, on one redis-server and on a cluster of three masters, and
-// asynq's Scheduler with the same entries on one redis-server, then two asynq Schedulers (as two
-// processes would run), whose fires its docs say are duplicated. Consumers ack every fire. The
-// fires counted are those whose nominal times fall in the run but its first and last
-// three seconds: expected, delivered (fires), missed and delivered twice (twice: more than one
-// first delivery of a fire). Lateness as the consumer sees it (p50-late-ms, p99-late-ms) runs
-// from a fire's nominal time (in its ID for redisq; the second its task was enqueued in, for
-// asynq, whose tasks do not carry it) to the return of the Receive that delivered it; for redisq,
+// asynq's Scheduler with the same entries on one redis-server, then two asynq Schedulers (in this
+// process, as two processes would run them), whose fires its docs say are duplicated. Consumers
+// ack every fire. The fires counted are those whose nominal times fall in the run but its first
+// and last three seconds: expected, delivered (fires), missed and delivered twice (twice: more
+// than one first delivery of a fire; for asynq, the enqueues its Schedulers began, see below).
+// Lateness as the consumer sees it (p50-late-ms, p99-late-ms) runs from a fire's nominal time (in
+// its ID for redisq; the cron tick, for asynq, whose tasks do not carry it) to the return of the
+// Receive that delivered it (to asynq's handler); for redisq,
 // the engine's own lateness (engine-p50-late-ms, engine-p99-late-ms: from the nominal time to the
 // script that made the fire due, measured in Redis to the upper bound of its histogram bucket)
 // is tockd's queue_lateness over the same window.
@@ -176,23 +177,26 @@ func BenchmarkRedisSchedules(b *testing.B) {
 			}
 			for b.Loop() {
 				opt := asynq.RedisClientOpt{Addr: srv.Addr, PoolSize: 256}
-				// asynq's tasks do not carry their nominal time: the scheduler enqueues each at its
-				// cron tick, a whole second (robfig/cron's @every), so the second in which the
-				// scheduler enqueued a task is its nominal time. Both ends are keyed by task ID.
+				// asynq's tasks do not carry their nominal time: a Scheduler's cron ticks on whole
+				// seconds (robfig/cron's @every), and calls PreEnqueueFunc at once, so the second it
+				// is called in is the tick's. The fires counted (fires, missed, twice) are the
+				// enqueues the Schedulers began, by entry and tick, whether or not the Server
+				// processed them by the end (unprocessed counts those it had not); lateness is
+				// from the tick to the handler, matched through PostEnqueueFunc's task ID (an
+				// entry's enqueues run one after the other, in tick order).
 				var mu sync.Mutex
-				enqueued := make(map[string]time.Time)
-				type run struct {
-					entry string
-					at    time.Time
-				}
-				processed := make(map[string]run)
+				var ticks []string                       // entry@second of each enqueue begun
+				inflight := make(map[string][]time.Time) // entry -> ticks of its enqueues under way
+				enqueued := make(map[string]time.Time)   // task ID -> its tick
+				processed := make(map[string]time.Time)  // task ID -> when its handler ran
+				enqueueErrors := 0
 				server := asynq.NewServer(opt, asynq.Config{Concurrency: 256, LogLevel: asynq.ErrorLevel})
 				mux := asynq.NewServeMux()
 				mux.HandleFunc("t", func(ctx context.Context, t *asynq.Task) error {
 					now := time.Now()
 					id, _ := asynq.GetTaskID(ctx)
 					mu.Lock()
-					processed[id] = run{string(t.Payload()), now}
+					processed[id] = now
 					mu.Unlock()
 					return nil
 				})
@@ -203,12 +207,25 @@ func BenchmarkRedisSchedules(b *testing.B) {
 				var ss []*asynq.Scheduler
 				for range schedulers {
 					s := asynq.NewScheduler(opt, &asynq.SchedulerOpts{LogLevel: asynq.ErrorLevel,
+						PreEnqueueFunc: func(t *asynq.Task, _ []asynq.Option) {
+							at := time.Now().Truncate(time.Second)
+							e := string(t.Payload())
+							mu.Lock()
+							ticks = append(ticks, e+"@"+strconv.FormatInt(at.Unix(), 10))
+							inflight[e] = append(inflight[e], at)
+							mu.Unlock()
+						},
 						PostEnqueueFunc: func(info *asynq.TaskInfo, err error) {
-							if err == nil {
-								at := time.Now().Truncate(time.Second)
-								mu.Lock()
-								enqueued[info.ID] = at
-								mu.Unlock()
+							mu.Lock()
+							defer mu.Unlock()
+							if err != nil {
+								enqueueErrors++ // its tick stays in inflight: the entry's later matches are off
+								return
+							}
+							e := string(info.Payload)
+							if q := inflight[e]; len(q) > 0 {
+								enqueued[info.ID] = q[0]
+								inflight[e] = q[1:]
 							}
 						}})
 					for i := range n {
@@ -228,14 +245,24 @@ func BenchmarkRedisSchedules(b *testing.B) {
 				}
 				time.Sleep(2 * time.Second)
 				server.Shutdown()
+				mu.Lock()
+				from, to := start.Truncate(time.Second).Add(schedMargin), end.Truncate(time.Second).Add(-schedMargin)
 				log := &fireLog{count: make(map[string]int)}
-				for id, r := range processed {
-					if at, ok := enqueued[id]; ok {
-						log.add(r.entry+"@"+strconv.FormatInt(at.Unix(), 10), r.at.Sub(at))
+				for _, k := range ticks {
+					log.count[k]++
+				}
+				unprocessed := 0
+				for id, at := range enqueued {
+					if p, ok := processed[id]; ok {
+						log.late = append(log.late, p.Sub(at))
+					} else if !at.Before(from) && !at.After(to) {
+						unprocessed++
 					}
 				}
-				from := start.Truncate(time.Second).Add(schedMargin)
-				log.report(b, n, from, end.Truncate(time.Second).Add(-schedMargin), func(id string) (string, time.Time, bool) {
+				mu.Unlock()
+				b.ReportMetric(float64(unprocessed), "unprocessed")
+				b.ReportMetric(float64(enqueueErrors), "enqueue-errors")
+				log.report(b, n, from, to, func(id string) (string, time.Time, bool) {
 					i := len(id) - 1
 					for i >= 0 && id[i] != '@' {
 						i--
