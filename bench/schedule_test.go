@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -183,13 +185,18 @@ func BenchmarkRedisSchedules(b *testing.B) {
 				// enqueues the Schedulers began, by entry and tick, whether or not the Server
 				// processed them by the end (unprocessed counts those it had not); lateness is
 				// from the tick to the handler, matched through PostEnqueueFunc's task ID (an
-				// entry's enqueues run one after the other, in tick order).
+				// entry's enqueues end in the order of its ticks). The callbacks take no lock: on a
+				// loaded machine, thousands of cron goroutines queued on one made the Schedulers'
+				// Shutdown, which waits for them, take minutes.
+				type event struct {
+					entry, id string
+					at        time.Time
+				}
+				capacity := n * schedulers * (int(d/time.Second) + 30)
+				pres, posts := make([]atomic.Pointer[event], capacity), make([]atomic.Pointer[event], capacity)
+				var npre, npost, enqueueErrors atomic.Int64
 				var mu sync.Mutex
-				var ticks []string                       // entry@second of each enqueue begun
-				inflight := make(map[string][]time.Time) // entry -> ticks of its enqueues under way
-				enqueued := make(map[string]time.Time)   // task ID -> its tick
-				processed := make(map[string]time.Time)  // task ID -> when its handler ran
-				enqueueErrors := 0
+				processed := make(map[string]time.Time) // task ID -> when its handler ran
 				server := asynq.NewServer(opt, asynq.Config{Concurrency: 256, LogLevel: asynq.ErrorLevel})
 				mux := asynq.NewServeMux()
 				mux.HandleFunc("t", func(ctx context.Context, t *asynq.Task) error {
@@ -208,24 +215,19 @@ func BenchmarkRedisSchedules(b *testing.B) {
 				for range schedulers {
 					s := asynq.NewScheduler(opt, &asynq.SchedulerOpts{LogLevel: asynq.ErrorLevel,
 						PreEnqueueFunc: func(t *asynq.Task, _ []asynq.Option) {
-							at := time.Now().Truncate(time.Second)
-							e := string(t.Payload())
-							mu.Lock()
-							ticks = append(ticks, e+"@"+strconv.FormatInt(at.Unix(), 10))
-							inflight[e] = append(inflight[e], at)
-							mu.Unlock()
+							e := &event{entry: string(t.Payload()), at: time.Now().Truncate(time.Second)}
+							if i := npre.Add(1) - 1; i < int64(capacity) {
+								pres[i].Store(e)
+							}
 						},
 						PostEnqueueFunc: func(info *asynq.TaskInfo, err error) {
-							mu.Lock()
-							defer mu.Unlock()
 							if err != nil {
-								enqueueErrors++ // its tick stays in inflight: the entry's later matches are off
+								enqueueErrors.Add(1)
 								return
 							}
-							e := string(info.Payload)
-							if q := inflight[e]; len(q) > 0 {
-								enqueued[info.ID] = q[0]
-								inflight[e] = q[1:]
+							e := &event{entry: string(info.Payload), id: info.ID, at: time.Now()}
+							if i := npost.Add(1) - 1; i < int64(capacity) {
+								posts[i].Store(e)
 							}
 						}})
 					for i := range n {
@@ -240,28 +242,54 @@ func BenchmarkRedisSchedules(b *testing.B) {
 				}
 				end := start.Add(d)
 				time.Sleep(time.Until(end))
-				for _, s := range ss {
-					s.Shutdown()
+				// Shutdown waits for the enqueues under way; a Scheduler behind its ticks is
+				// given 10 s, then counted as it is (its ticks begun are all counted).
+				stopped := make(chan struct{})
+				go func() {
+					for _, s := range ss {
+						s.Shutdown()
+					}
+					close(stopped)
+				}()
+				select {
+				case <-stopped:
+				case <-time.After(10 * time.Second):
 				}
 				time.Sleep(2 * time.Second)
 				server.Shutdown()
-				mu.Lock()
 				from, to := start.Truncate(time.Second).Add(schedMargin), end.Truncate(time.Second).Add(-schedMargin)
 				log := &fireLog{count: make(map[string]int)}
-				for _, k := range ticks {
-					log.count[k]++
+				ticks := make(map[string][]time.Time) // entry -> the ticks of the enqueues begun
+				for i := range min(npre.Load(), int64(capacity)) {
+					if e := pres[i].Load(); e != nil {
+						log.count[e.entry+"@"+strconv.FormatInt(e.at.Unix(), 10)]++
+						ticks[e.entry] = append(ticks[e.entry], e.at)
+					}
 				}
+				ends := make(map[string][]*event) // entry -> its enqueues ended
+				for i := range min(npost.Load(), int64(capacity)) {
+					if e := posts[i].Load(); e != nil {
+						ends[e.entry] = append(ends[e.entry], e)
+					}
+				}
+				mu.Lock()
 				unprocessed := 0
-				for id, at := range enqueued {
-					if p, ok := processed[id]; ok {
-						log.late = append(log.late, p.Sub(at))
-					} else if !at.Before(from) && !at.After(to) {
-						unprocessed++
+				for entry, es := range ends {
+					slices.SortFunc(es, func(x, y *event) int { return x.at.Compare(y.at) })
+					ts := ticks[entry]
+					slices.SortFunc(ts, func(x, y time.Time) int { return x.Compare(y) })
+					for k, e := range es[:min(len(es), len(ts))] {
+						at := ts[k]
+						if p, ok := processed[e.id]; ok {
+							log.late = append(log.late, p.Sub(at))
+						} else if !at.Before(from) && !at.After(to) {
+							unprocessed++
+						}
 					}
 				}
 				mu.Unlock()
+				b.ReportMetric(float64(enqueueErrors.Load()), "enqueue-errors")
 				b.ReportMetric(float64(unprocessed), "unprocessed")
-				b.ReportMetric(float64(enqueueErrors), "enqueue-errors")
 				log.report(b, n, from, to, func(id string) (string, time.Time, bool) {
 					i := len(id) - 1
 					for i >= 0 && id[i] != '@' {
