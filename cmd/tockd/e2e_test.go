@@ -16,11 +16,14 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/client"
+	"github.com/tockwheel/tock/queue"
 )
 
 // These tests build tockd and run it as a child process, the way users do.
@@ -531,6 +534,95 @@ func TestKill9LosesNothing(t *testing.T) {
 	if ds, err := c.Receive(ctx, "k9", client.ReceiveOptions{Wait: wait}); err != nil || len(ds) != 0 {
 		t.Fatalf("after all were delivered: %d more, %v", len(ds), err)
 	}
+}
+
+// TestKill9MidCoalescedPutsLosesNothing kills tockd with SIGKILL while 32
+// producers put through one Client, whose concurrent Puts share batch
+// requests (coalescing, the default), after a random number of them were
+// answered; after a restart every put answered is there, due when its
+// answer said. A batch the kill cut short must be refused whole or stored
+// whole, and none of its puts may be answered before it is durable.
+func TestKill9MidCoalescedPutsLosesNothing(t *testing.T) {
+	dir := t.TempDir()
+	d := startTockd(t, dir, nil)
+	c := d.client(t, client.WithRetries(0, 0))
+	ctx := ctxFor(t, 2*time.Minute)
+	seed := time.Now().UnixNano()
+	killAfter := 200 + int(seed%2000)
+	t.Logf("seed %d: kill after %d answered puts", seed, killAfter)
+
+	var mu sync.Mutex
+	due := map[string]time.Time{}
+	var killed sync.Once
+	var dead atomic.Bool
+	kill := func() {
+		killed.Do(func() {
+			dead.Store(true)
+			if err := d.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	var wg sync.WaitGroup
+	for w := range 32 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				res, err := c.Put(ctx, "k9c", client.Message{Delay: time.Hour, Payload: json.RawMessage(fmt.Sprint(w*1_000_000 + i))})
+				if err != nil {
+					// After the kill, a put fails with its connection; an answer, or any
+					// error before the kill, is a failure of its own.
+					var e *client.Error
+					if errors.As(err, &e) || !dead.Load() {
+						t.Errorf("producer %d: %v", w, err)
+					}
+					kill()
+					return
+				}
+				mu.Lock()
+				due[res.ID] = res.DeliverAt
+				n := len(due)
+				mu.Unlock()
+				if n >= killAfter {
+					kill()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	<-d.done
+	if len(due) < killAfter {
+		t.Fatalf("%d puts answered before the kill; want at least %d", len(due), killAfter)
+	}
+
+	d = startTockd(t, dir, nil)
+	c = d.client(t)
+	found := map[string]time.Time{}
+	for cursor := ""; ; {
+		page, next, err := c.Messages(ctx, "k9c", queue.Scheduled, cursor, api.MaxPage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range page {
+			found[m.ID] = m.DeliverAt
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	lost := 0
+	for id, at := range due {
+		switch got, ok := found[id]; {
+		case !ok:
+			lost++
+		case !got.Equal(at):
+			t.Errorf("message %s due at %v after the restart; its put answered %v", id, got, at)
+		}
+	}
+	if lost > 0 {
+		t.Fatalf("%d of %d answered puts lost across kill -9", lost, len(due))
+	}
+	t.Logf("%d answered puts kept, %d stored of puts cut short", len(due), len(found)-len(due))
 }
 
 func sum(ns []int) int {
