@@ -1,11 +1,15 @@
 package server
 
 import (
+	"context"
+	"encoding/json"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/queue"
 )
 
 // BenchmarkServeHTTP measures one request through the Server's handler,
@@ -40,5 +44,51 @@ func BenchmarkServeHTTP(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkServeHTTPReceive measures a consumer's round through the Server's handler, without a
+// network: a receive of 100 due messages and the ack of their receipts, the requests of a burst's
+// delivery. The 100 messages are put on the queue directly first, in the round.
+//
+//	go test ./server -run '^$' -bench ServeHTTPReceive -benchmem -count 5
+func BenchmarkServeHTTPReceive(b *testing.B) {
+	q, err := delayq.Open(b.TempDir(), delayq.WithNoSync())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	s := New(q)
+	ctx := context.Background()
+	ms := make([]queue.Message, 100)
+	for i := range ms {
+		ms[i] = queue.Message{Topic: "bench", Payload: json.RawMessage(`"` + strings.Repeat("x", 98) + `"`)}
+	}
+	serve := func(path, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest("POST", path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		if rec.Code >= 300 {
+			b.Fatalf("POST %s: %d %s", path, rec.Code, rec.Body)
+		}
+		return rec
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := q.PutBatch(ctx, ms); err != nil {
+			b.Fatal(err)
+		}
+		rec := serve(api.ReceivePath("bench"), `{"max":100,"wait":"2s","visibility":"30s"}`)
+		var res api.ReceiveResponse
+		if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil || len(res.Messages) != len(ms) {
+			b.Fatalf("receive: %d messages, %v", len(res.Messages), err)
+		}
+		ack := api.AckRequest{Receipts: make([]string, len(res.Messages))}
+		for i, d := range res.Messages {
+			ack.Receipts[i] = d.Receipt
+		}
+		body, _ := json.Marshal(ack)
+		serve(api.PathAck, string(body))
 	}
 }
