@@ -35,7 +35,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
 	s.metrics.puts.Inc()
 	s.activity.put(now, 1)
 	res := api.PutResponse{ID: id, DeliverAt: m.DeliverAt.UTC()}
-	writeAppended(w, http.StatusCreated, res.AppendJSON(make([]byte, 0, 128)))
+	s.writeAppended(w, http.StatusCreated, res.AppendJSON)
 	return nil
 }
 
@@ -100,7 +100,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) error {
 		due[i] = ms[i].DeliverAt.UTC()
 	}
 	res := api.BatchResponse{IDs: out, DeliverAt: due}
-	writeAppended(w, http.StatusCreated, res.AppendJSON(make([]byte, 0, 64+len(out)*72)))
+	s.writeAppended(w, http.StatusCreated, res.AppendJSON)
 	return nil
 }
 
@@ -187,12 +187,8 @@ func (s *Server) handleReceive(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.metrics.deliveries.Add(float64(len(ds)))
 	s.activity.delivered(now, late)
-	size := 16
-	for i := range out {
-		size += 160 + len(out[i].Payload)
-	}
 	res := api.ReceiveResponse{Messages: out}
-	writeAppended(w, http.StatusOK, res.AppendJSON(make([]byte, 0, size)))
+	s.writeAppended(w, http.StatusOK, res.AppendJSON)
 	return nil
 }
 
