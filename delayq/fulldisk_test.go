@@ -167,8 +167,9 @@ func putUntilFailure(t *testing.T, q *Queue, seed uint64, a *acked, n int, sprea
 
 // drainAcked receives from topic until every message of want has been delivered, failing the test
 // on a message delivered before its due time, and acks what it receives. Other messages may come:
-// those of Puts that failed, written before the disk failed (a failed Put promises nothing).
-func drainAcked(t *testing.T, q *Queue, topic string, want map[string]time.Time) {
+// those of Puts that failed, written before the disk failed (a failed Put promises nothing); it
+// returns how many.
+func drainAcked(t *testing.T, q *Queue, topic string, want map[string]time.Time) (others int) {
 	t.Helper()
 	ctx := context.Background()
 	left := len(want)
@@ -191,7 +192,9 @@ func drainAcked(t *testing.T, q *Queue, topic string, want map[string]time.Time)
 			if now.Before(d.DeliverAt) {
 				t.Errorf("%s delivered %v early", d.ID, d.DeliverAt.Sub(now))
 			}
-			if _, ok := want[d.ID]; ok && !seen[d.ID] {
+			if _, ok := want[d.ID]; !ok {
+				others++
+			} else if !seen[d.ID] {
 				left--
 			}
 			seen[d.ID] = true
@@ -200,6 +203,7 @@ func drainAcked(t *testing.T, q *Queue, topic string, want map[string]time.Time)
 			}
 		}
 	}
+	return others
 }
 
 // TestFullDiskIsAnOutageNotALoss fills the log's disk under producers (in the middle of a write,
@@ -268,4 +272,39 @@ func TestFullDiskIsAnOutageNotALoss(t *testing.T) {
 	q := open(t, dir, withFaultDisk(d), WithSegmentSize(8<<10))
 	t.Logf("%d messages acknowledged over %d outages", len(a.due), rounds)
 	drainAcked(t, q, "full", a.due)
+}
+
+// TestFailedSyncKeepsOnlyWhatWasSynced makes fdatasync fail under producers: the records written
+// whose sync failed were never acknowledged, and after a failed fdatasync the kernel may have
+// dropped them from the disk while still showing them from its cache, so the queue opened again
+// in the same process must not take them for durable. It must find exactly the messages whose Put
+// returned nil: before the log cut back to what was synced at Close, it delivered those of the
+// failed batch too, read back from the cache.
+func TestFailedSyncKeepsOnlyWhatWasSynced(t *testing.T) {
+	dir := t.TempDir()
+	d := newFaultDisk()
+	a := &acked{due: make(map[string]time.Time)}
+	q := open(t, dir, withFaultDisk(d), WithSegmentSize(8<<10))
+	errs := putUntilFailure(t, q, 7, a, 300, time.Second, d.failSyncs)
+	for p, err := range errs {
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, syscall.EIO) {
+			t.Errorf("producer %d: %v, want ErrUnavailable caused by EIO", p, err)
+		}
+	}
+	if _, failed := d.faults(); failed == 0 {
+		t.Fatal("no sync failed")
+	}
+	q.Close()
+	d.heal()
+	q = open(t, dir, withFaultDisk(d))
+	others := drainAcked(t, q, "full", a.due)
+	// Everything put is due by now: anything more is a failed Put's.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if ds, err := q.Receive(ctx, "full", 100, time.Hour); err == nil {
+		others += len(ds)
+	}
+	if others > 0 {
+		t.Errorf("%d messages delivered whose Put failed (%d acknowledged)", others, len(a.due))
+	}
 }

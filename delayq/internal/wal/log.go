@@ -164,7 +164,8 @@ func OpenReadOnly(dir string, verify Verifier) *Log {
 func (l *Log) Dir() string { return l.dir }
 
 // Close writes and syncs everything appended, stops the flusher and closes the files. Later
-// appends return ErrClosed. It returns the log's sticky error, if any.
+// appends return ErrClosed. It returns the log's sticky error, if any: a log whose write or sync
+// failed is first cut back to what was durable (see cutUndurableLocked).
 func (l *Log) Close() error {
 	l.mu.Lock()
 	l.closing = true
@@ -191,6 +192,9 @@ func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
+		if !l.noSync {
+			l.cutUndurableLocked()
+		}
 		return l.err
 	}
 	if err != nil {
@@ -233,4 +237,52 @@ func (l *Log) Remove(seg uint32) error {
 		return fmt.Errorf("delayq: %w", err)
 	}
 	return nil
+}
+
+// cutUndurableLocked cuts the files of a log whose write or sync failed back to the end of what
+// was synced: what comes after was never acknowledged, and after a failed fdatasync the kernel may
+// have dropped it from the disk while still showing it from its cache (or kept it only there), so
+// that an Open in this process would take for durable, and a checkpoint cover, bytes a power loss
+// can take away. Segments begun since are removed. It does its best: what it cannot cut, Open
+// cuts as a torn write or reports as damage.
+func (l *Log) cutUndurableLocked() {
+	d := l.durable
+	for seg := range l.sizes {
+		path := segmentPath(l.dir, seg)
+		var err error
+		switch {
+		case seg < d.Segment():
+			continue
+		case seg > d.Segment() || d.Offset() < SegmentHeader:
+			err = os.Remove(path)
+			if errors.Is(err, os.ErrNotExist) {
+				err = nil
+			}
+		default:
+			err = truncateSync(path, int64(d.Offset()))
+		}
+		if err != nil {
+			l.logger.Warn("delayq: cannot cut what was not synced after a failed write", "file", path, "durable", int64(d.Offset()), "err", err)
+		}
+	}
+	if err := SyncDir(l.dir); err != nil {
+		l.logger.Warn("delayq: cannot cut what was not synced after a failed write", "dir", l.dir, "err", err)
+	}
+}
+
+// truncateSync cuts the file at path to size bytes, if longer, and syncs it.
+func truncateSync(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() <= size {
+		return err
+	}
+	if err := f.Truncate(size); err != nil {
+		return err
+	}
+	return fdatasync(f)
 }
