@@ -100,8 +100,9 @@
 // The queue does not resume in place: its memory holds the effect of records the disk did not
 // take, and a second way of rebuilding the state beside recovery's would be one more place for a
 // mistake to lose data. The way back is recovery's, the one every crash takes: [Queue.Close] the
-// stopped queue and [Open] the directory again once the disk has room. Open cuts the torn end of
-// the failed write and replays what was durable, so every acknowledged message is there and none
+// stopped queue and [Open] the directory again once the disk has room. Close cuts the log back to
+// what was synced (after a failed fdatasync the kernel may show bytes from its cache that the disk
+// does not hold), Open replays what was durable, so every acknowledged message is there and none
 // comes early; leases end, as at any reopen. While the disk is still full, Open fails with an
 // error matching ErrUnavailable: try again later. tockd does this by itself (see cmd/tockd): it
 // reopens the directory, with a backoff, until an Open succeeds, answering 503 meanwhile.
