@@ -227,11 +227,45 @@ func (q *Queue) Extend(ctx context.Context, receipt string, visibility time.Dura
 	if err := q.usableLocked(); err != nil {
 		return err
 	}
+	return q.extendLocked(receipt, time.Now().UnixNano(), visibility)
+}
+
+var _ queue.BatchExtender = (*Queue)(nil)
+
+// ExtendBatch extends the leases of receipts to visibility from now under one hold of the lock
+// (see [queue.BatchExtender]): an Extend each, for the cost of one. When some receipts name no
+// current lease it returns an [*ExtendError] listing them; the others were extended.
+func (q *Queue) ExtendBatch(ctx context.Context, receipts []string, visibility time.Duration) error {
+	if visibility <= 0 {
+		return fmt.Errorf("delayq: ExtendBatch visibility %v: %w", visibility, ErrInvalid)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("delayq: %w", err)
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if err := q.usableLocked(); err != nil {
+		return err
+	}
+	now := time.Now().UnixNano()
+	var failed []ReceiptError
+	for _, r := range receipts {
+		if err := q.extendLocked(r, now, visibility); err != nil {
+			failed = append(failed, ReceiptError{Receipt: r, Err: err})
+		}
+	}
+	if len(failed) > 0 {
+		return &ExtendError{Failed: failed}
+	}
+	return nil
+}
+
+// extendLocked moves the end of the lease receipt names to visibility from now (Unix ns).
+func (q *Queue) extendLocked(receipt string, now int64, visibility time.Duration) error {
 	e, err := q.currentLeaseLocked(receipt)
 	if err != nil {
 		return err
 	}
-	now := time.Now().UnixNano()
 	if e.bucket != nil && e.bucket.key*bucketNs <= now {
 		return errUnknownReceipt // ran out; its bucket's timer has not fired yet
 	}

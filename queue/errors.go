@@ -61,7 +61,7 @@ type AckError struct {
 	Failed []ReceiptError
 }
 
-// A ReceiptError is one receipt that Ack or Nack could not take, and why. Err matches
+// A ReceiptError is one receipt that Ack, Nack or ExtendBatch could not take, and why. Err matches
 // [ErrUnknownReceipt] for a receipt that names no current lease.
 type ReceiptError struct {
 	Receipt string
@@ -72,12 +72,16 @@ type ReceiptError struct {
 // the request that caused it.
 const maxListed = 3
 
-func (e *AckError) Error() string {
+func (e *AckError) Error() string { return receiptsError("acked", e.Failed) }
+
+// receiptsError is the message of an error listing the receipts that were not done (acked,
+// extended), with why: the first maxListed, and how many more.
+func receiptsError(done string, failed []ReceiptError) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d receipt(s) not acked: ", len(e.Failed))
-	for i, f := range e.Failed {
+	fmt.Fprintf(&b, "%d receipt(s) not %s: ", len(failed), done)
+	for i, f := range failed {
 		if i == maxListed {
-			fmt.Fprintf(&b, "; and %d more", len(e.Failed)-maxListed)
+			fmt.Fprintf(&b, "; and %d more", len(failed)-maxListed)
 			break
 		}
 		if i > 0 {
@@ -90,9 +94,12 @@ func (e *AckError) Error() string {
 
 // Unwrap returns the distinct reasons the receipts failed, so that errors.Is(err,
 // ErrUnknownReceipt) reports whether any receipt failed for that reason.
-func (e *AckError) Unwrap() []error {
+func (e *AckError) Unwrap() []error { return receiptReasons(e.Failed) }
+
+// receiptReasons returns the distinct errors of failed.
+func receiptReasons(failed []ReceiptError) []error {
 	var errs []error
-	for _, f := range e.Failed {
+	for _, f := range failed {
 		seen := false
 		for _, x := range errs {
 			if x == f.Err {

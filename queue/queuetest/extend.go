@@ -93,6 +93,69 @@ func testExtendNackedLease(ctx context.Context, h *env) {
 	h.wantErr("Extend of a nacked lease", h.e.Extend(ctx, d.Receipt, time.Minute), queue.ErrUnknownReceipt)
 }
 
+// testExtendBatch extends several leases in one call (queue.ExtendBatch: the engine's own
+// ExtendBatch when it is a queue.BatchExtender): the outcome is per receipt, those of no current
+// lease listed in order in an *ExtendError, the others extended; then a batch cuts its leases
+// short, and the messages come again, each once.
+func testExtendBatch(ctx context.Context, h *env) {
+	for first := 300 * time.Millisecond; first <= 2400*time.Millisecond; first *= 2 {
+		if extendBatchInTime(ctx, h, fmt.Sprint("t", first.Milliseconds()), first) {
+			return
+		}
+		h.Logf("an ExtendBatch of %v leases was called too late to be sure they were current; again with longer leases", first)
+	}
+	h.Fatal("no ExtendBatch of leases up to 2.4 s was called in time: the machine never ran the case in time")
+}
+
+// extendBatchInTime runs testExtendBatch on topic with first leases of first. It returns false,
+// having checked nothing more, if the batch was called when its leases might have run out.
+func extendBatchInTime(ctx context.Context, h *env, topic string, first time.Duration) bool {
+	h.Helper()
+	ids := make(map[string]bool)
+	for range 4 {
+		ids[h.put(ctx, queue.Message{Topic: topic})] = true
+	}
+	asked := time.Now()
+	ds := h.receiveAll(ctx, topic, 4, first)
+	h.ack(ctx, ds[3].Receipt)
+	batch := []string{ds[0].Receipt, ds[0].Receipt + "0", ds[1].Receipt, ds[3].Receipt, ds[2].Receipt}
+	called := time.Now()
+	err := queue.ExtendBatch(ctx, h.e, batch, time.Hour)
+	var xe *queue.ExtendError
+	switch {
+	case !errors.As(err, &xe):
+		h.Fatalf("ExtendBatch of 3 current leases, a forged receipt and an acked one: %v; want an *queue.ExtendError", err)
+	case len(xe.Failed) > 2 && !called.Before(asked.Add(first)):
+		return false
+	case len(xe.Failed) != 2 || xe.Failed[0].Receipt != batch[1] || xe.Failed[1].Receipt != batch[3]:
+		h.Fatalf("ExtendBatch refused %d receipts (%v); want the forged and the acked one, in that order", len(xe.Failed), err)
+	}
+	h.wantErr("ExtendBatch with two refused receipts", err, queue.ErrUnknownReceipt)
+	h.expectNothing(ctx, topic, 2*first) // held for an hour now
+	h.wantErr("ExtendBatch with a zero visibility", queue.ExtendBatch(ctx, h.e, batch[:1], 0), queue.ErrInvalid)
+	if err := queue.ExtendBatch(ctx, h.e, nil, time.Minute); err != nil {
+		h.Fatalf("ExtendBatch of no receipts: %v", err)
+	}
+	cut := time.Now()
+	if err := queue.ExtendBatch(ctx, h.e, []string{ds[2].Receipt, ds[0].Receipt, ds[1].Receipt}, 100*time.Millisecond); err != nil {
+		h.Fatalf("ExtendBatch cutting 3 leases of an hour to 100ms: %v", err)
+	}
+	again := h.receiveAll(ctx, topic, 3, time.Minute)
+	if took := time.Since(cut); took < 100*time.Millisecond {
+		h.Fatalf("delivered again %v after the leases were cut to 100ms", took)
+	}
+	for _, d := range again {
+		if !ids[d.ID] || d.ID == ds[3].ID || d.Attempt != 2 {
+			h.Fatalf("after the cut leases ran out, delivered %q attempt %d; want the 3 messages not acked, attempt 2", d.ID, d.Attempt)
+		}
+		h.ack(ctx, d.Receipt)
+	}
+	if again[0].ID == again[1].ID || again[1].ID == again[2].ID || again[0].ID == again[2].ID {
+		h.Fatalf("delivered again %q, %q and %q; want 3 different messages", again[0].ID, again[1].ID, again[2].ID)
+	}
+	return true
+}
+
 // testNackDeadLetter fails a message for good on its first delivery: it goes to the dead-letter
 // topic at once, its ID and payload kept, and leaves its own topic.
 func testNackDeadLetter(ctx context.Context, h *env) {

@@ -109,6 +109,7 @@ var cases = []struct {
 	{"Extend", testExtend},
 	{"ExtendShortens", testExtendShortens},
 	{"ExtendNackedLease", testExtendNackedLease},
+	{"ExtendBatch", testExtendBatch},
 	{"NackDeadLetter", testNackDeadLetter},
 	{"NackReasonRefused", testNackReasonRefused},
 	{"DeadLetter", testDeadLetter},
