@@ -2,6 +2,7 @@ package redisq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -159,33 +160,118 @@ func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration, o
 
 // Extend moves the deadline of the lease receipt names to visibility (rounded up to a millisecond)
 // from the script's clock; see [queue.Engine.Extend]. A lease whose deadline has passed by Redis's
-// clock has run out and is not extended, even before a script expired it. Extends are grouped
-// with the other writes to the shard's master, as acks are.
+// clock has run out and is not extended, even before a script expired it. Concurrent extensions
+// of one shard's leases share a script, grouped with the other writes to the shard's master, as
+// acks are; see ExtendBatch for many at once.
 func (q *Queue) Extend(ctx context.Context, receipt string, visibility time.Duration) error {
+	err := q.extend(ctx, []string{receipt}, visibility, "extend")
+	var xe *queue.ExtendError
+	if errors.As(err, &xe) {
+		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)
+	}
+	return err
+}
+
+var _ queue.BatchExtender = (*Queue)(nil)
+
+// ExtendBatch extends the leases of receipts to visibility (rounded up to a millisecond) from the
+// script's clock (see [queue.BatchExtender]): the receipts of each shard in one extend script,
+// every shard's sent at once, so that they share pipelines. When some receipts name no current
+// lease it returns an [*ExtendError] listing them; the others were extended.
+func (q *Queue) ExtendBatch(ctx context.Context, receipts []string, visibility time.Duration) error {
+	return q.extend(ctx, receipts, visibility, "extend batch")
+}
+
+// extend is Extend and ExtendBatch: the leases first, then the permits of those of limited
+// topics (which last as long as their leases, and the margin more). op names the call in errors.
+func (q *Queue) extend(ctx context.Context, receipts []string, visibility time.Duration, op string) error {
 	if err := q.usable(); err != nil {
 		return err
 	}
 	if visibility <= 0 {
-		return fmt.Errorf("redisq: extend: visibility %v: %w", visibility, queue.ErrInvalid)
+		return fmt.Errorf("redisq: %s: visibility %v: %w", op, visibility, queue.ErrInvalid)
 	}
-	rc, ok := q.verify(ctx, receipt)
-	if !ok {
-		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)
+	vis := millis(visibility)
+	type part struct {
+		r   *request
+		idx []int // positions in receipts
 	}
-	r := &request{kind: opScript, shard: rc.shard, script: extendScript, args: func(int, bool) []any {
-		return []any{rc.id, rc.token, millis(visibility)}
-	}}
-	if err := q.writer.do(ctx, r); err != nil {
-		return q.writeErr("extend", err)
-	}
-	if code := anyStr(first(r.reply)); code != "1" {
-		return fmt.Errorf("%w: %.40q", errUnknownReceipt, receipt)
-	}
-	if lim := replyAt(r.reply, 1); lim != "" {
-		// The permit lasts as long as the lease, and the margin more.
-		if _, _, err := q.permit(ctx, "x", lim, millis(visibility)+permitMargin.Milliseconds(), rc.token); err != nil {
-			return err
+	parts := make(map[int]*part)
+	decoded := make([]receipt, len(receipts))
+	failed := make([]bool, len(receipts))
+	for i, s := range receipts {
+		rc, ok := q.verify(ctx, s)
+		if !ok {
+			failed[i] = true
+			continue
 		}
+		decoded[i] = rc
+		p := parts[rc.shard]
+		if p == nil {
+			p = &part{r: &request{kind: opExtend, shard: rc.shard}}
+			parts[rc.shard] = p
+		}
+		p.r.extends = append(p.r.extends, extendItem{id: rc.id, token: rc.token, vis: vis})
+		p.idx = append(p.idx, i)
+	}
+	for _, p := range parts {
+		p.r.ctx = ctx
+		p.r.done = make(chan struct{})
+		q.writer.submit(p.r)
+	}
+	permits := make(map[int]*request) // by the home shard of limited topics
+	for _, p := range parts {
+		select {
+		case <-p.r.done:
+		case <-ctx.Done():
+			return fmt.Errorf("redisq: %s: %w", op, ctx.Err())
+		}
+		if p.r.err != nil {
+			return q.writeErr(op, p.r.err)
+		}
+		if len(p.r.reply) != 2*len(p.idx) {
+			return fmt.Errorf("%w: extend script replied %v", ErrProtocol, p.r.reply)
+		}
+		for k, i := range p.idx {
+			switch code, lim := anyStr(p.r.reply[2*k]), anyStr(p.r.reply[2*k+1]); {
+			case code == "-1":
+				failed[i] = true
+			case code != "1":
+				return fmt.Errorf("%w: extend script replied %v", ErrProtocol, p.r.reply)
+			case lim != "":
+				home := q.lay.home(lim)
+				pr := permits[home]
+				if pr == nil {
+					pr = &request{kind: opPermitExtend, shard: home}
+					permits[home] = pr
+				}
+				pr.permits = append(pr.permits, permitItem{topic: lim, token: decoded[i].token, span: vis + permitMargin.Milliseconds()})
+			}
+		}
+	}
+	for _, pr := range permits {
+		pr.ctx = ctx
+		pr.done = make(chan struct{})
+		q.writer.submit(pr)
+	}
+	for _, pr := range permits {
+		select {
+		case <-pr.done:
+		case <-ctx.Done():
+			return fmt.Errorf("redisq: %s: %w", op, ctx.Err())
+		}
+		if pr.err != nil {
+			return q.writeErr(op, pr.err)
+		}
+	}
+	var xe queue.ExtendError
+	for i, f := range failed {
+		if f {
+			xe.Failed = append(xe.Failed, queue.ReceiptError{Receipt: receipts[i], Err: errUnknownReceipt})
+		}
+	}
+	if len(xe.Failed) > 0 {
+		return fmt.Errorf("redisq: %w", &xe)
 	}
 	return nil
 }

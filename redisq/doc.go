@@ -165,10 +165,12 @@
 //     past their deadline are dropped), each under a lease token the caller gives and a deadline,
 //     and says when the next comes when it grants none; release drops permits and gives unused
 //     tokens back to the bucket, publishing the topic's head when that frees a permit; extend
-//     moves permits' deadlines.
-//   - extend: moves the deadline of a current lease whose token matches, and whose deadline has not
-//     passed by the script's clock, to the visibility from that clock (in {T}:lease and
-//     {T}:l:<topic>); the token, and so the receipt, stays the same.
+//     moves the deadlines of permits, of any topics homed on the shard.
+//   - extend: for each (ID, token, visibility), moves the deadline of a current lease whose token
+//     matches, and whose deadline has not passed by the script's clock, to the visibility from
+//     that clock (in {T}:lease and {T}:l:<topic>); the token, and so the receipt, stays the
+//     same. The extensions of one shard's leases made together (ExtendBatch, or concurrent
+//     Extends) are one script.
 //   - cancel: removes the message with the ID wherever it waits (wheel, ready set, lease).
 //   - tick: the housekeeping of the shard's owner (see Ownership): checks the fencing token against
 //     the lock, promotes the seconds that start within the owner's lead of the script's clock, and

@@ -78,5 +78,9 @@ type DuplicateError = queue.DuplicateError
 // errors.Is(err, [ErrUnknownReceipt]) holds when one was unknown or stale.
 type AckError = queue.AckError
 
-// A ReceiptError is one receipt an Ack could not ack, and why.
+// An ExtendError is the error of an ExtendBatch some of whose receipts were not extended. The
+// others were. It matches the errors of its Failed receipts, as AckError does.
+type ExtendError = queue.ExtendError
+
+// A ReceiptError is one receipt an Ack or ExtendBatch could not take, and why.
 type ReceiptError = queue.ReceiptError

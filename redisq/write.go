@@ -18,11 +18,12 @@ import (
 	"github.com/tockwheel/tock/queue"
 )
 
-// The writer groups the writes that a caller waits for (Put, PutBatch, Ack, Nack, Cancel and the
-// alias steps) per Redis master: while pipelines are in flight to a master (at most
+// The writer groups the writes that a caller waits for (Put, PutBatch, Ack, Nack, Extend, Cancel
+// and the alias steps) per Redis master: while pipelines are in flight to a master (at most
 // pipelinesInFlight), the requests for it queue, and the next pipeline carries them all, the single
-// Puts of one shard in one put script and the acks of one shard in one ack script, followed by WAIT
-// for the master's replicas. This is group commit, as in delayq's log: under load each request
+// Puts of one shard in one put script, the acks of one shard in one ack script, the extensions of
+// one shard's leases in one extend script and those of its permits in one permit script, followed
+// by WAIT for the master's replicas. This is group commit, as in delayq's log: under load each request
 // shares a round trip and a WAIT with many, and alone it costs one round trip.
 
 // pipelinesInFlight is how many pipelines the writer keeps in flight to one master. With one, the
@@ -48,9 +49,11 @@ const replicaRefresh = 5 * time.Second
 type opKind int
 
 const (
-	opPut    opKind = iota // single Puts: one put script (mode '1') per shard per pipeline
-	opAck                  // acks: one ack script per shard per pipeline
-	opScript               // any other script, alone
+	opPut          opKind = iota // single Puts: one put script (mode '1') per shard per pipeline
+	opAck                        // acks: one ack script per shard per pipeline
+	opExtend                     // lease extensions: one extend script per shard per pipeline
+	opPermitExtend               // permit extensions: one permit script (mode 'x') per shard per pipeline
+	opScript                     // any other script, alone
 )
 
 // A putItem is one message of a put request, as the put script takes it.
@@ -79,14 +82,29 @@ type ackItem struct {
 	id, token string
 }
 
+// An extendItem is one lease of an extend request, and its new visibility (ms).
+type extendItem struct {
+	id, token string
+	vis       int64
+}
+
+// A permitItem is one permit of a permit extension: its topic, its lease token, and its new span
+// from the script's clock (ms).
+type permitItem struct {
+	topic, token string
+	span         int64
+}
+
 // A request is one caller's part of a grouped write.
 type request struct {
 	ctx   context.Context
 	kind  opKind
 	shard int // -1: single Puts with generated IDs, given a shard when sent
 
-	items []putItem // opPut
-	acks  []ackItem // opAck
+	items   []putItem    // opPut
+	acks    []ackItem    // opAck
+	extends []extendItem // opExtend
+	permits []permitItem // opPermitExtend
 
 	script *redis.Script // opScript
 	args   func(shard int, retry bool) []any
@@ -487,7 +505,7 @@ func (w *writer) group(reqs []*request) []*call {
 	merged := make(map[[2]int]*call)
 	for _, r := range reqs {
 		switch r.kind {
-		case opPut, opAck:
+		case opPut, opAck, opExtend, opPermitExtend:
 			k := [2]int{r.shard, int(r.kind)}
 			c := merged[k]
 			if c == nil {
@@ -532,6 +550,32 @@ func (w *writer) group(reqs []*request) []*call {
 			for _, r := range c.reqs {
 				for _, a := range r.acks {
 					c.args = append(c.args, a.id, a.token)
+				}
+			}
+		case opExtend:
+			c.script = extendScript
+			n := 0
+			for _, r := range c.reqs {
+				n += len(r.extends)
+			}
+			c.args = make([]any, 0, 1+3*n)
+			c.args = append(c.args, n)
+			for _, r := range c.reqs {
+				for _, x := range r.extends {
+					c.args = append(c.args, x.id, x.token, x.vis)
+				}
+			}
+		case opPermitExtend:
+			c.script = permitScript
+			n := 0
+			for _, r := range c.reqs {
+				n += len(r.permits)
+			}
+			c.args = make([]any, 0, 2+3*n)
+			c.args = append(c.args, "x", n)
+			for _, r := range c.reqs {
+				for _, p := range r.permits {
+					c.args = append(c.args, p.topic, p.span, p.token)
 				}
 			}
 		}
@@ -584,6 +628,10 @@ func (w *writer) dispatch(c *call) {
 			n = 2 * len(r.items)
 		case opAck:
 			n = 3 * len(r.acks) // code, alias, limited topic
+		case opExtend:
+			n = 2 * len(r.extends) // code, limited topic
+		case opPermitExtend:
+			n = len(r.permits) // found
 		default:
 			n = len(rest)
 		}

@@ -1,11 +1,22 @@
 -- permit keeps a limited topic's permits, on its home shard, by the script's clock: a token
 -- bucket (bkey) for the rate and the leases granted (pkey, token -> deadline) for the concurrency.
--- ARGV: mode, topic, then for mode 'a' (acquire): n, visibility and margin (ms), n lease tokens;
--- 'r' (release): the tokens to give back to the rate (unused), then lease tokens; 'x' (extend):
--- visibility plus margin (ms), then lease tokens.
+-- ARGV: mode, then for mode 'a' (acquire): topic, n, visibility and margin (ms), n lease tokens;
+-- 'r' (release): topic, the tokens to give back to the rate (unused), then lease tokens; 'x'
+-- (extend): n, then n times a topic, a span (ms: visibility plus margin) and a lease token, whose
+-- permit then ends that span from NOW, if it is held.
 -- Replies {NOW, ver, granted, next}: for 'a', how many of the n tokens were granted (the first
 -- ones; -1: the topic has no limit) and, when none, when the next permit comes by a time (ms;
--- -1: only when a lease ends); for 'r' and 'x', how many permits it found.
+-- -1: only when a lease ends); for 'r', how many permits it found; for 'x', {NOW, ver, found1,
+-- ...}, 1 for a permit held (and extended), 0 for one not held.
+if ARGV[1] == 'x' then
+  local out = {NOW, 0}
+  for i = 1, tonumber(ARGV[2]) do
+    local o = 3 + (i - 1) * 3
+    out[#out + 1] = redis.call('ZADD', pkey(ARGV[o]), 'XX', 'CH', NOW + tonumber(ARGV[o + 1]), ARGV[o + 2])
+  end
+  out[2] = finish('m')
+  return out
+end
 local mode, topic = ARGV[1], ARGV[2]
 local l = parse_limit(redis.call('HGET', LIM, topic))
 if not l then return {NOW, 0, -1, -1} end
@@ -41,7 +52,7 @@ if mode == 'a' then
     end
   end
   out = k
-elseif mode == 'r' then
+else
   local refund = tonumber(ARGV[3])
   local removed = 0
   if #ARGV > 3 then removed = redis.call('ZREM', pk, unpack(ARGV, 4)) end
@@ -52,11 +63,6 @@ elseif mode == 'r' then
     ERN[1] = topic
   end
   out = removed
-else
-  local deadline = NOW + tonumber(ARGV[3])
-  for i = 4, #ARGV do
-    out = out + redis.call('ZADD', pk, 'XX', 'CH', deadline, ARGV[i])
-  end
 end
 if tok then redis.call('HSET', bkey(topic), 'tok', string.format('%.17g', tok), 'ts', NOW) end
 return {NOW, finish('m'), out, next}
