@@ -164,8 +164,9 @@
 //     permits (the bucket's whole tokens, and the concurrency less the permits held, after those
 //     past their deadline are dropped), each under a lease token the caller gives and a deadline,
 //     and says when the next comes when it grants none; release drops permits and gives unused
-//     tokens back to the bucket, publishing the topic's head when that frees a permit; extend
-//     moves the deadlines of permits, of any topics homed on the shard.
+//     tokens back to the bucket (less the refill the bucket may have lost while they were out:
+//     see Limits), publishing the topic's head when that frees a permit; extend moves the
+//     deadlines of permits, of any topics homed on the shard.
 //   - extend: for each (ID, token, visibility), moves the deadline of a current lease whose token
 //     matches, and whose deadline has not passed by the script's clock, to the visibility from
 //     that clock (in {T}:lease and {T}:l:<topic>); the token, and so the receipt, stays the
@@ -283,7 +284,10 @@
 // nothing of a limited topic to a caller that holds no permits, and replies that the topic is
 // limited; the caller then asks the home shard's permit script for permits, runs the receive
 // script with the permits' tokens as the lease tokens (on the shards whose messages are due), and
-// gives back the permits it did not use. An ack or nack of a limited topic's message replies the
+// gives back the permits it did not use: the bucket takes their tokens back less the refill of
+// the time they were out (rate·span), which it would have lost had it been full meanwhile, so
+// that a receive that took the whole bucket and gave it back later does not let two others take
+// a burst each at once. An ack or nack of a limited topic's message replies the
 // topic, and the caller gives its permit back; an extension extends its permit too. A permit of a
 // lease that ends otherwise (it ran out, its consumer died) is dropped at its deadline, a second
 // after the lease's, so that the shards' clocks may differ by that much without the concurrency

@@ -103,20 +103,21 @@ func (q *Queue) Limits(ctx context.Context) ([]queue.TopicLimit, error) {
 }
 
 // permit runs the permit script on topic's home shard (see lua/permit.lua) and returns its
-// count and, for an acquire, when the next permit comes (Redis ms; -1: at a lease's end).
-func (q *Queue) permit(ctx context.Context, mode, topic string, args ...any) (n, next int64, err error) {
+// count, for an acquire when the next permit comes (Redis ms; -1: at a lease's end), and the
+// script's clock (Redis ms).
+func (q *Queue) permit(ctx context.Context, mode, topic string, args ...any) (n, next, now int64, err error) {
 	r := &request{kind: opScript, shard: q.lay.home(topic), script: permitScript, args: func(int, bool) []any {
 		return append([]any{mode, topic}, args...)
 	}}
 	if err := q.writer.do(ctx, r); err != nil {
-		return 0, 0, q.writeErr("permit", err)
+		return 0, 0, 0, q.writeErr("permit", err)
 	}
 	if len(r.reply) < 2 {
-		return 0, 0, fmt.Errorf("%w: permit script replied %v", ErrProtocol, r.reply)
+		return 0, 0, 0, fmt.Errorf("%w: permit script replied %v", ErrProtocol, r.reply)
 	}
 	n, _ = r.reply[0].(int64)
 	next, _ = r.reply[1].(int64)
-	return n, next, nil
+	return n, next, r.now, nil
 }
 
 // givePermitsBack gives back, in the background, the permits of leases that ended (acked or
@@ -128,7 +129,7 @@ func (q *Queue) givePermitsBack(byTopic map[string][]any) {
 			defer q.wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			if _, _, err := q.permit(ctx, "r", topic, append([]any{0}, tokens...)...); err != nil {
+			if _, _, _, err := q.permit(ctx, "r", topic, append([]any{0, 0}, tokens...)...); err != nil {
 				q.logger().Warn("redisq: give permits back; they run out at their deadlines", "topic", topic, "error", err)
 			}
 		}()
@@ -148,7 +149,7 @@ func (q *Queue) receiveLimited(ctx context.Context, ts *topicState, due []int, m
 	ts.mu.Lock()
 	events := ts.events
 	ts.mu.Unlock()
-	granted, next, err := q.permit(ctx, "a", ts.name, append([]any{want, vis, permitMargin.Milliseconds()}, tokens...)...)
+	granted, next, at, err := q.permit(ctx, "a", ts.name, append([]any{want, vis, permitMargin.Milliseconds()}, tokens...)...)
 	if err != nil || granted <= 0 {
 		if granted == 0 && err == nil {
 			ts.mu.Lock()
@@ -192,13 +193,15 @@ func (q *Queue) receiveLimited(ctx context.Context, ts *topicState, due []int, m
 		free = rest
 	}
 	if len(free) > 0 {
-		back := make([]any, 0, len(free)+1)
-		back = append(back, len(free))
+		// Given back with when they were granted: the bucket takes back less the refill it may
+		// have lost meanwhile (see lua/permit.lua).
+		back := make([]any, 0, len(free)+2)
+		back = append(back, len(free), at)
 		for _, t := range free {
 			back = append(back, t)
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		_, _, rerr := q.permit(rctx, "r", ts.name, back...)
+		_, _, _, rerr := q.permit(rctx, "r", ts.name, back...)
 		cancel()
 		if rerr != nil && err == nil && len(out) == 0 {
 			err = rerr

@@ -1,9 +1,10 @@
 -- permit keeps a limited topic's permits, on its home shard, by the script's clock: a token
 -- bucket (bkey) for the rate and the leases granted (pkey, token -> deadline) for the concurrency.
 -- ARGV: mode, then for mode 'a' (acquire): topic, n, visibility and margin (ms), n lease tokens;
--- 'r' (release): topic, the tokens to give back to the rate (unused), then lease tokens; 'x'
--- (extend): n, then n times a topic, a span (ms: visibility plus margin) and a lease token, whose
--- permit then ends that span from NOW, if it is held.
+-- 'r' (release): topic, the tokens to give back to the rate (unused), when they were acquired
+-- (the NOW of the acquire's reply, ms), then lease tokens; 'x' (extend): n, then n times a topic,
+-- a span (ms: visibility plus margin) and a lease token, whose permit then ends that span from
+-- NOW, if it is held.
 -- Replies {NOW, ver, granted, next}: for 'a', how many of the n tokens were granted (the first
 -- ones; -1: the topic has no limit) and, when none, when the next permit comes by a time (ms;
 -- -1: only when a lease ends); for 'r', how many permits it found; for 'x', {NOW, ver, found1,
@@ -53,11 +54,19 @@ if mode == 'a' then
   end
   out = k
 else
-  local refund = tonumber(ARGV[3])
+  local refund, since = tonumber(ARGV[3]), tonumber(ARGV[4])
   local removed = 0
-  if #ARGV > 3 then removed = redis.call('ZREM', pk, unpack(ARGV, 4)) end
-  if tok then tok = math.min(l.burst, tok + refund) end
-  if (removed > 0 and l.conc > 0 and held >= l.conc) or refund > 0 then
+  if #ARGV > 4 then removed = redis.call('ZREM', pk, unpack(ARGV, 5)) end
+  if not tok then refund = 0 end
+  if refund > 0 then
+    -- Had these tokens not been taken at since, the bucket might have been full meanwhile and
+    -- lost the refill of up to rate·(NOW - since): they come back less that much, so that no
+    -- window of T seconds grants more than rate·T + burst (given back whole, a taker that came
+    -- meanwhile would find the bucket fuller than it could have been).
+    refund = math.max(0, refund - math.max(NOW - since, 0) * l.rate / 1000)
+    tok = math.min(l.burst, tok + refund)
+  end
+  if (removed > 0 and l.conc > 0 and held >= l.conc) or (refund > 0 and tok >= 1) then
     -- A permit came free: the receivers of the topic, in every process, look again.
     ER[topic] = {old = false, min = NOW}
     ERN[1] = topic
