@@ -17,7 +17,8 @@
 //	POST   /v1/topics/{topic}/receive   ReceiveRequest  200 ReceiveResponse
 //	POST   /v1/ack                      AckRequest      204; 400 AckErrorBody (CodeUnknownReceipt)
 //	POST   /v1/nack                     NackRequest     204
-//	POST   /v1/extend                   ExtendRequest   204; 400 ErrorBody (CodeUnknownReceipt)
+//	POST   /v1/extend                   ExtendRequest   204; 400 ErrorBody or, for Receipts,
+//	                                                    ExtendErrorBody (CodeUnknownReceipt)
 //	GET    /v1/stats?history=&forecast=                 200 Stats
 //
 // The routes that operate the queue (answered 501, CodeNotImplemented, by an engine that cannot):
@@ -38,9 +39,9 @@
 //	PUT    /v1/topics/{topic}/limit     Limit           200 Limit (as kept, its default burst filled in)
 //	DELETE /v1/topics/{topic}/limit                     204
 //
-// Every error answer is an [ErrorBody], with more fields for a duplicate ([DuplicateBody]) and a
-// partial ack ([AckErrorBody]). Its Code, one of the Code constants, is what programs compare; the
-// message is for people and may change.
+// Every error answer is an [ErrorBody], with more fields for a duplicate ([DuplicateBody]), a
+// partial ack ([AckErrorBody]) and a partial extension ([ExtendErrorBody]). Its Code, one of the
+// Code constants, is what programs compare; the message is for people and may change.
 //
 // Times are RFC 3339 with nanoseconds ([TimeFormat]). Answers write them in UTC, as
 // encoding/json writes a [time.Time] in UTC; requests may use any offset. Durations are Go

@@ -60,3 +60,15 @@ type AckErrorBody struct {
 	// is never larger than the request beyond its bounded message.
 	Failed []int `json:"failed"`
 }
+
+// ExtendErrorBody is the answer 400 ([CodeUnknownReceipt]) of [RouteExtend] with Receipts when
+// some receipts were not extended: they name no current lease (forged, malformed, run out, acked
+// or nacked). The receipts it does not list were extended.
+type ExtendErrorBody struct {
+	ErrorBody
+	// Extended counts the receipts that were extended.
+	Extended int `json:"extended"`
+	// Failed holds the indexes, in the request's receipts, of those that were not extended, in
+	// increasing order; as in [AckErrorBody], never larger than the request's receipts.
+	Failed []int `json:"failed"`
+}

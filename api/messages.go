@@ -96,10 +96,13 @@ type NackRequest struct {
 // MaxReason is the longest reason a [NackRequest] may give, in bytes of UTF-8 (queue.MaxReason).
 const MaxReason = 1024
 
-// ExtendRequest is the body of [RouteExtend]: the lease of Receipt now ends Visibility, a Go
-// duration, after the server's now. A receipt of no current lease (its lease ran out, or was
-// acked or nacked) is answered 400 with code [CodeUnknownReceipt].
+// ExtendRequest is the body of [RouteExtend]: the lease of Receipt, or of each of Receipts (one
+// of the two, not both), now ends Visibility, a Go duration, after the server's now. A receipt of
+// no current lease (its lease ran out, or was acked or nacked) is answered 400 with code
+// [CodeUnknownReceipt]: an [ErrorBody] for Receipt, and for Receipts an [ExtendErrorBody] that
+// lists those not extended (the others were).
 type ExtendRequest struct {
-	Receipt    string `json:"receipt"`
-	Visibility string `json:"visibility"`
+	Receipt    string   `json:"receipt,omitempty"`
+	Receipts   []string `json:"receipts,omitempty"`
+	Visibility string   `json:"visibility"`
 }

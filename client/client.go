@@ -301,7 +301,7 @@ func (c *Client) Ack(ctx context.Context, receipts ...string) error {
 func (c *Client) ackOne(ctx context.Context, receipts []string) error {
 	err := c.do(ctx, http.MethodPost, api.PathAck, api.AckRequest{Receipts: receipts}, nil, true)
 	var e *Error
-	if errors.As(err, &e) && e.ack != nil {
+	if errors.As(err, &e) && e.failed != nil {
 		if ae := ackError(receipts, e); ae != nil {
 			return ae
 		}
@@ -312,18 +312,29 @@ func (c *Client) ackOne(ctx context.Context, receipts []string) error {
 // ackError returns the *queue.AckError of the answer e to an ack of
 // receipts, or nil if the answer does not fit the request.
 func ackError(receipts []string, e *Error) error {
-	reason := &Error{StatusCode: e.StatusCode, Code: e.Code, Message: "receipt not acked: unknown or stale"}
-	ae := &queue.AckError{Failed: make([]queue.ReceiptError, 0, len(e.ack.Failed))}
-	for _, i := range e.ack.Failed {
+	failed := e.receiptErrors(receipts, "receipt not acked: unknown or stale")
+	if failed == nil {
+		return nil
+	}
+	return &queue.AckError{Failed: failed}
+}
+
+// receiptErrors returns the receipts of the request e answered that it
+// lists as failed, each with the error msg, or nil if the answer does not
+// fit the request.
+func (e *Error) receiptErrors(receipts []string, msg string) []queue.ReceiptError {
+	reason := &Error{StatusCode: e.StatusCode, Code: e.Code, Message: msg}
+	out := make([]queue.ReceiptError, 0, len(e.failed))
+	for _, i := range e.failed {
 		if i < 0 || i >= len(receipts) {
 			return nil
 		}
-		ae.Failed = append(ae.Failed, queue.ReceiptError{Receipt: receipts[i], Err: reason})
+		out = append(out, queue.ReceiptError{Receipt: receipts[i], Err: reason})
 	}
-	if len(ae.Failed) == 0 {
+	if len(out) == 0 {
 		return nil
 	}
-	return ae
+	return out
 }
 
 // Nack ends the lease of receipt and makes its message due again after
@@ -353,13 +364,103 @@ func (c *Client) Nack(ctx context.Context, receipt string, delay time.Duration, 
 // fails with an [*Error] matching [queue.ErrUnknownReceipt]; a visibility
 // that is not positive is refused without a request ([queue.ErrInvalid]).
 // Extend is retried (see [WithRetries]): a repeat only sets the same end
-// again, a little later.
+// again, a little later. Extends made while the Client is busy share
+// requests (see [WithCoalescing]), as [Client.ExtendBatch] does.
 func (c *Client) Extend(ctx context.Context, receipt string, visibility time.Duration) error {
 	if visibility <= 0 {
 		return fmt.Errorf("client: Extend visibility %v: %w", visibility, queue.ErrInvalid)
 	}
+	return c.extend(ctx, receipt, visibility)
+}
+
+// ExtendBatch moves the end of the leases of receipts to visibility from
+// the server's now, in one request. It returns nil when every lease was
+// extended. When the server extended some and not others (they name no
+// current lease), it returns a [*queue.ExtendError] listing those not
+// extended, in order, each with a reason that matches
+// [queue.ErrUnknownReceipt] and is an [*Error] of the server's answer; the
+// receipts it does not list were extended. Any other error leaves the
+// outcome of each receipt unknown. A visibility that is not positive is
+// refused without a request ([queue.ErrInvalid]); no receipts is nil. A
+// tockd older than this Client, which takes one receipt per extend, is
+// sent one request per receipt. ExtendBatch is retried as Extend is.
+func (c *Client) ExtendBatch(ctx context.Context, receipts []string, visibility time.Duration) error {
+	if visibility <= 0 {
+		return fmt.Errorf("client: ExtendBatch visibility %v: %w", visibility, queue.ErrInvalid)
+	}
+	if len(receipts) == 0 {
+		return nil
+	}
+	if len(receipts) == 1 || c.co.noExtendBatch.Load() {
+		return c.extendEach(ctx, receipts, visibility, false)
+	}
+	err := c.extendSeveral(ctx, receipts, visibility)
+	if refusedWhole(err) {
+		// Maybe a tockd that takes one receipt per extend.
+		return c.extendEach(ctx, receipts, visibility, true)
+	}
+	return err
+}
+
+// extendOne sends an extend of one receipt.
+func (c *Client) extendOne(ctx context.Context, receipt string, visibility time.Duration) error {
 	req := api.ExtendRequest{Receipt: receipt, Visibility: visibility.String()}
 	return c.do(ctx, http.MethodPost, api.PathExtend, req, nil, true)
+}
+
+// extendSeveral sends one extend of receipts (with "receipts"). Its error
+// is a *queue.ExtendError when the server extended some of them and not
+// others, and otherwise leaves the outcome of every receipt unknown.
+func (c *Client) extendSeveral(ctx context.Context, receipts []string, visibility time.Duration) error {
+	req := api.ExtendRequest{Receipts: receipts, Visibility: visibility.String()}
+	err := c.do(ctx, http.MethodPost, api.PathExtend, req, nil, true)
+	var e *Error
+	if errors.As(err, &e) && e.failed != nil {
+		if failed := e.receiptErrors(receipts, notExtended); failed != nil {
+			return &queue.ExtendError{Failed: failed}
+		}
+	}
+	return err
+}
+
+// notExtended is the message of the error of a receipt an extend of
+// several did not extend.
+const notExtended = "lease not extended: no current lease"
+
+// extendEach extends each of receipts with a request of its own, in turn,
+// and gathers those the server refused as of no current lease in a
+// *queue.ExtendError; any other error ends it. after says an extend of
+// several was refused whole: when any of these succeeds, the server is one
+// that takes one receipt per extend, and Extends are no longer coalesced.
+func (c *Client) extendEach(ctx context.Context, receipts []string, visibility time.Duration, after bool) error {
+	var failed []queue.ReceiptError
+	for _, rc := range receipts {
+		err := c.extendOne(ctx, rc, visibility)
+		switch {
+		case err == nil:
+			if after {
+				c.co.noExtendBatch.Store(true)
+			}
+		case errors.Is(err, queue.ErrUnknownReceipt):
+			failed = append(failed, queue.ReceiptError{Receipt: rc, Err: err})
+		default:
+			return err
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	if len(receipts) == 1 {
+		return failed[0].Err
+	}
+	return &queue.ExtendError{Failed: failed}
+}
+
+// refusedWhole reports whether err is the server's refusal of a request
+// as a whole, as bad (400, code bad_request): nothing of it was done.
+func refusedWhole(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.StatusCode == http.StatusBadRequest && e.Code == api.CodeBadRequest
 }
 
 // Healthy returns nil when the server process answers /healthz.

@@ -22,18 +22,19 @@ import (
 // README).
 const DefaultCoalescing = 1
 
-// WithCoalescing lets concurrent [Client.Put] calls of one topic, and
-// concurrent [Client.Ack] calls, share requests, as Kafka's and NATS's
-// producers batch their sends: while n requests of Puts of a topic (or of
-// Acks) are in flight, the calls made meanwhile wait, and go together in
-// one batch request as soon as one of them ends. A call made while fewer
+// WithCoalescing lets concurrent [Client.Put] calls of one topic, concurrent
+// [Client.Ack] calls, and concurrent [Client.Extend] calls, share requests,
+// as Kafka's and NATS's producers batch their sends: while n requests of
+// Puts of a topic (or of Acks, or of Extends) are in flight, the calls made
+// meanwhile wait, and go together in one batch request as soon as one of
+// them ends (Extends of one visibility: a request carries one). A call made while fewer
 // than n are in flight is sent at once, on its own, as without
 // coalescing: there is no timer, so coalescing adds no latency to a
 // Client that is not busy, and under load it trades at most the rest of
 // one request's time for a request per call. Each call gets the answer it
 // would have got on its own: a batch the server refuses stores nothing (a
 // batch is all or nothing), and then each of its Puts is sent again on its
-// own; an Ack's outcome is split receipt by receipt. An error that leaves
+// own; an Ack's or an Extend's outcome is split receipt by receipt. An error that leaves
 // the batch's outcome unknown (the connection failed, a 5xx) is every
 // call's error, as it would have been each one's alone. A call whose
 // context ends while it waits is not sent; one whose context ends while
@@ -49,6 +50,8 @@ const DefaultCoalescing = 1
 // version and later); a Client that meets an older one stops coalescing,
 // and reports the due times of the Puts it had coalesced as the client
 // sees them: the time asked for, or the time of the answer plus the delay.
+// Likewise a Client that meets a tockd that takes one receipt per extend
+// (older than this version) stops coalescing Extends.
 //
 // The default is [DefaultCoalescing]; n = 0 turns coalescing off, so that
 // every call is a request of its own. [New] refuses a negative n.
@@ -73,9 +76,10 @@ const (
 type coalescer struct {
 	limit int // requests in flight per queue; 0: coalescing is off
 
-	mu   sync.Mutex
-	puts map[string]*callQueue // by topic; a queue is removed when it is idle
-	acks callQueue
+	mu      sync.Mutex
+	puts    map[string]*callQueue // by topic; a queue is removed when it is idle
+	acks    callQueue
+	extends callQueue
 
 	// maxPuts bounds the puts of one batch: maxCoalesced, less after a
 	// server refused a batch as too large.
@@ -83,6 +87,10 @@ type coalescer struct {
 	// noDueTimes is set when a server answered a batch without due times:
 	// it is older than this client, and Puts are no longer coalesced.
 	noDueTimes atomic.Bool
+	// noExtendBatch is set when a server refused an extend of several
+	// receipts that it extended one at a time: it is older than this
+	// client, and Extends are no longer coalesced.
+	noExtendBatch atomic.Bool
 }
 
 func newCoalescer(limit int) *coalescer {
@@ -91,18 +99,19 @@ func newCoalescer(limit int) *coalescer {
 	return co
 }
 
-// A callQueue is the coalescing state of the Puts of one topic, or of the
-// Acks. Guarded by coalescer.mu.
+// A callQueue is the coalescing state of the Puts of one topic, of the
+// Acks, or of the Extends. Guarded by coalescer.mu.
 type callQueue struct {
 	inFlight int     // requests being sent
 	waiting  []*call // calls waiting for one of them to end, oldest first
 }
 
-// A call is a Put or an Ack that may be coalesced.
+// A call is a Put, an Ack or an Extend that may be coalesced.
 type call struct {
 	ctx      context.Context
-	body     []byte   // a Put: its api.PutRequest as JSON
-	receipts []string // an Ack
+	body     []byte        // a Put: its api.PutRequest as JSON
+	receipts []string      // an Ack; an Extend's one receipt
+	vis      time.Duration // an Extend's visibility
 
 	taken bool // guarded by coalescer.mu: in a batch being sent, no longer to be withdrawn
 
@@ -132,14 +141,14 @@ func (co *coalescer) enterLocked(q *callQueue, cl *call) (alone bool) {
 // next is called when a request of q has ended: it returns the calls to
 // send next in its place, oldest first, up to what fits in one request
 // (see fits), and marks them taken; or, when no call waits, it frees the
-// place and returns nil. topic names q among the puts ("" for the acks),
-// so that an idle queue is removed.
+// place and returns nil. topic names q among the puts ("" for the acks
+// and the extends), so that an idle queue of puts is removed.
 func (co *coalescer) next(q *callQueue, topic string, fits func(batch []*call, cl *call) bool) []*call {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	if len(q.waiting) == 0 {
 		q.inFlight--
-		if q.inFlight == 0 && q != &co.acks {
+		if q.inFlight == 0 && q != &co.acks && q != &co.extends {
 			delete(co.puts, topic)
 		}
 		return nil
@@ -407,7 +416,7 @@ func (c *Client) ackBatch(batch []*call) {
 		for _, cl := range batch {
 			cl.finish(PutResult{}, nil)
 		}
-	case errors.As(err, &e) && e.ack != nil && ackError(all, e) != nil:
+	case errors.As(err, &e) && e.failed != nil && ackError(all, e) != nil:
 		// Some receipts were not acked: each call learns which of its own.
 		off := 0
 		for _, cl := range batch {
@@ -433,7 +442,7 @@ func (c *Client) ackBatch(batch []*call) {
 // *queue.AckError listing those that were not.
 func (e *Error) ackOf(off, n int, receipts []string) error {
 	var failed []int
-	for _, i := range e.ack.Failed {
+	for _, i := range e.failed {
 		if i >= off && i < off+n {
 			failed = append(failed, i-off)
 		}
@@ -442,6 +451,100 @@ func (e *Error) ackOf(off, n int, receipts []string) error {
 		return nil
 	}
 	own := *e
-	own.ack = &api.AckErrorBody{ErrorBody: e.ack.ErrorBody, Acked: n - len(failed), Failed: failed}
+	own.failed = failed
 	return ackError(receipts, &own)
+}
+
+// extendFits reports whether cl may join the extends of batch in one
+// request: of the same visibility, and at most maxCoalesced receipts.
+func extendFits(batch []*call, cl *call) bool {
+	return len(batch) < maxCoalesced && cl.vis == batch[0].vis
+}
+
+// extend extends the lease of receipt, coalesced with other Extends when
+// the Client is busy (see WithCoalescing). Its error is as extendOne's.
+func (c *Client) extend(ctx context.Context, receipt string, vis time.Duration) error {
+	co := c.co
+	if co.limit == 0 || co.noExtendBatch.Load() {
+		return c.extendOne(ctx, receipt, vis)
+	}
+	cl := &call{ctx: ctx, receipts: []string{receipt}, vis: vis, done: make(chan struct{})}
+	co.mu.Lock()
+	alone := co.enterLocked(&co.extends, cl)
+	co.mu.Unlock()
+	if !alone {
+		_, err := co.wait(&co.extends, cl, http.MethodPost, api.PathExtend)
+		return err
+	}
+	err := c.extendOne(ctx, receipt, vis)
+	if batch := co.next(&co.extends, "", extendFits); batch != nil {
+		go c.sendExtends(batch)
+	}
+	return err
+}
+
+// sendExtends sends batch, and then the batches of extends that wait after
+// it, until none waits.
+func (c *Client) sendExtends(batch []*call) {
+	for batch != nil {
+		c.extendBatch(batch)
+		batch = c.co.next(&c.co.extends, "", extendFits)
+	}
+}
+
+// extendBatch sends the extends of batch in one request and answers each
+// call: nil, or the error an extend of its receipt alone would have had.
+func (c *Client) extendBatch(batch []*call) {
+	if len(batch) == 1 {
+		cl := batch[0]
+		cl.finish(PutResult{}, c.extendOne(cl.ctx, cl.receipts[0], cl.vis))
+		return
+	}
+	rcs := make([]string, len(batch))
+	for i, cl := range batch {
+		rcs[i] = cl.receipts[0]
+	}
+	ctx, cancel := batchContext(batch)
+	defer cancel()
+	req := api.ExtendRequest{Receipts: rcs, Visibility: batch[0].vis.String()}
+	err := c.do(ctx, http.MethodPost, api.PathExtend, req, nil, true)
+	var e *Error
+	switch {
+	case err == nil:
+		for _, cl := range batch {
+			cl.finish(PutResult{}, nil)
+		}
+	case errors.As(err, &e) && e.failed != nil && e.receiptErrors(rcs, notExtended) != nil:
+		// Some receipts were not extended: each call learns whether its own was.
+		reason := e.receiptErrors(rcs, notExtended)[0].Err
+		failed := make(map[int]bool, len(e.failed))
+		for _, i := range e.failed {
+			failed[i] = true
+		}
+		for i, cl := range batch {
+			var own error
+			if failed[i] {
+				own = reason
+			}
+			cl.finish(PutResult{}, own)
+		}
+	case refusedWhole(err):
+		// Refused as a whole (maybe by a tockd that takes one receipt per
+		// extend): each extend alone gets its own answer.
+		var wg sync.WaitGroup
+		for _, cl := range batch {
+			wg.Go(func() {
+				err := c.extendOne(cl.ctx, cl.receipts[0], cl.vis)
+				if err == nil {
+					c.co.noExtendBatch.Store(true)
+				}
+				cl.finish(PutResult{}, err)
+			})
+		}
+		wg.Wait()
+	default:
+		for _, cl := range batch {
+			cl.finish(PutResult{}, err)
+		}
+	}
 }

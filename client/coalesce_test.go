@@ -441,3 +441,151 @@ func TestCoalescedAcksSplitTheirOutcomes(t *testing.T) {
 		}
 	})
 }
+
+// TestCoalescedExtendsSplitTheirOutcomes checks that Extends made while
+// one is in flight share requests, one per visibility, and that each
+// learns whether its own lease was extended.
+func TestCoalescedExtendsSplitTheirOutcomes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := openQueue(t)
+		c, g := coalescing(t, q)
+		ctx := context.Background()
+		if _, err := c.PutBatch(ctx, "t", make([]client.Message, 5)); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := c.Receive(ctx, "t", client.ReceiveOptions{Max: 5, Visibility: time.Hour})
+		if err != nil || len(ds) != 5 {
+			t.Fatalf("receive: %d, %v", len(ds), err)
+		}
+		g.sent()
+		g.close()
+		calls := []struct {
+			receipt string
+			vis     time.Duration
+		}{
+			{ds[0].Receipt, time.Minute}, // in flight while the others come
+			{ds[1].Receipt, time.Minute},
+			{"forged-receipt", time.Minute},
+			{ds[2].Receipt, time.Minute},
+			{ds[3].Receipt, 2 * time.Minute},
+			{ds[4].Receipt, time.Minute},
+		}
+		errs := make([]error, len(calls))
+		var wg sync.WaitGroup
+		for i, cl := range calls {
+			wg.Go(func() { errs[i] = c.Extend(ctx, cl.receipt, cl.vis) })
+			synctest.Wait() // each waits in turn, in this order
+		}
+		g.open()
+		wg.Wait()
+		want := []string{api.PathExtend, api.PathExtend + " 3", api.PathExtend, api.PathExtend}
+		if got := g.sent(); !slices.Equal(got, want) {
+			t.Fatalf("sent %q; want %q", got, want)
+		}
+		for i, err := range errs {
+			if i == 2 {
+				if !errors.Is(err, queue.ErrUnknownReceipt) {
+					t.Errorf("extend of a forged receipt: %v; want an error matching queue.ErrUnknownReceipt", err)
+				}
+			} else if err != nil {
+				t.Errorf("extend %d: %v", i, err)
+			}
+		}
+		deadlines := make(map[string]time.Time)
+		page, _, err := q.Messages(ctx, "t", queue.Leased, "", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range page {
+			deadlines[m.ID] = m.LeaseDeadline
+		}
+		for i, d := range ds {
+			vis := time.Minute
+			if i == 3 {
+				vis = 2 * time.Minute
+			}
+			if !deadlines[d.ID].Equal(time.Now().Add(vis)) {
+				t.Errorf("lease of %s ends %v; want %v from now", d.ID, deadlines[d.ID].Sub(time.Now()), vis)
+			}
+		}
+	})
+}
+
+// TestExtendBatch checks Client.ExtendBatch: one request, its outcome per
+// receipt; and, on a tockd that takes one receipt per extend (older than
+// the client), a request per receipt, after which Extends are no longer
+// coalesced.
+func TestExtendBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := openQueue(t)
+		c, g := coalescing(t, q)
+		ctx := context.Background()
+		if _, err := c.PutBatch(ctx, "t", make([]client.Message, 3)); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := c.Receive(ctx, "t", client.ReceiveOptions{Max: 3, Visibility: time.Hour})
+		if err != nil || len(ds) != 3 {
+			t.Fatalf("receive: %d, %v", len(ds), err)
+		}
+		if err := c.Ack(ctx, ds[1].Receipt); err != nil {
+			t.Fatal(err)
+		}
+		batch := []string{ds[0].Receipt, ds[1].Receipt, "forged-receipt", ds[2].Receipt}
+		extendBatch := func(what string) {
+			t.Helper()
+			err := c.ExtendBatch(ctx, batch, time.Minute)
+			var xe *queue.ExtendError
+			if !errors.As(err, &xe) || len(xe.Failed) != 2 || xe.Failed[0].Receipt != batch[1] || xe.Failed[1].Receipt != batch[2] ||
+				!errors.Is(err, queue.ErrUnknownReceipt) {
+				t.Fatalf("%s: %v; want an ExtendError listing the acked and the forged receipt", what, err)
+			}
+		}
+		g.sent()
+		extendBatch("ExtendBatch")
+		if got, want := g.sent(), []string{api.PathExtend + " 4"}; !slices.Equal(got, want) {
+			t.Fatalf("sent %q; want %q", got, want)
+		}
+		if err := c.ExtendBatch(ctx, nil, time.Minute); err != nil {
+			t.Fatalf("ExtendBatch of no receipts: %v", err)
+		}
+		if err := c.ExtendBatch(ctx, batch, 0); !errors.Is(err, queue.ErrInvalid) {
+			t.Fatalf("ExtendBatch with a zero visibility: %v; want queue.ErrInvalid", err)
+		}
+		if got := g.sent(); len(got) != 0 {
+			t.Fatalf("sent %q; want nothing", got)
+		}
+
+		// A tockd older than the client refuses "receipts", as a field it does not know.
+		real := g.h
+		g.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if bytes.Contains(body, []byte(`"receipts"`)) && r.URL.Path == api.PathExtend {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusBadRequest)
+				w.Write([]byte(`{"error":"json: unknown field \"receipts\"","code":"bad_request"}`))
+				return
+			}
+			real.ServeHTTP(w, r)
+		})
+		extendBatch("ExtendBatch on an older tockd")
+		if got, want := g.sent(), []string{api.PathExtend + " 4", api.PathExtend, api.PathExtend, api.PathExtend, api.PathExtend}; !slices.Equal(got, want) {
+			t.Fatalf("sent %q; want %q", got, want)
+		}
+		g.close()
+		var wg sync.WaitGroup
+		for _, rc := range []string{ds[0].Receipt, ds[2].Receipt, ds[0].Receipt} {
+			wg.Go(func() {
+				if err := c.Extend(ctx, rc, time.Minute); err != nil {
+					t.Errorf("Extend: %v", err)
+				}
+			})
+		}
+		synctest.Wait()
+		g.open()
+		wg.Wait()
+		if got := g.sent(); !slices.Equal(got, []string{api.PathExtend, api.PathExtend, api.PathExtend}) {
+			t.Fatalf("sent %q after an older tockd was met; want an extend of one receipt per Extend", got)
+		}
+	})
+}

@@ -7,9 +7,9 @@
 // [Client.Cancel] removes a waiting one, [Client.Receive] long-polls a
 // topic for due messages and leases them, [Client.Ack] ends leases for
 // good, [Client.Nack] hands a message back (or fails it for good, with a
-// reason), [Client.Extend] holds a lease longer, [Client.Stats],
-// [Client.Forecast], [Client.Healthy] and [Client.Ready] report on the
-// server. Every method takes a context and returns as soon as it ends. The
+// reason), [Client.Extend] holds a lease longer ([Client.ExtendBatch]
+// several at once), [Client.Stats], [Client.Forecast], [Client.Healthy] and
+// [Client.Ready] report on the server. Every method takes a context and returns as soon as it ends. The
 // bodies sent and read are the types of package api, which the server uses
 // too; [Delivery], [Stats], [PutResult] and [Forecast] are aliases of them.
 //

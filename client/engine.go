@@ -12,9 +12,9 @@ import (
 	"github.com/tockwheel/tock/queue"
 )
 
-// An Engine is a [queue.Engine] and a [queue.Limiter] made of a Client: each call is the request of the HTTP API that
-// does the same, so that code written against the contract (package worker, queuetest) runs
-// against a tockd server as against an embedded engine. Make one with [Client.Engine]. It is safe
+// An Engine is a [queue.Engine], a [queue.Limiter] and a [queue.BatchExtender] made of a Client:
+// each call is the request of the HTTP API that does the same, so that code written against the
+// contract (package worker, queuetest) runs against a tockd server as against an embedded engine. Make one with [Client.Engine]. It is safe
 // for concurrent use. Where HTTP and the contract differ, it says so:
 //
 //   - Payloads travel as JSON values (see [EncodePayload]): bytes that are compact JSON other than
@@ -254,6 +254,19 @@ func (e *Engine) Extend(ctx context.Context, receipt string, visibility time.Dur
 	}
 	defer done()
 	return e.result(e.c.Extend(ctx, receipt, visibility))
+}
+
+var _ queue.BatchExtender = (*Engine)(nil)
+
+// ExtendBatch is [Client.ExtendBatch]: one request for every receipt; see
+// [queue.BatchExtender.ExtendBatch].
+func (e *Engine) ExtendBatch(ctx context.Context, receipts []string, visibility time.Duration) error {
+	ctx, done, err := e.call(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return e.result(e.c.ExtendBatch(ctx, receipts, visibility))
 }
 
 // Stats reports the counts of GET /v1/stats; see [queue.Engine.Stats]. Lateness has its

@@ -64,7 +64,9 @@ type Error struct {
 	// and due time for a 409; nil otherwise.
 	Err error
 
-	ack *api.AckErrorBody // the answer of an ack that failed for some receipts
+	// failed lists, for the answer of an ack or an extension of several
+	// receipts that failed for some, the indexes of those it did not take.
+	failed []int
 }
 
 // errorOf returns the Error of an answer with status and body data.
@@ -86,9 +88,12 @@ func errorOf(status int, data []byte) *Error {
 			e.Err = &queue.DuplicateError{ID: d.ID, DeliverAt: d.DeliverAt, Leased: d.Leased}
 		}
 	case api.CodeUnknownReceipt:
-		var a api.AckErrorBody
+		// An api.AckErrorBody or an api.ExtendErrorBody.
+		var a struct {
+			Failed []int `json:"failed"`
+		}
 		if json.Unmarshal(data, &a) == nil && a.Failed != nil {
-			e.ack = &a
+			e.failed = a.Failed
 		}
 	}
 	return e

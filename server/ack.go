@@ -37,25 +37,11 @@ func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	rcs := req.Receipts
-	if len(rcs) == 0 {
-		return badRequest("field \"receipts\" must hold at least one receipt")
-	}
-	if !indexesFit(rcs) {
-		return badRequest("field \"receipts\": %s receipts of %s bytes in all are too short to be receipts of this server; "+
-			"an answer listing those not acked would be larger than the request", thousands(len(rcs)), thousands(receiptBytes(rcs)))
+	if err := checkReceipts(rcs, "acked"); err != nil {
+		return err
 	}
 	// Receipts no engine issued fail here; the others go to the engine.
-	var failed []receiptFailure
-	send := make([]string, 0, len(rcs))
-	sent := make([]int, 0, len(rcs)) // sent[j] is the index in rcs of send[j]
-	for i, rc := range rcs {
-		if rc == "" || len(rc) > maxReceiptLen {
-			failed = append(failed, receiptFailure{i, fmt.Errorf("receipt of %d bytes is not one this server issued: %w", len(rc), queue.ErrUnknownReceipt)})
-			continue
-		}
-		send = append(send, rc)
-		sent = append(sent, i)
-	}
+	failed, send, sent := refuseUnissued(rcs)
 	if len(send) > 0 {
 		start := time.Now()
 		err := s.engine.Ack(r.Context(), send...)
@@ -63,7 +49,7 @@ func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
 		var ae *queue.AckError
 		switch {
 		case errors.As(err, &ae):
-			more, ok := failedIndexes(send, sent, ae)
+			more, ok := failedIndexes(send, sent, ae.Failed)
 			if !ok {
 				return fmt.Errorf("the engine's AckError lists receipts not sent to it, or out of order: %w", err)
 			}
@@ -79,7 +65,39 @@ func (s *Server) handleAck(w http.ResponseWriter, r *http.Request) error {
 		w.WriteHeader(http.StatusNoContent)
 		return nil
 	}
-	return ackFailed(len(rcs), acked, failed)
+	return receiptsFailed(len(rcs), failed, func(b api.ErrorBody, idx []int) any {
+		return api.AckErrorBody{ErrorBody: b, Acked: acked, Failed: idx}
+	})
+}
+
+// checkReceipts checks the receipts of a request that answers for each
+// (an ack, an extension of several): at least one, and not too short for
+// an answer listing those not done (acked, extended) to fit.
+func checkReceipts(rcs []string, done string) error {
+	if len(rcs) == 0 {
+		return badRequest("field \"receipts\" must hold at least one receipt")
+	}
+	if !indexesFit(rcs) {
+		return badRequest("field \"receipts\": %s receipts of %s bytes in all are too short to be receipts of this server; "+
+			"an answer listing those not %s would be larger than the request", thousands(len(rcs)), thousands(receiptBytes(rcs)), done)
+	}
+	return nil
+}
+
+// refuseUnissued returns the failures of the receipts of rcs that no engine issued (empty, or
+// too long), and the others, to send to the engine, with sent[j] the index in rcs of send[j].
+func refuseUnissued(rcs []string) (failed []receiptFailure, send []string, sent []int) {
+	send = make([]string, 0, len(rcs))
+	sent = make([]int, 0, len(rcs))
+	for i, rc := range rcs {
+		if rc == "" || len(rc) > maxReceiptLen {
+			failed = append(failed, receiptFailure{i, fmt.Errorf("receipt of %d bytes is not one this server issued: %w", len(rc), queue.ErrUnknownReceipt)})
+			continue
+		}
+		send = append(send, rc)
+		sent = append(sent, i)
+	}
+	return failed, send, sent
 }
 
 // A receiptFailure is a receipt of an ack that was not acked: its index in
@@ -89,14 +107,14 @@ type receiptFailure struct {
 	err   error
 }
 
-// failedIndexes returns the failures ae lists, with the index in the
+// failedIndexes returns the failures an engine listed, with the index in the
 // request of each receipt: send are the receipts given to the engine, in
 // order, and sent[j] is the index in the request of send[j]. ok is false
-// when ae lists a receipt not in send or out of order, which the contract
-// forbids.
-func failedIndexes(send []string, sent []int, ae *queue.AckError) (failed []receiptFailure, ok bool) {
+// when listed names a receipt not in send or out of order, which the
+// contract forbids.
+func failedIndexes(send []string, sent []int, listed []queue.ReceiptError) (failed []receiptFailure, ok bool) {
 	j := 0
-	for _, f := range ae.Failed {
+	for _, f := range listed {
 		for j < len(send) && send[j] != f.Receipt {
 			j++
 		}
@@ -122,10 +140,11 @@ func mergeFailures(a, b []receiptFailure) []receiptFailure {
 	return append(append(out, a...), b...)
 }
 
-// ackFailed is the answer to an ack of n receipts of which some failed:
-// the message counts them and shows the first few with why, and the body
-// lists the index of each.
-func ackFailed(n, acked int, failed []receiptFailure) error {
+// receiptsFailed is the answer to an ack or extension of n receipts of
+// which some failed: the message counts them and shows the first few with
+// why, and the body, made by answer from the error body and the failed
+// indexes, lists the index of each.
+func receiptsFailed(n int, failed []receiptFailure, answer func(b api.ErrorBody, idx []int) any) error {
 	msgs := make([]string, min(len(failed), maxErrorItems))
 	for i := range msgs {
 		msgs[i] = fmt.Sprintf("receipts[%d]: %v", failed[i].index, failed[i].err)
@@ -139,7 +158,7 @@ func ackFailed(n, acked int, failed []receiptFailure) error {
 		idx[i] = f.index
 	}
 	return &requestError{status: http.StatusBadRequest, code: api.CodeUnknownReceipt, msg: msg,
-		answer: func(b api.ErrorBody) any { return api.AckErrorBody{ErrorBody: b, Acked: acked, Failed: idx} }}
+		answer: func(b api.ErrorBody) any { return answer(b, idx) }}
 }
 
 // indexesFit reports whether an answer listing the index of every receipt

@@ -14,7 +14,7 @@
 //	POST   /v1/topics/{topic}/receive   {"max", "wait", "visibility"}                200 {"messages": [...]}
 //	POST   /v1/ack                      {"receipts": [...]}                          204, or 400 {"acked", "failed"}
 //	POST   /v1/nack                     {"receipt", "delay"?, "reason"?, "dead_letter"?}  204
-//	POST   /v1/extend                   {"receipt", "visibility"}                    204
+//	POST   /v1/extend                   {"receipt" | "receipts", "visibility"}       204, or 400 {"extended", "failed"}
 //	GET    /v1/stats                                                                 200 [api.Stats]
 //	GET    /metrics  /healthz  /readyz  /  (the status page)
 //
@@ -77,7 +77,10 @@
 // topic at once whatever its attempts. An extend moves the end of a lease
 // to "visibility" from the server's now (up to [Limits.MaxVisibility]), so
 // that a consumer can hold a message as long as its work takes; a receipt
-// of no current lease is answered 400 with code "unknown_receipt".
+// of no current lease is answered 400 with code "unknown_receipt". With
+// "receipts" it extends several leases, in one call of the engine when it
+// is a [queue.BatchExtender], and answers for each as an ack does
+// ([api.ExtendErrorBody], "extended" and "failed").
 //
 // An ack answers for each receipt. 204 means every receipt was acked (one
 // whose message is already done counts as acked, where the engine can tell

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -59,16 +61,28 @@ func (s *Server) handleNack(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleExtend moves the end of the request's lease to its visibility from now: 204, or 400 with
-// code unknown_receipt for a receipt of no current lease. The visibility is bounded as a
-// receive's is (Limits.MaxVisibility).
+// handleExtend moves the end of the request's lease, or of each of its leases, to its visibility
+// from now. For one receipt: 204, or 400 with code unknown_receipt for a receipt of no current
+// lease. For receipts: 204 when every lease was extended, else 400 with an [api.ExtendErrorBody]
+// that counts those extended and lists the indexes of the others; the engine extends them in one
+// call when it is a queue.BatchExtender. The visibility is bounded as a receive's is
+// (Limits.MaxVisibility).
 func (s *Server) handleExtend(w http.ResponseWriter, r *http.Request) error {
 	var req api.ExtendRequest
-	if err := s.decodeBody(w, r, 64<<10, &req, false); err != nil {
+	if err := s.decodeBody(w, r, 4<<20, &req, false); err != nil {
 		return err
 	}
-	if err := checkReceipt("receipt", req.Receipt); err != nil {
-		return err
+	switch {
+	case req.Receipt != "" && req.Receipts != nil:
+		return badRequest("fields \"receipt\" and \"receipts\": give one of them, not both")
+	case req.Receipts == nil:
+		if err := checkReceipt("receipt", req.Receipt); err != nil {
+			return err
+		}
+	default:
+		if err := checkReceipts(req.Receipts, "extended"); err != nil {
+			return err
+		}
 	}
 	if req.Visibility == "" {
 		return badRequest("field \"visibility\" is required: how long from now the lease lasts, such as \"30s\"")
@@ -80,6 +94,9 @@ func (s *Server) handleExtend(w http.ResponseWriter, r *http.Request) error {
 	if d <= 0 || d > s.limits.MaxVisibility {
 		return badRequest("field \"visibility\": %v is out of range (0s, %v]", d, s.limits.MaxVisibility)
 	}
+	if req.Receipts != nil {
+		return s.extendBatch(w, r, req.Receipts, d)
+	}
 	start := time.Now()
 	err = s.engine.Extend(r.Context(), req.Receipt, d)
 	s.metrics.wrote("extend", start)
@@ -89,4 +106,35 @@ func (s *Server) handleExtend(w http.ResponseWriter, r *http.Request) error {
 	s.metrics.extends.Inc()
 	w.WriteHeader(http.StatusNoContent)
 	return nil
+}
+
+// extendBatch extends the leases of rcs to d from now and answers for each, as an ack of
+// several receipts is answered.
+func (s *Server) extendBatch(w http.ResponseWriter, r *http.Request, rcs []string, d time.Duration) error {
+	failed, send, sent := refuseUnissued(rcs)
+	if len(send) > 0 {
+		start := time.Now()
+		err := queue.ExtendBatch(r.Context(), s.engine, send, d)
+		s.metrics.wrote("extend", start)
+		var xe *queue.ExtendError
+		switch {
+		case errors.As(err, &xe):
+			more, ok := failedIndexes(send, sent, xe.Failed)
+			if !ok {
+				return fmt.Errorf("the engine's ExtendError lists receipts not sent to it, or out of order: %w", err)
+			}
+			failed = mergeFailures(failed, more)
+		case err != nil:
+			return err
+		}
+	}
+	extended := len(rcs) - len(failed)
+	s.metrics.extends.Add(float64(extended))
+	if len(failed) == 0 {
+		w.WriteHeader(http.StatusNoContent)
+		return nil
+	}
+	return receiptsFailed(len(rcs), failed, func(b api.ErrorBody, idx []int) any {
+		return api.ExtendErrorBody{ErrorBody: b, Extended: extended, Failed: idx}
+	})
 }
