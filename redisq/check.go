@@ -42,6 +42,9 @@ const checkPause = 10 * time.Second
 //   - every schedule's record decodes and names a valid schedule homed in its shard; snames
 //     holds exactly their names, sact exactly the running ones, and the counters schn and schp
 //     count them; every fire's ID lives in the home shard of its schedule.
+//   - every shard holds the same delivery limits, each one that queue.Limit.Check keeps as it
+//     is, and a limited topic's bucket (tok from 0 to its burst, ts) and permits (lease tokens
+//     scored by deadlines) are on its home shard only, and only while it has a limit.
 //
 // It changes nothing, but it pauses the writes of each shard's master (CLIENT PAUSE WRITE) while
 // it reads that shard, for at most 10 s, so that no script changes the shard halfway through the
@@ -79,12 +82,14 @@ func Check(ctx context.Context, rdb redis.UniversalClient, prefix string) (*Chec
 	stamp := stampOf(secret)
 	lay := newLayout(prefix, shards)
 	rep := &CheckReport{Prefix: prefix, Shards: shards}
+	limits := make([]shardLimits, shards)
 	for s := range shards {
 		node, err := masterOf(ctx, rdb, lay.metaKey(s))
 		if err != nil {
 			return nil, fmt.Errorf("redisq: check: shard %d: %w", s, unavailable(err))
 		}
-		n, err := checkPaused(ctx, node, lay, s)
+		n, sl, err := checkPaused(ctx, node, lay, s)
+		limits[s] = sl
 		if err == nil {
 			switch dep, derr := node.HGet(ctx, lay.metaKey(s), "dep").Result(); {
 			case derr == redis.Nil && n > 0:
@@ -107,6 +112,7 @@ func Check(ctx context.Context, rdb redis.UniversalClient, prefix string) (*Chec
 		}
 		rep.Messages += n
 	}
+	rep.Problems = append(rep.Problems, checkLimitsAcross(lay, limits)...)
 	return rep, nil
 }
 
@@ -122,16 +128,21 @@ func masterOf(ctx context.Context, rdb redis.UniversalClient, key string) (*redi
 	return nil, fmt.Errorf("%w: check: client of type %T; want a *redis.Client or a *redis.ClusterClient", ErrInvalid, rdb)
 }
 
-// checkPaused checks shard s on node while node's writes are paused.
-func checkPaused(ctx context.Context, node *redis.Client, lay *layout, s int) (int, error) {
+// checkPaused checks shard s on node while node's writes are paused, and returns what it holds
+// of the limits (see checkLimitsAcross).
+func checkPaused(ctx context.Context, node *redis.Client, lay *layout, s int) (int, shardLimits, error) {
 	if err := node.Do(ctx, "CLIENT", "PAUSE", checkPause.Milliseconds(), "WRITE").Err(); err != nil {
-		return 0, err
+		return 0, shardLimits{}, err
 	}
 	n, err := checkShard(ctx, node, lay, s)
+	var sl shardLimits
+	if err == nil {
+		sl, err = checkShardLimits(ctx, node, lay, s)
+	}
 	if uerr := node.Do(context.WithoutCancel(ctx), "CLIENT", "UNPAUSE").Err(); uerr != nil && err == nil {
 		err = uerr
 	}
-	return n, err
+	return n, sl, err
 }
 
 // A checkError is a broken invariant, as opposed to a failure to read.
