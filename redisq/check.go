@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,8 +72,12 @@ func Check(ctx context.Context, rdb redis.UniversalClient, prefix string) (*Chec
 		return nil, fmt.Errorf("redisq: check: no deployment %q in this Redis (no %s): %w", prefix, key, ErrNotFound)
 	}
 	if version != layoutVersion {
-		return nil, fmt.Errorf("%w: check: deployment %q has layout version %s; this version of redisq reads only layout version %s",
-			ErrIncompatible, prefix, version, layoutVersion)
+		what := ""
+		if slices.Contains(upgradable, version) {
+			what = " (Open upgrades it in place: check it after)"
+		}
+		return nil, fmt.Errorf("%w: check: deployment %q has layout version %s; this version of redisq reads only layout version %s%s",
+			ErrIncompatible, prefix, version, layoutVersion, what)
 	}
 	shards, err := strconv.Atoi(shardsText)
 	secret, err2 := hex.DecodeString(secretText)

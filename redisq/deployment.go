@@ -82,21 +82,38 @@ func isStampErr(err error) bool {
 	return code == stampLost || code == stampOther
 }
 
-// configScript writes the deployment's configuration unless it exists, and replies with it and 1
-// if it wrote it. It upgrades a deployment of version 3 to 4 in place: version 4 only adds keys,
-// and homes the IDs of schedules' fires with their schedule (see layoutVersion).
+// configScript writes the deployment's configuration unless it exists, and replies with it, 1 if
+// it wrote it, and the version it had when it upgraded it in place (empty when it did not). ARGV:
+// version, shards, secret, then the versions to upgrade in place to the version given (see
+// upgradable).
 var configScript = redis.NewScript(`
-local created = 0
+local created, from = 0, ''
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'version', ARGV[1], 'shards', ARGV[2], 'secret', ARGV[3])
   created = 1
-elseif redis.call('HGET', KEYS[1], 'version') == '3' and ARGV[1] == '4' then
-  redis.call('HSET', KEYS[1], 'version', '4')
+else
+  local had = redis.call('HGET', KEYS[1], 'version')
+  for i = 4, #ARGV do
+    if had == ARGV[i] then
+      redis.call('HSET', KEYS[1], 'version', ARGV[1])
+      from = had
+      break
+    end
+  end
 end
 local v = redis.call('HMGET', KEYS[1], 'version', 'shards', 'secret')
 v[4] = created
+v[5] = from
 return v
 `)
+
+// upgradable are the layout versions Open upgrades in place to layoutVersion: those whose keys
+// and records the scripts of this version read as they are, so that the upgrade only writes the
+// new version in {p}:config. Version 3 only added keys ({T}:why, the limits' {T}:lim,
+// {T}:lb:<topic> and {T}:lp:<topic>, the stamp in {T}:meta) and fail kinds ('d', 'N', 'D') that a
+// record of version 2 does not have; version 4 only added the schedules' keys, and homes the IDs
+// of schedules' fires ("<name>@<time>") with their schedule's name.
+var upgradable = []string{"2", "3"}
 
 // stampScript gives a shard the deployment's stamp (ARGV[1]) in its meta (KEYS[1]; KEYS[2] is the
 // guard, so that a migrating shard is refused). It replies 0 when the shard had it, 1 when it had
@@ -114,22 +131,28 @@ type deployConfig struct {
 	version string
 	shards  int
 	secret  []byte
-	created bool // configScript wrote it
+	created bool   // configScript wrote it
+	from    string // the version configScript upgraded in place, "" when it did not
 }
 
 // ensureConfig reads the deployment's configuration, writing it with version layoutVersion, the
-// given shard count and secret if it does not exist.
-func (q *Queue) ensureConfig(ctx context.Context, shards int, secret []byte) (deployConfig, error) {
+// given shard count and secret if it does not exist, and upgrading it in place from a version of
+// upgrade (see upgradable).
+func (q *Queue) ensureConfig(ctx context.Context, shards int, secret []byte, upgrade []string) (deployConfig, error) {
 	key := "{" + q.cfg.prefix + "}:config"
-	v, err := configScript.Run(ctx, q.rdb, []string{key}, layoutVersion, shards, hex.EncodeToString(secret)).Slice()
+	args := []any{layoutVersion, shards, hex.EncodeToString(secret)}
+	for _, v := range upgrade {
+		args = append(args, v)
+	}
+	v, err := configScript.Run(ctx, q.rdb, []string{key}, args...).Slice()
 	if err != nil {
 		return deployConfig{}, fmt.Errorf("deployment %q: %w", q.cfg.prefix, unavailable(err))
 	}
 	str := func(i int) string { s, _ := v[i].(string); return s }
-	if len(v) != 4 || str(0) == "" {
+	if len(v) != 5 || str(0) == "" {
 		return deployConfig{}, fmt.Errorf("%w: configuration of %q is %v", ErrProtocol, q.cfg.prefix, v)
 	}
-	c := deployConfig{version: str(0)}
+	c := deployConfig{version: str(0), from: str(4)}
 	created, _ := v[3].(int64)
 	c.created = created == 1
 	if c.version != layoutVersion {
@@ -147,13 +170,14 @@ func (q *Queue) ensureConfig(ctx context.Context, shards int, secret []byte) (de
 // incompatible is the error of a deployment of another layout version.
 func (q *Queue) incompatible(version string) error {
 	what := "it was made by a newer version of redisq: open it with that version"
-	if n, err := strconv.Atoi(version); err == nil && n < 3 {
+	if n, err := strconv.Atoi(version); err == nil && n < 2 {
 		what = "this version does not migrate it: drain it with the processes of the version that made it, " +
 			"delete its keys (those of prefix " + strconv.Quote(q.cfg.prefix) + "), and Open then creates it anew; " +
 			"or open this version with another prefix (WithPrefix)"
 	}
-	return fmt.Errorf("%w: deployment %q has layout version %s; this version of redisq reads and writes only layout version %s; %s",
-		ErrIncompatible, q.cfg.prefix, version, layoutVersion, what)
+	return fmt.Errorf("%w: deployment %q has layout version %s; this version of redisq reads and writes only layout version %s, "+
+		"and upgrades %s in place; %s",
+		ErrIncompatible, q.cfg.prefix, version, layoutVersion, strings.Join(upgradable, ", "), what)
 }
 
 // deployment reads the deployment's configuration, creating it if needed, and checks it; it
@@ -161,9 +185,14 @@ func (q *Queue) incompatible(version string) error {
 func (q *Queue) deployment(ctx context.Context, shardsGiven bool) (int, *view, error) {
 	var secret [32]byte
 	rand.Read(secret[:])
-	c, err := q.ensureConfig(ctx, q.cfg.shards, secret[:])
+	c, err := q.ensureConfig(ctx, q.cfg.shards, secret[:], upgradable)
 	if err != nil {
 		return 0, nil, fmt.Errorf("redisq: Open: %w", err)
+	}
+	if c.from != "" {
+		q.logger().Warn("redisq: upgraded the deployment in place to this version's layout; no process of the older version "+
+			"may serve it any more (one still running writes records this version's scripts do not keep: stop it)",
+			"prefix", q.cfg.prefix, "from", c.from, "to", layoutVersion)
 	}
 	if c.version != layoutVersion {
 		return 0, nil, q.incompatible(c.version)
@@ -248,7 +277,7 @@ func (q *Queue) reconcile(ctx context.Context) error {
 	}
 	defer func() { q.dep.last = time.Now() }()
 	cur := q.dep.view.Load()
-	c, err := q.ensureConfig(ctx, q.lay.shards(), cur.secret)
+	c, err := q.ensureConfig(ctx, q.lay.shards(), cur.secret, nil)
 	if err != nil {
 		return fmt.Errorf("redisq: %w", err)
 	}

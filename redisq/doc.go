@@ -542,13 +542,18 @@
 //
 // The layout has a version, in {p}:config: this package reads and writes version 4. Version 2 added
 // the topics' wheels, leases, dead letters, counters and pauses, and the last failure and origin in
-// the records; version 3 the reasons of failures ({T}:why), the fail kinds 'd', 'N' and 'D', and
-// the extend script; version 4 the schedules, and the home of their fires' IDs (see Schedules).
-// Open upgrades a deployment of version 3 in place, since version 4 only adds to it (stop the
-// processes of version 3 first: they would home a chosen ID of the form of a fire elsewhere).
-// Open refuses a deployment of any other version with ErrIncompatible (which matches
-// ErrMismatch), naming both versions, and a process of an older version refuses one of a newer, so that
-// two versions never share a deployment: their scripts would not keep each other's keys. Nothing
-// else is migrated: a deployment of an older version is drained with the processes of that version
-// (or its keys are deleted), and Open then creates it anew; or this version is given another prefix.
+// the records; version 3 the reasons of failures ({T}:why), the fail kinds 'd', 'N' and 'D', the
+// extend script, the delivery limits ({T}:lim, {T}:lb:<topic>, {T}:lp:<topic>) and the shards'
+// stamps; version 4 the schedules, and the home of their fires' IDs (see Schedules). Open upgrades
+// a deployment of version 2 or 3 in place: each version only adds keys (and, in 3, fail kinds) to
+// the one before, so the upgrade writes the new version in {p}:config and nothing else, and logs
+// it (level WARN). Stop the processes of the older version first: they check the version only
+// when they open, and one still running would go on writing in the old layout (version 3 homes a
+// chosen ID of the form of a fire elsewhere; version 2 could not read a record with a fail kind it
+// does not know). TestUpgradeFromLayout2 and TestUpgradeFromLayout3 open deployments that those
+// versions wrote (testdata/layout2, testdata/layout3). Open refuses a deployment of any other
+// version with ErrIncompatible (which matches ErrMismatch), naming both versions, and a process of
+// an older version refuses one of a newer, so that two versions never share a deployment once
+// opened. A deployment of version 1 is not migrated: drain it with the processes of that version
+// (or delete its keys), and Open then creates it anew; or give this version another prefix.
 package redisq

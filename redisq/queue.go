@@ -21,10 +21,10 @@ import (
 // layoutVersion is the version of the key layout and scripts, kept in the deployment's config.
 // Version 2 added the per-topic indexes and counters of the admin operations, and the origin and
 // last failure of a message to its record; version 3 the reasons of failures ({T}:why), the
-// failures of a consumer's dead letter ('d'), and the extend script; version 4 added schedules, and
-// made the home shard of a schedule's fire ID the home of the schedule's name (see the package
-// doc). Open upgrades a deployment of version 3 in place (version 4 only adds to it), and refuses
-// one of any other version, as a process of version 3 then refuses it.
+// failures of a consumer's dead letter ('d'), the extend script and the delivery limits; version 4
+// added schedules, and made the home shard of a schedule's fire ID the home of the schedule's name
+// (see the package doc). Open upgrades a deployment of version 2 or 3 in place (see upgradable),
+// and refuses one of any other version, as a process of an older version then refuses it.
 const layoutVersion = "4"
 
 // A Queue is a delay queue in Redis: a [queue.Engine] and a [queue.Reporter]. Open one per process

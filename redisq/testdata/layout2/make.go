@@ -1,0 +1,149 @@
+//go:build ignore
+
+// make.go writes deployment.json: a redisq deployment of layout version 2, made by the redisq of
+// that version, as TestUpgradeFromLayout2 loads it into a real redis-server. It is kept for the
+// record; it builds only against redisq at layout version 2 (commit 5a594b0), so run it from a
+// worktree of that commit:
+//
+//	git worktree add --detach /tmp/layout2 5a594b0
+//	cp make.go /tmp/layout2/redisq/testdata/layout2/ && cd /tmp/layout2
+//	redis-server --port 6399 --save '' --appendonly no &
+//	go run ./redisq/testdata/layout2/make.go -addr localhost:6399 > deployment.json
+//
+// The deployment (prefix "v2", 4 shards, at most 2 attempts, dead letters to "dead"):
+//
+//   - topic "later": 20 messages due in 2100, chosen IDs later-0 to later-19, put in a batch
+//     whose IDs live on several shards (so it leaves aliases);
+//   - topic "due": 30 messages due now, generated IDs, payloads "due-<i>";
+//   - topic "nacked": 10 messages received and nacked once with a delay of a second (last
+//     failure "nacked", attempt 1), due again by the time the dump is read;
+//   - topic "doomed": 5 messages received and nacked twice (dead letters on "dead" after their
+//     second attempt);
+//   - topic "held": 10 messages received with a visibility of a second, still leased in the dump
+//     (their leases run out by the time it is read);
+//   - topic "stopped": 3 messages, the topic paused.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"sort"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tockwheel/tock/queue"
+	"github.com/tockwheel/tock/redisq"
+)
+
+// A key is one Redis key of the dump: its type and its value in the form of that type.
+type key struct {
+	Type   string            `json:"type"`
+	String string            `json:"string,omitempty"`
+	Hash   map[string]string `json:"hash,omitempty"`
+	Set    []string          `json:"set,omitempty"`
+	ZSet   []member          `json:"zset,omitempty"`
+	List   []string          `json:"list,omitempty"`
+}
+
+type member struct {
+	Member string  `json:"member"`
+	Score  float64 `json:"score"`
+}
+
+func main() {
+	addr := flag.String("addr", "localhost:6399", "the redis-server to write the deployment to and dump it from (flushed first)")
+	flag.Parse()
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: *addr})
+	must(rdb.FlushAll(ctx).Err())
+	q, err := redisq.Open(ctx, rdb, redisq.WithPrefix("v2"), redisq.WithShards(4), redisq.WithMaxAttempts(2),
+		redisq.WithDeadLetterTopic("dead"), redisq.WithBackoff(time.Millisecond, time.Millisecond))
+	must(err)
+	later := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	var ms []queue.Message
+	for i := range 20 {
+		ms = append(ms, queue.Message{ID: fmt.Sprintf("later-%d", i), Topic: "later", Payload: []byte(fmt.Sprintf("later-%d", i)), DeliverAt: later})
+	}
+	_, err = q.PutBatch(ctx, ms)
+	must(err)
+	put := func(topic string, n int) {
+		for i := range n {
+			_, err := q.Put(ctx, queue.Message{Topic: topic, Payload: []byte(fmt.Sprintf("%s-%d", topic, i))})
+			must(err)
+		}
+	}
+	receive := func(topic string, n int, vis time.Duration) []queue.Delivery {
+		var out []queue.Delivery
+		for len(out) < n {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			ds, err := q.Receive(rctx, topic, n-len(out), vis)
+			cancel()
+			must(err)
+			out = append(out, ds...)
+		}
+		return out
+	}
+	put("due", 30)
+	put("nacked", 10)
+	for _, d := range receive("nacked", 10, time.Minute) {
+		must(q.Nack(ctx, d.Receipt, time.Second))
+	}
+	put("doomed", 5)
+	for range 2 {
+		for _, d := range receive("doomed", 5, time.Minute) {
+			must(q.Nack(ctx, d.Receipt, 0))
+		}
+	}
+	put("held", 10)
+	receive("held", 10, time.Second)
+	put("stopped", 3)
+	must(q.Pause(ctx, "stopped"))
+	must(q.Close())
+
+	keys, err := rdb.Keys(ctx, "*").Result()
+	must(err)
+	sort.Strings(keys)
+	dump := make(map[string]key, len(keys))
+	for _, k := range keys {
+		t, err := rdb.Type(ctx, k).Result()
+		must(err)
+		v := key{Type: t}
+		switch t {
+		case "string":
+			v.String, err = rdb.Get(ctx, k).Result()
+		case "hash":
+			v.Hash, err = rdb.HGetAll(ctx, k).Result()
+		case "set":
+			v.Set, err = rdb.SMembers(ctx, k).Result()
+			sort.Strings(v.Set)
+		case "zset":
+			var zs []redis.Z
+			zs, err = rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+			for _, z := range zs {
+				v.ZSet = append(v.ZSet, member{Member: z.Member.(string), Score: z.Score})
+			}
+		case "list":
+			v.List, err = rdb.LRange(ctx, k, 0, -1).Result()
+		default:
+			log.Fatalf("key %q of type %s", k, t)
+		}
+		must(err)
+		if ttl, err := rdb.PTTL(ctx, k).Result(); err == nil && ttl > 0 {
+			log.Fatalf("key %q expires (in %v): not kept by the dump", k, ttl)
+		}
+		dump[k] = v
+	}
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", " ")
+	must(enc.Encode(dump))
+}
+
+func must(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}
