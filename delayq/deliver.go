@@ -50,9 +50,10 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 		}
 		t := q.mem.topics.get(topic)
 		if t.ready > 0 && !t.paused {
-			if n := q.permitsLocked(t, min(max, t.ready)); n > 0 {
+			now := time.Now().UnixNano()
+			if n := q.permitsLocked(t, min(max, t.ready), now); n > 0 {
 				ds := make([]Delivery, 0, n)
-				deadline := after(time.Now().UnixNano(), visibility)
+				deadline := after(now, visibility)
 				for t.head != nil && len(ds) < n {
 					ds = append(ds, q.leaseLocked(t.head, deadline))
 				}

@@ -106,10 +106,12 @@ func (q *Queue) Limits(ctx context.Context) ([]queue.TopicLimit, error) {
 	return out, nil
 }
 
-// permitsLocked returns how many of n due messages of t its limit lets a Receive lease now, and
-// takes them from the bucket. When it lets none through for want of a token, it sets a timer for
-// when the next one comes, which wakes t's receivers.
-func (q *Queue) permitsLocked(t *topicState, n int) int {
+// permitsLocked returns how many of n due messages of t its limit lets a Receive lease at now
+// (Unix ns), and takes them from the bucket. When it lets none through for want of a token, it
+// sets a timer for when the next one comes, which wakes t's receivers. The leases it permits are
+// granted at the same now, so that the leases granted in any span of T are at most the burst and
+// the rate times T by their own times, as they are by the bucket's.
+func (q *Queue) permitsLocked(t *topicState, n int, now int64) int {
 	l := t.limit
 	if l == nil {
 		return n
@@ -120,7 +122,6 @@ func (q *Queue) permitsLocked(t *topicState, n int) int {
 	if l.Rate == 0 || n == 0 {
 		return n
 	}
-	now := time.Now().UnixNano()
 	l.tokens = math.Min(float64(l.Burst), l.tokens+float64(now-l.refilled)*l.Rate/1e9)
 	l.refilled = now
 	n = min(n, int(l.tokens))
