@@ -411,8 +411,9 @@
 // (BenchmarkRedisPage).
 //
 // [Check] verifies a deployment's layout for an operator (tock check -redis URL): every record in
-// exactly one place, the wheels' chunks, the counters. It reads each shard while the writes of the
-// shard's master are paused, for at most 10 s per shard.
+// exactly one place, the wheels' chunks, the counters, and the limits (the same in every shard, a
+// limited topic's bucket and permits on its home shard only). It reads each shard while the writes
+// of the shard's master are paused, for at most 10 s per shard.
 //
 // # Durability
 //
