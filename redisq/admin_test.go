@@ -113,6 +113,9 @@ func TestRandomOperationsKeepTheLayout(t *testing.T) {
 	m := queuetest.NewModel(2, 5*time.Millisecond)
 	since := func(start time.Time) queuetest.Span { return queuetest.Span{Start: start, End: time.Now()} }
 	for step := 0; step < steps || maxChunks < 2 && step < 3*steps; step++ {
+		// Each step is bounded, not the run: a loaded machine makes the run long (over two minutes
+		// at load 50), a step that hangs is a bug.
+		ctx := testCtx(t, time.Minute)
 		var what string
 		var verdict error // the model's, on the step
 		start := time.Now()
@@ -260,6 +263,7 @@ func TestRandomOperationsKeepTheLayout(t *testing.T) {
 		maxChunks = max(maxChunks, chunksOf(t, ctx, rdb, q, topics))
 	}
 	t.Logf("at most %d chunks in a topic's wheel of a shard", maxChunks)
+	ctx = testCtx(t, 2*time.Minute)
 	if maxChunks < 2 {
 		t.Fatalf("the wheels never held more than %d chunks in %d steps: the test did not split and merge them", maxChunks, 3*steps)
 	}
