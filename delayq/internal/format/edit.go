@@ -12,7 +12,7 @@ import (
 // # Checkpoint edits
 //
 // A checkpoint file is a log of edits (see checkpoint.go): each holds the whole state (full) or
-// what changed since the edit before. The body of an edit, version 7:
+// what changed since the edit before. The body of an edit, version 8:
 //
 //	0  1  flags: bit 0 full (the state is this edit alone; the first edit of a file is full)
 //	1  8  replay position: the log position recovery replays from
@@ -43,9 +43,15 @@ import (
 //	                      or Purge in the list took messages of (version 8 on)
 //	11   damage           position uint64: the damaged places of the log that were reported and
 //	                      are accounted for (version 9 on). All of them
+//	12   schedules        a schedule whole (see schedule.go): those set or changed (all of them
+//	                      in a full edit) (version 10 on)
+//	13   removed scheds   name: the schedules deleted (version 10 on)
+//	14   schedule counts  one item: fires, misfires uint64 of all schedules ever. An edit without
+//	                      it counts none (version 10 on)
 //
 // A section is new in the version sectionSince says; a file of an older version has none of it.
-// Version 8 had no damage section, version 7 no taken section either. Versions 4 to 6 had no tags: their sections, in the order of the tags, were each counted by a
+// Versions 7 to 9 had no schedules, version 8 no damage section, version 7 no taken section either.
+// Versions 4 to 6 had no tags: their sections, in the order of the tags, were each counted by a
 // uint32 after the fixed fields, empty or not. Version 6 had the sections of version 7. Version 5
 // had no limits and no reason in entries. Version 4 had no names, paused or list topics, no n in
 // lists and no failure in entries.
@@ -78,6 +84,13 @@ type Edit struct {
 	// Damage holds every damaged place of the log that has been reported and is accounted for
 	// (version 9 on): the position of its first byte, or the start of a segment gone.
 	Damage []wal.Pos
+	// Schedules are the schedules set or changed, each whole (all of them in a full edit);
+	// RemovedSchedules the names of those deleted (version 10 on).
+	Schedules        []Schedule
+	RemovedSchedules []string
+	// Fires and Misfires count those of every schedule since the queue was created (version 10
+	// on; zero before).
+	Fires, Misfires uint64
 }
 
 // A List is a disk wheel's list, at wheel index Index.
@@ -148,12 +161,15 @@ const (
 	secRemovedIDs
 	secTaken
 	secDamage
+	secSchedules
+	secRemovedSchedules
+	secScheduleCounts
 )
 
 // sectionSince says which version of the checkpoint each section was added in: a file of an older
 // version holding it is malformed.
 var sectionSince = [...]uint32{secNames: 5, secPaused: 5, secLimits: 6, secLists: 4, secPins: 4, secEntries: 4, secRemovedEntries: 4,
-	secIDs: 4, secRemovedIDs: 4, secTaken: 8, secDamage: 9}
+	secIDs: 4, secRemovedIDs: 4, secTaken: 8, secDamage: 9, secSchedules: 10, secRemovedSchedules: 10, secScheduleCounts: 10}
 
 // countedSections are the sections of versions 4 to 6, in the order of their counts: those the
 // version had, in the order of their tags.
@@ -194,6 +210,12 @@ func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 			name(lt.Name)
 		}
 	}
+	for i := range ed.Schedules {
+		if err := checkSchedule(&ed.Schedules[i]); err != nil {
+			return b, err
+		}
+		name(ed.Schedules[i].Topic)
+	}
 	long := func(s string) bool { return len(s) > MaxName }
 	for _, s := range names {
 		if long(s) {
@@ -213,6 +235,11 @@ func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 	for _, id := range ed.RemovedIDs {
 		if long(id) {
 			return b, fmt.Errorf("%w: id of %d bytes in a checkpoint edit", errMalformed, len(id))
+		}
+	}
+	for _, s := range ed.RemovedSchedules {
+		if long(s) {
+			return b, fmt.Errorf("%w: schedule name of %d bytes in a checkpoint edit", errMalformed, len(s))
 		}
 	}
 	e := encoder{b: b}
@@ -330,10 +357,28 @@ func appendEdit(b []byte, ed *Edit) ([]byte, error) {
 			e.pos(p)
 		}
 	})
+	section(secSchedules, len(ed.Schedules), func() {
+		for i := range ed.Schedules {
+			e.schedule(&ed.Schedules[i], index[ed.Schedules[i].Topic])
+		}
+	})
+	section(secRemovedSchedules, len(ed.RemovedSchedules), func() {
+		for _, s := range ed.RemovedSchedules {
+			e.name(s)
+		}
+	})
+	counts := 0
+	if ed.Fires != 0 || ed.Misfires != 0 {
+		counts = 1
+	}
+	section(secScheduleCounts, counts, func() {
+		e.u64(ed.Fires)
+		e.u64(ed.Misfires)
+	})
 	return e.b, nil
 }
 
-// decodeEdit decodes the body of an edit of a file of the given version (4 to 7).
+// decodeEdit decodes the body of an edit of a file of the given version (4 to 8).
 func decodeEdit(body []byte, version uint32) (*Edit, error) {
 	d := &editDecoder{decoder: decoder{b: body, keep: true}, version: version}
 	ed := &d.ed
@@ -401,7 +446,7 @@ func (d *editDecoder) counted() error {
 	return nil
 }
 
-// tagged decodes the sections of version 7.
+// tagged decodes the sections of versions 7 on.
 func (d *editDecoder) tagged() error {
 	var last byte
 	for d.left() > 0 {
@@ -551,6 +596,28 @@ func (d *editDecoder) section(tag byte, n int) error {
 		ed.Damage = make([]wal.Pos, n)
 		for i := range ed.Damage {
 			ed.Damage[i] = d.pos()
+		}
+	case secSchedules:
+		ed.Schedules = make([]Schedule, n)
+		for i := range ed.Schedules {
+			s, err := d.schedule()
+			if err != nil {
+				return err
+			}
+			ed.Schedules[i] = s
+		}
+	case secRemovedSchedules:
+		ed.RemovedSchedules = make([]string, n)
+		for i := range ed.RemovedSchedules {
+			ed.RemovedSchedules[i] = d.name()
+		}
+	case secScheduleCounts:
+		if n != 1 {
+			return fmt.Errorf("%d items in the schedule counts", n)
+		}
+		ed.Fires, ed.Misfires = d.u64(), d.u64()
+		if ed.Fires == 0 && ed.Misfires == 0 {
+			return fmt.Errorf("schedule counts of zero written")
 		}
 	}
 	return nil

@@ -33,6 +33,14 @@ var sampleEdits = []Edit{
 		RemovedIDs:     []string{"user", ""},
 		Damage:         []wal.Pos{wal.MakePos(1, 0), wal.MakePos(2, 4000)}},
 	{Full: true, SlotNs: 1 << 40, Slots: MaxSlots},
+	{Full: true, SlotNs: int64(time.Second), Slots: 10, Paused: []string{"mail"},
+		Schedules: []Schedule{{Name: "digest", Topic: "mail", Spec: "30 9 * * *", Zone: "Europe/Paris", Payload: []byte("hello"),
+			Misfire: MisfireAll, Overlap: OverlapAllow, Start: 1, Next: 2, Act: 3, Created: 4, Updated: 5, Fired: 6, PrevFired: 7,
+			Triggered: 8, Fires: 9, Misfires: 10},
+			{Name: "tick", Topic: "ticks", Spec: "@every 10ms", Misfire: MisfireSkip, Overlap: OverlapSkip, Paused: true}},
+		Fires: 12, Misfires: 1 << 40},
+	{Replay: wal.MakePos(9, 16), SlotNs: int64(time.Second), Slots: 10, RemovedSchedules: []string{"digest", "x"}, Misfires: 1,
+		Schedules: []Schedule{{Name: "n", Topic: "t", Misfire: MisfireOnce, Overlap: OverlapAllow, Next: -1}}},
 }
 
 // normal returns ed with empty slices nil, as the comparison of edits wants them.
@@ -55,6 +63,8 @@ func normal(ed Edit) Edit {
 	nilIfEmpty(len(ed.IDs), func() { ed.IDs = nil })
 	nilIfEmpty(len(ed.RemovedIDs), func() { ed.RemovedIDs = nil })
 	nilIfEmpty(len(ed.Damage), func() { ed.Damage = nil })
+	nilIfEmpty(len(ed.Schedules), func() { ed.Schedules = nil })
+	nilIfEmpty(len(ed.RemovedSchedules), func() { ed.RemovedSchedules = nil })
 	return ed
 }
 
@@ -213,6 +223,9 @@ func FuzzEdit(f *testing.F) {
 			ed2.Paused = append(ed2.Paused[:len(ed2.Paused):len(ed2.Paused)], s)
 			ed2.RemovedIDs = append(ed2.RemovedIDs[:len(ed2.RemovedIDs):len(ed2.RemovedIDs)], s)
 			ed2.Entries = append(ed2.Entries[:len(ed2.Entries):len(ed2.Entries)], Entry{Origin: wal.Pos(n), Topic: s})
+			ed2.Schedules = append(ed2.Schedules[:len(ed2.Schedules):len(ed2.Schedules)], Schedule{Name: s, Topic: s, Spec: s,
+				Misfire: MisfireOnce, Overlap: OverlapSkip, Next: n, Payload: []byte(s)})
+			ed2.RemovedSchedules = append(ed2.RemovedSchedules[:len(ed2.RemovedSchedules):len(ed2.RemovedSchedules)], s)
 		}
 		b, err := appendEdit(nil, &ed2)
 		if err != nil {

@@ -83,6 +83,8 @@ import (
 //	..  4  burst        uint32
 //	..  4  concurrency  uint32: messages leased at once, 0 for no bound
 //
+// Schedule, Fire, Unschedule (kinds 10 to 12): a schedule's changes; see schedule.go.
+//
 // The threaded fields come first in Put, Cancel and Purge so a list can be followed without
 // decoding the rest. What each kind and field was added in is in versions.go; a body that holds
 // a kind, flag or field this version does not know is malformed, never skipped.
@@ -101,6 +103,10 @@ const (
 	KindPause    Kind = 7
 	KindPurge    Kind = 8
 	KindLimit    Kind = 9
+	// The schedules' records: see schedule.go.
+	KindSchedule   Kind = 10
+	KindFire       Kind = 11
+	KindUnschedule Kind = 12
 )
 
 func (k Kind) String() string {
@@ -123,6 +129,12 @@ func (k Kind) String() string {
 		return "purge"
 	case KindLimit:
 		return "limit"
+	case KindSchedule:
+		return "schedule"
+	case KindFire:
+		return "fire"
+	case KindUnschedule:
+		return "unschedule"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -192,6 +204,10 @@ type Record struct {
 	Rate        float64
 	Burst       uint32
 	Concurrency uint32
+
+	// Schedule, Fire, Unschedule: a schedule's fields; a Schedule record holds its topic and
+	// payload in Topic and Payload.
+	ScheduleFields
 }
 
 // errMalformed is wrapped by the errors of bodies that are not a valid record, and of values that
@@ -295,6 +311,8 @@ func (r *Record) encode(e *encoder) error {
 		}
 		threaded(0)
 		e.name(r.Topic)
+	case KindSchedule, KindFire, KindUnschedule:
+		return r.encodeSchedule(e)
 	default:
 		return fmt.Errorf("%w: cannot encode a record of %v", errMalformed, r.Kind)
 	}
@@ -407,6 +425,10 @@ func decode(k Kind, d *decoder) (Record, error) {
 			return bad("flags %#x", flags)
 		}
 		r.Topic = d.name()
+	case KindSchedule, KindFire, KindUnschedule:
+		if err := r.decodeSchedule(d); err != nil {
+			return bad("%v", err)
+		}
 	default:
 		return r, fmt.Errorf("%w: unknown record kind %d", errMalformed, uint8(k))
 	}
@@ -441,6 +463,8 @@ func Describe(k Kind, body []byte) string {
 		return fmt.Sprintf("purge of topic %q from the list of slot %d", r.Topic, r.ListSlot)
 	case KindLimit:
 		return fmt.Sprintf("limit of topic %q", r.Topic)
+	case KindSchedule, KindFire, KindUnschedule:
+		return describeSchedule(&r)
 	default:
 		return fmt.Sprintf("%v of slot %d", r.Kind, r.Slot)
 	}

@@ -33,6 +33,16 @@ var sampleRecords = []Record{
 	{Kind: KindPause, Paused: true, Topic: "paused"},
 	{Kind: KindPause, Topic: strings.Repeat("r", MaxName)},
 	{Kind: KindPurge, Threaded: true, ListSlot: -7, Prev: wal.MakePos(4, 400), Topic: "purged"},
+	{Kind: KindSchedule, Topic: "mail", Payload: []byte("digest"), ScheduleFields: ScheduleFields{Schedule: "digest",
+		Spec: "30 9 * * mon-fri", Zone: "Europe/Paris", Misfire: MisfireAll, Overlap: OverlapAllow, SetAt: 5, Start: 6, Next: 7, Act: 8,
+		Fired: []int64{1, -2}, Unfired: true}},
+	{Kind: KindSchedule, Topic: "t", ScheduleFields: ScheduleFields{Schedule: "s", Spec: "@every 10ms", Misfire: MisfireSkip, Overlap: OverlapSkip}},
+	{Kind: KindFire, ScheduleFields: ScheduleFields{Schedule: "digest", Next: 1 << 60, Act: 1 << 59, Missed: 1 << 40, Fired: []int64{3, 4, 5}}},
+	{Kind: KindFire, ScheduleFields: ScheduleFields{Schedule: "digest", Fired: []int64{9}, Trigger: true}},
+	{Kind: KindFire, ScheduleFields: ScheduleFields{Schedule: "digest", Next: 10, Act: 9, Resumed: true, Fired: []int64{9}}},
+	{Kind: KindFire, ScheduleFields: ScheduleFields{Schedule: "skipped", Next: 10, Act: 10, Missed: 1}},
+	{Kind: KindUnschedule, ScheduleFields: ScheduleFields{Schedule: "digest", Unfired: true}},
+	{Kind: KindUnschedule, ScheduleFields: ScheduleFields{Schedule: strings.Repeat("n", MaxName), Deleted: true}},
 }
 
 func TestRecordRoundTrip(t *testing.T) {
@@ -66,6 +76,12 @@ func TestRecordLimits(t *testing.T) {
 		{Kind: KindUpdate, Failure: FailureDeadLettered + 1},
 		{Kind: KindUpdate, Failure: FailureExpired, Reason: "a reason of an expiry"},
 		{Kind: KindLimit, Topic: "t", Rate: -1},
+		{Kind: KindSchedule, ScheduleFields: ScheduleFields{Misfire: MisfireAll + 1, Overlap: OverlapAllow}},
+		{Kind: KindSchedule, ScheduleFields: ScheduleFields{Misfire: MisfireOnce}},
+		{Kind: KindSchedule, ScheduleFields: ScheduleFields{Misfire: MisfireOnce, Overlap: OverlapAllow, Spec: strings.Repeat("s", MaxName+1)}},
+		{Kind: KindFire, ScheduleFields: ScheduleFields{Trigger: true}},
+		{Kind: KindFire, ScheduleFields: ScheduleFields{Trigger: true, Fired: []int64{1}, Next: 1}},
+		{Kind: KindFire, ScheduleFields: ScheduleFields{Fired: make([]int64, MaxFired+1)}},
 		{Kind: 0},
 		{Kind: 99},
 	} {
@@ -110,6 +126,15 @@ func malformedBodies() []malformedBody {
 		{KindPurge, make([]byte, 19)},                                                // not threaded
 		{KindPurge, append([]byte{1}, make([]byte, 17)...)},                          // topic length cut short
 		{KindPurge, append([]byte{3}, make([]byte, 18)...)},                          // unknown flag
+		{KindSchedule, append([]byte{2}, make([]byte, 44)...)},                       // unknown flag
+		{KindSchedule, append(make([]byte, 33), 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)}, // misfire 0
+		{KindSchedule, append(make([]byte, 33), 1, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)}, // overlap 3
+		{KindSchedule, append(make([]byte, 33), 1, 1, 1, 0, 0, 0)},                   // a fire cut short
+		{KindFire, append([]byte{4}, make([]byte, 28)...)},                           // unknown flag
+		{KindFire, append([]byte{1}, make([]byte, 28)...)},                           // a trigger without its fire
+		{KindFire, make([]byte, 28)},                                                 // name cut short
+		{KindUnschedule, []byte{4, 0, 0}},                                            // unknown flag
+		{KindUnschedule, []byte{0, 1, 0}},                                            // name cut short
 	}
 }
 
@@ -187,6 +212,25 @@ func recordOf(k Kind, n int64, p wal.Pos, s1, s2 string, payload []byte) Record 
 		r.Paused, r.Topic = n&1 != 0, s1
 	case KindPurge:
 		r.Threaded, r.ListSlot, r.Prev, r.Topic = true, n, p, s1
+	case KindSchedule:
+		r.Schedule, r.Topic, r.Spec, r.Zone = s1, s2, s2, s1
+		r.SetAt, r.Start, r.Next, r.Act = n, -n, n+1, int64(p)
+		r.Misfire, r.Overlap, r.Unfired = uint8(1+n&1), uint8(1+p&1), n&4 != 0
+		if len(payload) > 0 {
+			r.Payload = payload
+		}
+		if n&2 != 0 {
+			r.Fired = []int64{n, int64(p)}
+		}
+	case KindFire:
+		r.Schedule, r.Missed = s1, uint64(p)
+		if n&1 != 0 {
+			r.Trigger, r.Fired = true, []int64{n}
+		} else {
+			r.Next, r.Act, r.Resumed = n, int64(p), n&2 != 0
+		}
+	case KindUnschedule:
+		r.Schedule, r.Unfired, r.Deleted = s1, n&1 != 0, n&2 != 0
 	}
 	return r
 }

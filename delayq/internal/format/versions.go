@@ -13,6 +13,7 @@ package format
 //	Update failure, failedAt  why the last delivery failed
 //	Update failure 4, reason  a consumer's reason, and its failure for good (dead-lettered)
 //	kind 9                    Limit: delivery limits per topic
+//	kinds 10-12               Schedule, Fire, Unschedule: schedules (schedule.go)
 //
 // Checkpoint files (checkpoint.go), by the version in their header:
 //
@@ -25,8 +26,9 @@ package format
 //	7  edits framed as the log's frames, their sections tagged (see edit.go's sectionSince)
 //	8  the topics of lists that Cancels or Purges took messages of
 //	9  the damaged places of the log accounted for
+//	10 schedules, the schedules removed, and their counts
 //
 // The secret file (secret.go): one version, magic "tocksec1".
 
 // CheckpointVersion is the version of the checkpoint files written.
-const CheckpointVersion = 9
+const CheckpointVersion = 10
