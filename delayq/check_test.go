@@ -32,6 +32,9 @@ func (q *Queue) checkState() error {
 	if len(q.moving) != 0 {
 		return fmt.Errorf("%d copies owed", len(q.moving))
 	}
+	if err := q.checkSchedules(); err != nil {
+		return err
+	}
 	if !maps.Equal(pins, q.pins) {
 		return fmt.Errorf("pins %v, want %v", q.pins, pins)
 	}
@@ -247,6 +250,48 @@ func (q *Queue) checkMem(pins map[uint32]int64) error {
 	}
 	if inBuckets != nwaiting+nleased {
 		return fmt.Errorf("%d entries in buckets, %d waiting and %d leased", inBuckets, nwaiting, nleased)
+	}
+	return nil
+}
+
+// checkSchedules checks the schedules (see schedule.go): the heap holds exactly the running
+// schedules with an act time, in heap order, each knowing its place; the paused are counted; and
+// the timer waits for the earliest act time, while the queue is open.
+func (q *Queue) checkSchedules() error {
+	x := &q.sched
+	paused, inHeap := 0, 0
+	var err error
+	x.byName.Ascend(func(s *sched) bool {
+		if s.paused {
+			paused++
+		}
+		want := !s.paused && s.act != 0
+		switch {
+		case want != (s.heap >= 0):
+			err = fmt.Errorf("schedule %q (paused %v, act %d) at heap index %d", s.name, s.paused, s.act, s.heap)
+		case want && (int(s.heap) >= len(x.due) || x.due[s.heap] != s):
+			err = fmt.Errorf("schedule %q at heap index %d of %d, not there", s.name, s.heap, len(x.due))
+		case s.misfire == 0 || s.overlap == 0:
+			err = fmt.Errorf("schedule %q without its policies", s.name)
+		}
+		if want {
+			inHeap++
+		}
+		return err == nil
+	})
+	if err != nil {
+		return err
+	}
+	if inHeap != len(x.due) || paused != x.paused {
+		return fmt.Errorf("%d schedules in a heap of %d, %d paused counted %d", inHeap, len(x.due), paused, x.paused)
+	}
+	for i := 1; i < len(x.due); i++ {
+		if x.due[(i-1)/2].act > x.due[i].act {
+			return fmt.Errorf("schedule heap out of order at %d", i)
+		}
+	}
+	if x.live && x.timerAt != 0 && x.timerAt > x.earliest() && x.earliest() != 0 {
+		return fmt.Errorf("schedule timer at %d, after the earliest act time %d", x.timerAt, x.earliest())
 	}
 	return nil
 }

@@ -45,6 +45,11 @@ type edit struct {
 	ids     []idOp
 	// damage holds the damaged places of the log accounted for (see damage.go).
 	damage []wal.Pos
+	// schedules are those changed (all, in a full edit), removed those deleted; fires and
+	// misfires the schedules' counts.
+	schedules       []format.Schedule
+	removed         []string
+	fires, misfires uint64
 }
 
 type indexedList struct {
@@ -84,6 +89,12 @@ func (q *Queue) fullEditLocked(end wal.Pos) *edit {
 	}
 	q.disk.idOps = nil
 	clear(q.disk.dirty)
+	q.sched.takeChanged()
+	ed.schedules = make([]format.Schedule, 0, q.sched.byName.Len())
+	q.sched.byName.Ascend(func(s *sched) bool {
+		ed.schedules = append(ed.schedules, s.toFormat())
+		return true
+	})
 	return ed
 }
 
@@ -103,12 +114,25 @@ func (q *Queue) changesLocked(end wal.Pos) *edit {
 	clear(w.dirty)
 	ed.entries = q.mem.takeOps()
 	ed.ids, w.idOps = w.idOps, nil
+	seen := make(map[string]bool)
+	for _, name := range q.sched.takeChanged() {
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		if s := q.sched.get(name); s != nil {
+			ed.schedules = append(ed.schedules, s.toFormat())
+		} else {
+			ed.removed = append(ed.removed, name)
+		}
+	}
 	return ed
 }
 
 func (q *Queue) editHeaderLocked(end wal.Pos) *edit {
 	w := &q.disk
-	ed := &edit{replay: end, slotNs: w.slotNs, slots: len(w.lists), loaded: w.loaded, pending: w.pending, pins: maps.Clone(q.pins)}
+	ed := &edit{replay: end, slotNs: w.slotNs, slots: len(w.lists), loaded: w.loaded, pending: w.pending, pins: maps.Clone(q.pins),
+		fires: q.sched.fires, misfires: q.sched.misfires}
 	for name, t := range q.mem.topics {
 		if t.paused {
 			ed.paused = append(ed.paused, name)
@@ -134,7 +158,8 @@ func trailingZeros(x uint64) int {
 // entries holds one op per entry already).
 func (ed *edit) toFormat() *format.Edit {
 	fe := &format.Edit{Full: ed.full, Replay: ed.replay, SlotNs: ed.slotNs, Slots: ed.slots, Loaded: ed.loaded, Pending: ed.pending,
-		Damage: ed.damage,
+		Damage:    ed.damage,
+		Schedules: ed.schedules, RemovedSchedules: ed.removed, Fires: ed.fires, Misfires: ed.misfires,
 		Paused: slices.Sorted(slices.Values(ed.paused)),
 		Limits: slices.SortedFunc(slices.Values(ed.limits), func(a, b format.Limit) int { return strings.Compare(a.Topic, b.Topic) })}
 	for _, il := range ed.lists {

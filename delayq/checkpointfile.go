@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
@@ -48,6 +50,9 @@ type checkpoint struct {
 	ids       map[string]idLoc
 	// damage holds the damaged places of the log accounted for (version 9 on; see damage.go).
 	damage []wal.Pos
+	// schedules by name, and their counts (version 10 on).
+	schedules       map[string]format.Schedule
+	fires, misfires uint64
 }
 
 // A ckListTopic is a listTopic as the checkpoint keeps it.
@@ -108,7 +113,8 @@ func (ck *checkpoint) applyEdit(ed *format.Edit) (*checkpoint, error) {
 	switch {
 	case ed.Full:
 		ck = &checkpoint{lists: make([]slotList, ed.Slots), hasDue: true, topics: make(map[int][]ckListTopic),
-			entries: make(map[wal.Pos]ckEntry, len(ed.Entries)), ids: make(map[string]idLoc, len(ed.IDs))}
+			entries: make(map[wal.Pos]ckEntry, len(ed.Entries)), ids: make(map[string]idLoc, len(ed.IDs)),
+			schedules: make(map[string]format.Schedule, len(ed.Schedules))}
 	case ck == nil:
 		return nil, errors.New("first checkpoint edit is not full")
 	case ck.slotNs != ed.SlotNs || ck.slots != ed.Slots:
@@ -151,6 +157,13 @@ func (ck *checkpoint) applyEdit(ed *format.Edit) (*checkpoint, error) {
 	for _, id := range ed.RemovedIDs {
 		delete(ck.ids, id)
 	}
+	for _, name := range ed.RemovedSchedules {
+		delete(ck.schedules, name)
+	}
+	for _, s := range ed.Schedules {
+		ck.schedules[s.Name] = s
+	}
+	ck.fires, ck.misfires = ed.Fires, ed.Misfires
 	return ck, nil
 }
 
@@ -193,6 +206,10 @@ func (ck *checkpoint) fullEdit() *format.Edit {
 	}
 	for id, loc := range ck.ids {
 		ed.ids = append(ed.ids, idOp{id: id, loc: loc})
+	}
+	ed.fires, ed.misfires = ck.fires, ck.misfires
+	for _, name := range slices.Sorted(maps.Keys(ck.schedules)) {
+		ed.schedules = append(ed.schedules, ck.schedules[name])
 	}
 	return ed.toFormat()
 }

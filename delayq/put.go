@@ -3,7 +3,6 @@ package delayq
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -39,6 +38,9 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 	for i := range msgs {
 		m := &msgs[i]
 		err := q.validate(m)
+		if err == nil && m.Replace && m.ID != "" && len(msgs) > 1 {
+			err = fmt.Errorf("id %q: a batch does not replace; put the message alone: %w", m.ID, ErrInvalid)
+		}
 		if err == nil {
 			total += putSize(m)
 			if total > MaxBatchBytes {
@@ -61,7 +63,7 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 			q.mu.Unlock()
 			return nil, err
 		}
-		repeats, need, err := q.checkIDsLocked(msgs, now, read)
+		repeats, cancel, need, err := q.checkIDsLocked(msgs, now, read)
 		if err != nil {
 			q.mu.Unlock()
 			return nil, err
@@ -74,12 +76,18 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 		}
 		if len(need) > 0 {
 			read = q.readRecords(r, need) // under mu at last; from memory or the page cache
-			if repeats, _, err = q.checkIDsLocked(msgs, now, read); err != nil {
+			if repeats, cancel, _, err = q.checkIDsLocked(msgs, now, read); err != nil {
 				q.mu.Unlock()
 				return nil, err
 			}
 		}
-		ids, end, err := q.putBatchLocked(msgs, repeats, now)
+		var ids []string
+		var end wal.Pos
+		if cancel != nil {
+			ids, end, err = q.replaceLocked(&msgs[0], cancel, now)
+		} else {
+			ids, end, err = q.putBatchLocked(msgs, repeats, now)
+		}
 		q.mu.Unlock()
 		if err != nil {
 			return nil, err
@@ -155,10 +163,11 @@ type readRecord struct {
 }
 
 // checkIDsLocked checks the chosen IDs of msgs against the pending messages and each other. It
-// returns which messages repeat a pending one (a retried Put: stored already), the IDs whose
-// records must be read to tell (those waiting in the disk wheel and not in read), or a
+// returns which messages repeat a pending one (a retried Put: stored already), the Cancel of the
+// waiting message a message with Replace set replaces (only a batch of one replaces), the IDs
+// whose records must be read to tell (those waiting in the disk wheel and not in read), or a
 // *DuplicateError.
-func (q *Queue) checkIDsLocked(msgs []Message, now int64, read map[string]readRecord) (repeats []bool, need map[string]idLoc, err error) {
+func (q *Queue) checkIDsLocked(msgs []Message, now int64, read map[string]readRecord) (repeats []bool, cancel *format.Record, need map[string]idLoc, err error) {
 	var first map[string]int // the first message of the batch with each chosen ID
 	for i := range msgs {
 		m := &msgs[i]
@@ -169,16 +178,22 @@ func (q *Queue) checkIDsLocked(msgs []Message, now int64, read map[string]readRe
 			repeats = make([]bool, len(msgs))
 		}
 		if j, ok := first[m.ID]; ok {
-			return nil, nil, batchErr(msgs, i, fmt.Errorf("id %q repeats that of message %d: %w", m.ID, j, ErrInvalid))
+			return nil, nil, nil, batchErr(msgs, i, fmt.Errorf("id %q repeats that of message %d: %w", m.ID, j, ErrInvalid))
 		}
 		if first == nil {
 			first = make(map[string]int)
 		}
 		first[m.ID] = i
-		if e := q.mem.byID[m.ID]; e != nil {
+		if e := q.mem.byID[m.ID]; e != nil && m.Replace {
+			if e.st == leased {
+				return nil, nil, nil, batchErr(msgs, i, &DuplicateError{ID: m.ID, DeliverAt: time.Unix(0, e.deliverAt), Leased: true})
+			}
+			cancel = &format.Record{Kind: format.KindCancel, ID: m.ID}
+			continue
+		} else if e != nil {
 			delivered := e.attempt > 0 || e.st != waiting || e.dead()
 			if !sameMessage(e.home.name, e.payload, e.deliverAt, delivered, m, now) {
-				return nil, nil, batchErr(msgs, i, &DuplicateError{ID: m.ID, DeliverAt: time.Unix(0, e.deliverAt)})
+				return nil, nil, nil, batchErr(msgs, i, &DuplicateError{ID: m.ID, DeliverAt: time.Unix(0, e.deliverAt)})
 			}
 			repeats[i] = true
 			continue
@@ -198,12 +213,29 @@ func (q *Queue) checkIDsLocked(msgs []Message, now int64, read map[string]readRe
 		if rr.rec == nil {
 			continue // lost to damage: not pending after all
 		}
+		if m.Replace {
+			cancel = &format.Record{Kind: format.KindCancel, ID: m.ID, Topic: rr.rec.Topic, Threaded: true, ListSlot: loc.slot}
+			continue
+		}
 		if !sameMessage(rr.rec.Topic, rr.rec.Payload, rr.rec.DeliverAt, false, m, now) {
-			return nil, nil, batchErr(msgs, i, &DuplicateError{ID: m.ID, DeliverAt: time.Unix(0, rr.rec.DeliverAt)})
+			return nil, nil, nil, batchErr(msgs, i, &DuplicateError{ID: m.ID, DeliverAt: time.Unix(0, rr.rec.DeliverAt)})
 		}
 		repeats[i] = true
 	}
-	return repeats, need, nil
+	return repeats, cancel, need, nil
+}
+
+// replaceLocked puts m in place of the waiting message with its ID, which cancel cancels: the
+// Cancel and the Put as one atomic group. It returns m's ID and the end of the group.
+func (q *Queue) replaceLocked(m *Message, cancel *format.Record, now int64) ([]string, wal.Pos, error) {
+	put := format.Record{Kind: format.KindPut, ID: m.ID, Topic: m.Topic, Payload: bytes.Clone(m.Payload), DeliverAt: dueAt(m, now)}
+	end, err := q.commitAllLocked([]format.Record{*cancel, put})
+	if err != nil {
+		return nil, 0, err
+	}
+	q.stats.puts++
+	q.mem.topics.get(m.Topic).puts++
+	return []string{m.ID}, end, nil
 }
 
 // readRecords reads the Put records of the pending messages with the IDs in need.
@@ -263,10 +295,6 @@ func (q *Queue) validate(m *Message) error {
 		return fmt.Errorf("id of %d bytes: %w", len(m.ID), ErrInvalid)
 	case len(m.Payload) > q.cfg.maxPayload:
 		return fmt.Errorf("payload of %d bytes over %d: %w", len(m.Payload), q.cfg.maxPayload, ErrTooLarge)
-	case m.Replace && m.ID != "":
-		// Replacing needs its removal and its Put in one atomic record group, which the log
-		// format does not have yet: refuse rather than store a duplicate or lose the message.
-		return fmt.Errorf("replace of %q: %w", m.ID, errors.ErrUnsupported)
 	}
 	_, err := queue.DueAt(m.DeliverAt, time.Time{})
 	return err

@@ -42,6 +42,8 @@ type Queue struct {
 	disk diskWheel     // messages waiting on disk
 	mem  deliveryIndex // messages in memory
 	pins pins          // records still needed, per segment
+	// sched holds the schedules (see schedule.go).
+	sched schedules
 	// moving holds, by origin, messages taken out of a list by an Advance or Relocate record whose
 	// copies are owed (see apply.go).
 	moving map[wal.Pos]*entry
@@ -77,8 +79,9 @@ type Queue struct {
 }
 
 var (
-	_ queue.Engine   = (*Queue)(nil)
-	_ queue.Reporter = (*Queue)(nil)
+	_ queue.Engine    = (*Queue)(nil)
+	_ queue.Reporter  = (*Queue)(nil)
+	_ queue.Scheduler = (*Queue)(nil)
 )
 
 // Open opens the queue in dir, creating the directory if it does not exist, and recovers from
@@ -125,9 +128,11 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 	if q.cfg.preload == 0 {
 		q.cfg.preload = 2 * q.cfg.slot // the slot the queue was created with
 	}
-	q.bg.Add(2)
+	q.bg.Add(3)
 	go q.runLoader()
 	go q.every(q.cfg.checkpoint, q.checkpoint)
+	go q.runSchedules()
+	q.startSchedules()
 	if q.cfg.compactLive > 0 {
 		q.bg.Add(1)
 		c := newCompactor()
@@ -146,6 +151,7 @@ func newQueue(dir string, cfg config) *Queue {
 		wheel:   cfg.wheel,
 		pins:    make(pins),
 		moving:  make(map[wal.Pos]*entry),
+		sched:   newSchedules(),
 	}
 	if q.wheel == nil {
 		q.wheel = tock.New()
@@ -189,6 +195,9 @@ func (q *Queue) Close() error {
 
 // stopTimers stops the queue's timers: its own wheel, or its timers on a wheel it was given.
 func (q *Queue) stopTimers() {
+	q.mu.Lock()
+	q.stopSchedulesLocked()
+	q.mu.Unlock()
 	if q.cfg.wheel == nil {
 		q.wheel.Stop()
 		return

@@ -117,6 +117,7 @@ func (q *Queue) restore(ck *checkpoint, rebuild bool, first wal.Pos) (wal.Pos, e
 	}
 	q.disk = w
 	q.pins = ck.pins
+	q.sched.restore(ck.schedules, ck.fires, ck.misfires)
 	if ck.version < 5 { // before lists counted their messages by topic (version 6 added only limits and reasons)
 		if err := q.migrate(!ck.hasDue, ck.version <= 3); err != nil {
 			return 0, err
@@ -137,6 +138,7 @@ func (q *Queue) restore(ck *checkpoint, rebuild bool, first wal.Pos) (wal.Pos, e
 	if len(dropped) > 0 {
 		q.markDamageDirty()
 	}
+	q.sched.takeChanged()
 	return ck.replay, nil
 }
 
