@@ -1,0 +1,293 @@
+package delayq
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tockwheel/tock/queue"
+)
+
+// receiveFires receives and acks the fires of topic until the bubble's clock reaches until, and
+// returns their nominal times, in the order received. It fails on a fire delivered before its
+// nominal time, or twice.
+func receiveFires(t *testing.T, q *Queue, topic string, until time.Time) []time.Time {
+	t.Helper()
+	ctx, cancel := context.WithDeadline(context.Background(), until)
+	defer cancel()
+	var got []time.Time
+	seen := map[string]bool{}
+	for {
+		ds, err := q.Receive(ctx, topic, 100, time.Hour)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return got
+		}
+		if err != nil {
+			t.Fatalf("Receive: %v", err)
+		}
+		for _, d := range ds {
+			_, at, ok := queue.ParseFireID(d.ID)
+			switch {
+			case !ok:
+				t.Fatalf("delivered %q, not a fire", d.ID)
+			case seen[d.ID]:
+				t.Fatalf("fire %q delivered twice", d.ID)
+			case time.Now().Before(at) || d.DeliverAt.Before(at):
+				t.Fatalf("fire %q delivered at %v, due %v: early", d.ID, time.Now(), d.DeliverAt)
+			}
+			seen[d.ID] = true
+			got = append(got, at)
+			if err := q.Ack(context.Background(), d.Receipt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// every returns the times from first to last, step apart.
+func every(first, last time.Time, step time.Duration) []time.Time {
+	var ts []time.Time
+	for t := first; !t.After(last); t = t.Add(step) {
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+func sameTimes(a, b []time.Time) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !a[i].Equal(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// TestScheduleMisfireAfterRestart runs an "@every 2s" schedule of each misfire policy, closes the
+// queue for eleven seconds, and opens it again: the fire put ahead before the close comes late (it
+// is a message like any), and the nominal times that passed while the queue was closed fire as the
+// policy says: each of them (all), the latest (once), or none (skip: the latest is more than
+// queue.MisfireGrace late); then the schedule goes on from the next. The misfires are counted, and
+// everything holds across the restart.
+func TestScheduleMisfireAfterRestart(t *testing.T) {
+	for _, misfire := range []queue.Misfire{queue.MisfireAll, queue.MisfireOnce, queue.MisfireSkip} {
+		t.Run(string(misfire), func(t *testing.T) {
+			dir := t.TempDir()
+			synctest.Test(t, func(t *testing.T) {
+				ctx := context.Background()
+				q := open(t, dir, WithLogger(quiet))
+				start := time.Now() // a whole second: the bubble starts on one
+				if _, err := q.SetSchedule(ctx, queue.Schedule{Name: "tick", Topic: "t", Spec: "@every 2s", Misfire: misfire}); err != nil {
+					t.Fatal(err)
+				}
+				sec := func(n int) time.Time { return start.Add(time.Duration(n) * time.Second) }
+				got := receiveFires(t, q, "t", start.Add(6500*time.Millisecond))
+				if want := every(sec(2), sec(6), 2*time.Second); !sameTimes(got, want) {
+					t.Fatalf("before the restart: fires %v; want %v", got, want)
+				}
+				check(t, q)
+				if err := q.Close(); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(11 * time.Second) // closed from 6.5 s to 17.5 s
+				q = open(t, dir, WithLogger(quiet))
+				check(t, q)
+				got = receiveFires(t, q, "t", start.Add(22500*time.Millisecond))
+				// 8 s was put ahead at 6 s; 10 to 16 s passed while closed; 18 s is put ahead at 17.5 s.
+				var want []time.Time
+				missed := 0
+				switch misfire {
+				case queue.MisfireAll:
+					want = every(sec(8), sec(22), 2*time.Second)
+				case queue.MisfireOnce:
+					want = append([]time.Time{sec(8), sec(16)}, every(sec(18), sec(22), 2*time.Second)...)
+					missed = 3
+				case queue.MisfireSkip:
+					want = append([]time.Time{sec(8)}, every(sec(18), sec(22), 2*time.Second)...)
+					missed = 4
+				}
+				if !sameTimes(got, want) {
+					t.Fatalf("after eleven seconds closed: fires %v; want %v", got, want)
+				}
+				info, err := q.Schedule(ctx, "tick")
+				if err != nil || info.Misfires != uint64(missed) || info.Fires != uint64(3+len(want)+1) {
+					t.Fatalf("Schedule = %+v, %v; want %d misfires, %d fires (one put ahead)", info, err, missed, 3+len(want)+1)
+				}
+				check(t, q)
+			})
+		})
+	}
+}
+
+// TestScheduleSurvivesRestart sets schedules of every kind, changes them, closes the queue (and,
+// on the way, copies its directory as a crash would leave it, with log after the checkpoint), and
+// checks that both reopen to the same schedules.
+func TestScheduleSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, dir, WithLogger(quiet), WithCheckpointInterval(time.Hour))
+		set := func(s queue.Schedule) {
+			t.Helper()
+			if _, err := q.SetSchedule(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		set(queue.Schedule{Name: "daily", Topic: "mail", Payload: []byte("digest"), Spec: "30 9 * * mon-fri", TimeZone: "Europe/Paris"})
+		set(queue.Schedule{Name: "fast", Topic: "t", Spec: "@every 250ms", Misfire: queue.MisfireAll, Overlap: queue.OverlapSkip})
+		set(queue.Schedule{Name: "paused", Topic: "t", Spec: "@hourly"})
+		set(queue.Schedule{Name: "gone", Topic: "t", Spec: "@hourly"})
+		if err := q.PauseSchedule(ctx, "paused"); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		// After the checkpoint: in the log only.
+		time.Sleep(time.Second)
+		set(queue.Schedule{Name: "daily", Topic: "mail", Payload: []byte("digest v2"), Spec: "30 9 * * mon-fri", TimeZone: "Europe/Paris"})
+		if _, err := q.TriggerSchedule(ctx, "daily"); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := q.DeleteSchedule(ctx, "gone"); !ok || err != nil {
+			t.Fatalf("DeleteSchedule = %v, %v", ok, err)
+		}
+		time.Sleep(time.Second) // "fast" fires, its fires wait
+		check(t, q)
+		want := allSchedules(t, q)
+		st, _ := q.ScheduleStats(ctx)
+		if err := q.log.WaitDurable(q.log.End()); err != nil {
+			t.Fatal(err)
+		}
+		crashed := t.TempDir()
+		if err := copyFiles(dir, crashed); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{dir, crashed} {
+			q := open(t, d, WithLogger(quiet))
+			check(t, q)
+			if got := allSchedules(t, q); got != want {
+				t.Fatalf("reopened %s:\n%s\nwant\n%s", d, got, want)
+			}
+			if st2, _ := q.ScheduleStats(ctx); st2 != st {
+				t.Fatalf("reopened: %+v; want %+v", st2, st)
+			}
+			q.Close()
+		}
+	})
+}
+
+// allSchedules returns the schedules, with their states, as text.
+func allSchedules(t *testing.T, q *Queue) string {
+	t.Helper()
+	page, _, err := q.Schedules(context.Background(), "", queue.MaxPage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for _, s := range page {
+		fmt.Fprintf(&b, "%s %s %q %s %s %s %s %s paused=%v next=%v last=%v %s fires=%d misfires=%d %v %v\n", s.Name, s.Topic, s.Payload, s.Spec,
+			s.TimeZone, s.Misfire, s.Overlap, s.Schedule.Name, s.Paused, s.Next, s.LastFire, s.LastFireID, s.Fires, s.Misfires, s.Created, s.Updated)
+	}
+	return b.String()
+}
+
+// TestScheduleSpringForward runs schedules in America/New_York across the spring-forward of
+// 2026-03-08 (02:00 EST becomes 03:00 EDT) through the engine, in a synctest bubble: "30 2 * * *"
+// fires at 03:00 EDT that day (the instant the clocks jump) and at 02:30 EDT the next, and
+// "*/15 * * * *" fires once at 03:00 for the hour skipped, as queue.Schedule.TimeZone documents.
+// Each fire is due at its nominal time, never before.
+func TestScheduleSpringForward(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		ny, err := time.LoadLocation("America/New_York")
+		if err != nil {
+			t.Skipf("no time zone database: %v", err)
+		}
+		time.Sleep(time.Until(time.Date(2026, 3, 7, 23, 0, 0, 0, ny)))
+		q := open(t, dir, WithLogger(quiet), WithNoSync(), WithSlot(time.Minute), WithCheckpointInterval(time.Hour))
+		for _, s := range []queue.Schedule{
+			{Name: "at0230", Topic: "daily", Spec: "30 2 * * *", TimeZone: "America/New_York"},
+			{Name: "quarter", Topic: "quarter", Spec: "*/15 * * * *", TimeZone: "America/New_York"},
+		} {
+			if _, err := q.SetSchedule(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		utc := func(h, m int) time.Time { return time.Date(2026, 3, 8, h, m, 0, 0, time.UTC) }
+		// The quarters from 01:00 EST (06:00 UTC) to 03:30 EDT (07:30 UTC); then the daily fires,
+		// which wait for their consumer meanwhile.
+		quarters := receiveFires(t, q, "quarter", utc(7, 31))
+		daily := receiveFires(t, q, "daily", time.Date(2026, 3, 9, 12, 0, 0, 0, time.UTC))
+		wantDaily := []time.Time{utc(7, 0), time.Date(2026, 3, 9, 6, 30, 0, 0, time.UTC)}
+		if !sameTimes(daily, wantDaily) {
+			t.Fatalf("30 2 * * * in New York: fires %v; want %v", daily, wantDaily)
+		}
+		var lateQuarters []time.Time
+		for _, qt := range quarters {
+			if !qt.Before(utc(6, 0)) {
+				lateQuarters = append(lateQuarters, qt)
+			}
+		}
+		wantQuarters := []time.Time{utc(6, 0), utc(6, 15), utc(6, 30), utc(6, 45), utc(7, 0), utc(7, 15), utc(7, 30)}
+		if !sameTimes(lateQuarters, wantQuarters) {
+			t.Fatalf("*/15 * * * * in New York from 01:00 EST: fires %v; want %v", lateQuarters, wantQuarters)
+		}
+		check(t, q)
+	})
+}
+
+// TestPutReplaceOnDisk replaces a message waiting in the disk wheel, and one in memory, and checks
+// after a crash (replaying the log) and after a Close (from the checkpoint) that one message waits
+// under each ID: the replacement.
+func TestPutReplaceOnDisk(t *testing.T) {
+	dir := t.TempDir()
+	crashed := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, dir, WithLogger(quiet), WithCheckpointInterval(time.Hour))
+		now := time.Now()
+		put := func(m Message) {
+			t.Helper()
+			if _, err := q.Put(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		put(Message{ID: "far", Topic: "a", Payload: []byte("1"), DeliverAt: now.Add(2 * time.Hour)})
+		put(Message{ID: "near", Topic: "a", Payload: []byte("1"), DeliverAt: now.Add(time.Second)})
+		put(Message{ID: "far", Topic: "b", Payload: []byte("2"), DeliverAt: now.Add(3 * time.Hour), Replace: true})
+		put(Message{ID: "near", Topic: "b", Payload: []byte("2"), DeliverAt: now.Add(time.Minute), Replace: true})
+		if _, err := q.PutBatch(ctx, []Message{{ID: "x", Topic: "a", Replace: true}, {Topic: "a"}}); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("PutBatch with a replace: %v; want ErrInvalid", err)
+		}
+		if err := copyFiles(dir, crashed); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{"", crashed, dir} {
+			if d != "" {
+				q.Close()
+				q = open(t, d, WithLogger(quiet))
+			}
+			check(t, q)
+			for id, due := range map[string]time.Time{"far": now.Add(3 * time.Hour), "near": now.Add(time.Minute)} {
+				m, err := q.Message(ctx, id)
+				if err != nil || m.Topic != "b" || string(m.Payload) != "2" || !m.DeliverAt.Equal(due) {
+					t.Fatalf("%s: %s: %+v, %v; want the replacement", d, id, m, err)
+				}
+			}
+			if ti, _ := q.Topics(ctx); len(ti) != 1 || ti[0].Topic != "b" || ti[0].Scheduled != 2 {
+				t.Fatalf("%s: topics %+v; want two messages on b", d, ti)
+			}
+		}
+	})
+}
