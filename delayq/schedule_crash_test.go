@@ -1,0 +1,428 @@
+package delayq
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tockwheel/tock/internal/testlong"
+	"github.com/tockwheel/tock/queue"
+)
+
+// The schedule crash test runs child processes (TestScheduleCrashChild) that keep schedules firing
+// on a queue directory while consumers receive, ack, nack or let the leases of their fires run
+// out, and another goroutine pauses, resumes and triggers a schedule; the parent kills each child
+// with SIGKILL at a random moment (most a random time after it opened the queue, some while it
+// opens it), and starts the next on the same directory, at once or (every fourth) after a pause of
+// several periods. A round counts when its child delivered fires before its kill; one that did not
+// (killed in its Open, or the machine too slow to get there) is run again, up to 20 times the
+// rounds, past which the test fails. Then the parent opens the queue itself, receives until every
+// schedule has caught up, and checks every delivery against the reports:
+//
+//   - no fire is delivered before its nominal time;
+//   - no fire is delivered by a Receive that began after an Ack of it returned: a nominal time
+//     fires once (a fire delivered and not acked may come again, as any message may);
+//   - a schedule of MisfireAll misses no nominal time, from its first to the end, but those
+//     beyond the latest MaxCatchUp of a time the queue was down;
+//   - a schedule of MisfireOnce misses only nominal times that came while the queue was down, and
+//     after each run of them fires one that came before the next Open returned (the missed period's
+//     one fire, due at once), not merely the next on time.
+//
+// "Down" runs from the last moment a child's log is known durable, less a margin, to the next
+// Open: a child's last returned Ack made every record before its own durable, and a fire put
+// ahead after it may be lost to the kill. The fires of a period are put ahead when the previous
+// one falls due, late by as much as the scheduler is late, so the margin is two periods or twice
+// the child's worst lateness seen, whichever is more.
+
+const schedCrashEnv = "DELAYQ_SCHED_CRASH_DIR"
+
+// schedCrashPeriod is the period of the crash test's schedules.
+const schedCrashPeriod = 200 * time.Millisecond
+
+// The crash test's schedules: name prefix, count, misfire and overlap policies.
+var schedCrashSets = []struct {
+	prefix  string
+	n       int
+	misfire queue.Misfire
+	overlap queue.Overlap
+}{
+	{"all", 12, queue.MisfireAll, queue.OverlapAllow},
+	{"once", 6, queue.MisfireOnce, queue.OverlapAllow},
+	{"skip", 4, queue.MisfireAll, queue.OverlapSkip},
+}
+
+func schedCrashOptions() []Option {
+	return []Option{WithSegmentSize(64 << 10), WithCheckpointInterval(100 * time.Millisecond), WithHorizon(2 * time.Second),
+		WithSlot(100 * time.Millisecond), WithMaxAttempts(0), WithBackoff(50*time.Millisecond, 200*time.Millisecond),
+		WithCompaction(0.9, 0), WithLogger(quiet)}
+}
+
+func TestScheduleCrashChild(t *testing.T) {
+	dir := os.Getenv(schedCrashEnv)
+	if dir == "" {
+		t.Skip("run by TestScheduleCrash")
+	}
+	seed, _ := strconv.ParseUint(os.Getenv("DELAYQ_SCHED_CRASH_SEED"), 10, 64)
+	q, err := Open(dir, schedCrashOptions()...)
+	if err != nil {
+		fmt.Printf("fatal %v\n", err)
+		os.Exit(2)
+	}
+	var mu sync.Mutex
+	var seq atomic.Int64
+	out := bufio.NewWriter(os.Stdout)
+	report := func(format string, args ...any) {
+		mu.Lock()
+		fmt.Fprintf(out, format+"\n", args...)
+		out.Flush()
+		mu.Unlock()
+	}
+	fatal := func(what string, err error) {
+		report("fatal %s: %v", what, err)
+		os.Exit(2)
+	}
+	report("open %d", time.Now().UnixNano())
+	report("ready")
+	go awaitPlanned(q, func(name string, at int64) { report("planned %s %d", name, at) })
+	ctx := context.Background()
+	for _, set := range schedCrashSets {
+		for i := range set.n {
+			name := fmt.Sprintf("%s-%d", set.prefix, i)
+			if info, err := q.Schedule(ctx, name); err == nil {
+				report("created %s %d", name, info.Created.UnixNano())
+				continue
+			}
+			if _, err := q.SetSchedule(ctx, queue.Schedule{Name: name, Topic: "f", Spec: "@every " + schedCrashPeriod.String(),
+				Misfire: set.misfire, Overlap: set.overlap}); err != nil {
+				fatal("set", err)
+			}
+			info, err := q.Schedule(ctx, name)
+			if err != nil {
+				fatal("get", err)
+			}
+			report("created %s %d", name, info.Created.UnixNano())
+		}
+	}
+	if _, err := q.Schedule(ctx, "pz"); err != nil {
+		if _, err := q.SetSchedule(ctx, queue.Schedule{Name: "pz", Topic: "f", Spec: "@every 100ms", Misfire: queue.MisfireOnce}); err != nil {
+			fatal("set", err)
+		}
+	}
+	go func() { // pauses, resumes and triggers "pz"
+		rng := rand.New(rand.NewPCG(seed, 50))
+		for {
+			time.Sleep(time.Duration(20+rng.IntN(100)) * time.Millisecond)
+			var err error
+			switch rng.IntN(3) {
+			case 0:
+				err = q.PauseSchedule(ctx, "pz")
+			case 1:
+				err = q.ResumeSchedule(ctx, "pz")
+			default:
+				_, err = q.TriggerSchedule(ctx, "pz")
+			}
+			if err != nil {
+				fatal("pz", err)
+			}
+		}
+	}()
+	for c := range 2 { // consumers
+		go func() {
+			rng := rand.New(rand.NewPCG(seed, 100+uint64(c)))
+			for {
+				start := seq.Add(1)
+				ds, err := q.Receive(ctx, "f", 16, 300*time.Millisecond)
+				if err != nil {
+					fatal("receive", err)
+				}
+				now := time.Now().UnixNano()
+				for _, d := range ds {
+					report("recv %s %d %d", d.ID, now, start)
+					switch r := rng.IntN(10); {
+					case r < 7:
+						began := time.Now().UnixNano()
+						if err := q.Ack(ctx, d.Receipt); err != nil && !errors.Is(err, ErrUnknownReceipt) {
+							fatal("ack", err)
+						} else if err == nil {
+							report("ack %s %d %d", d.ID, seq.Add(1), began)
+						}
+					case r < 9:
+						if err := q.Nack(ctx, d.Receipt, 20*time.Millisecond); err != nil && !errors.Is(err, ErrUnknownReceipt) {
+							fatal("nack", err)
+						}
+					default: // the lease runs out
+					}
+				}
+			}
+		}()
+	}
+	select {}
+}
+
+// awaitPlanned reports, for each of the crash test's MisfireOnce schedules, a moment by which q
+// has planned it since it opened (its act time is after that moment): its misfires, if any, are
+// decided by then. It looks every millisecond, until it has reported them all.
+func awaitPlanned(q *Queue, planned func(name string, at int64)) {
+	left := map[string]bool{}
+	for _, set := range schedCrashSets {
+		for i := range set.n {
+			if set.misfire == queue.MisfireOnce {
+				left[fmt.Sprintf("%s-%d", set.prefix, i)] = true
+			}
+		}
+	}
+	for len(left) > 0 {
+		now := time.Now().UnixNano()
+		q.mu.Lock()
+		for name := range left {
+			if s := q.sched.get(name); s != nil && (s.act == 0 || s.act > now) {
+				planned(name, now)
+				delete(left, name)
+			}
+		}
+		q.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// schedCrashLog is what the parent learned from the children's reports.
+type schedCrashLog struct {
+	created map[string]int64 // schedule: its creation (Unix ns)
+	acked   map[string]int64 // fire ID: seq of an ack's return
+	recvs   []crashRecv
+	// up is when each child (and the drain, the last generation) opened the queue, by generation (a
+	// child killed before it opened it has none); durable is when the last Ack each child saw
+	// return began, and late the worst lateness of the fires it delivered first that came due
+	// while it ran.
+	up, durable, late map[int]int64
+	seen              map[string]bool // fires delivered
+	// planned is when each child had planned each MisfireOnce schedule since it opened the queue
+	// (see awaitPlanned), and ended when it was dead, by generation.
+	planned map[int]map[string]int64
+	ended   map[int]int64
+	gens    int // generations run, the drain's included
+}
+
+func (l *schedCrashLog) parse(t *testing.T, line string, gen int) {
+	f := strings.Fields(line)
+	num := func(i int) int64 {
+		n, err := strconv.ParseInt(f[i], 10, 64)
+		if err != nil {
+			t.Fatalf("bad report %q", line)
+		}
+		return n
+	}
+	seq := func(i int) int64 { return num(i) + int64(gen)<<40 }
+	switch {
+	case len(f) == 2 && f[0] == "open":
+		l.up[gen] = num(1)
+	case len(f) == 3 && f[0] == "planned":
+		if l.planned[gen] == nil {
+			l.planned[gen] = map[string]int64{}
+		}
+		l.planned[gen][f[1]] = num(2)
+	case len(f) == 3 && f[0] == "created":
+		l.created[f[1]] = num(2)
+	case len(f) == 4 && f[0] == "ack":
+		l.acked[f[1]] = seq(2)
+		l.durable[gen] = max(l.durable[gen], num(3))
+	case len(f) == 4 && f[0] == "recv":
+		r := crashRecv{id: f[1], at: num(2), start: seq(3), generation: gen}
+		l.recvs = append(l.recvs, r)
+		if _, at, ok := queue.ParseFireID(r.id); ok && !l.seen[r.id] && at.UnixNano() > l.up[gen] {
+			l.late[gen] = max(l.late[gen], r.at-at.UnixNano()) // a first delivery, not a catch-up
+		}
+		l.seen[r.id] = true
+	case len(f) > 0 && f[0] == "fatal":
+		t.Fatalf("child: %s", line)
+	}
+	// Anything else is test-framework output, or a line cut short by the kill.
+}
+
+// downWindow reports whether nominal time at of schedule name came while the queue was down: from
+// the last moment known durable (less the margin; see the test's comment) of a child that opened
+// the queue to the moment the next one that opened it had planned the schedule. It returns that
+// moment, and whether it was seen (planned, reported by the child) or is only bounded by the
+// child's death.
+func (l *schedCrashLog) downWindow(name string, at int64) (to int64, seen, ok bool) {
+	for gen := range l.gens - 1 {
+		if l.up[gen] == 0 {
+			continue // killed before it opened the queue: it did nothing
+		}
+		next := gen + 1
+		for l.up[next] == 0 {
+			next++ // the drain, the last generation, has opened it
+		}
+		from := l.up[gen]
+		if d := l.durable[gen]; d != 0 {
+			from = d - max(2*int64(schedCrashPeriod), 2*l.late[gen])
+		}
+		to, seen = l.planned[next][name]
+		if !seen {
+			to = l.ended[next]
+		}
+		if at >= from && at <= to {
+			return to, seen, true
+		}
+	}
+	return 0, false, false
+}
+
+func TestScheduleCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("crash test runs child processes")
+	}
+	seed := testSeed(t)
+	rng := rand.New(rand.NewPCG(seed, 0))
+	dir := t.TempDir()
+	l := &schedCrashLog{created: map[string]int64{}, acked: map[string]int64{}, up: map[int]int64{}, durable: map[int]int64{},
+		late: map[int]int64{}, seen: map[string]bool{}, planned: map[int]map[string]int64{}, ended: map[int]int64{}}
+	rounds := testlong.Pick(8, 100)
+	counted, unopened := 0, 0
+	for gen := 0; counted < rounds; gen++ {
+		if gen == 20*rounds {
+			t.Fatalf("%d children run, %d delivered fires before their kill: the test did not exercise its premise", gen, counted)
+		}
+		env := []string{schedCrashEnv + "=" + dir, fmt.Sprintf("DELAYQ_SCHED_CRASH_SEED=%d", seed+uint64(gen))}
+		// Most kills land a random time after the child opened the queue, while schedules fire;
+		// one in eight counting from its start, in Open's recovery (replaying the log, planning the
+		// missed fires) or before.
+		inOpen := rng.IntN(8) == 0
+		after := time.Duration(100+rng.IntN(900)) * time.Millisecond
+		if inOpen {
+			after = time.Duration(rng.IntN(300)) * time.Millisecond
+		}
+		before := len(l.recvs)
+		runUntilKilled(t, "TestScheduleCrashChild", env, after, inOpen, func(line string) {
+			l.parse(t, line, gen)
+		})
+		l.gens = gen + 1
+		l.ended[gen] = time.Now().UnixNano()
+		if gen%4 == 3 {
+			// Down for several periods: the misfire policies decide what fires at the next Open.
+			time.Sleep(time.Duration(3+rng.IntN(8)) * schedCrashPeriod)
+		}
+		switch {
+		case len(l.recvs) > before:
+			counted++
+		case l.up[gen] == 0:
+			unopened++
+		}
+	}
+	q := open(t, dir, schedCrashOptions()...)
+	defer q.Close()
+	check(t, q)
+	end := time.Now()
+	l.up[l.gens] = end.UnixNano()
+	l.planned[l.gens] = map[string]int64{}
+	awaitPlanned(q, func(name string, at int64) { l.planned[l.gens][name] = at })
+	l.gens++
+	// Drain until every MisfireAll schedule has fired every nominal time up to end.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	latest := map[string]time.Time{}
+	caughtUp := func() bool {
+		for _, set := range schedCrashSets {
+			for i := range set.n {
+				if set.misfire == queue.MisfireAll && latest[fmt.Sprintf("%s-%d", set.prefix, i)].Before(end) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for !caughtUp() {
+		ds, err := q.Receive(ctx, "f", 256, time.Hour)
+		if err != nil {
+			t.Fatalf("drain: %v; latest fires %v", err, latest)
+		}
+		now := time.Now().UnixNano()
+		for _, d := range ds {
+			l.recvs = append(l.recvs, crashRecv{id: d.ID, at: now, start: 1 << 62, generation: l.gens - 1})
+			if name, at, ok := queue.ParseFireID(d.ID); ok && at.After(latest[name]) {
+				latest[name] = at
+			}
+			if err := q.Ack(ctx, d.Receipt); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// Every delivery: never early, never after an ack of it returned.
+	fired := map[string]map[int64]bool{} // schedule: nominal times delivered
+	for _, r := range l.recvs {
+		name, at, ok := queue.ParseFireID(r.id)
+		if !ok {
+			t.Fatalf("delivered %q, not a fire", r.id)
+		}
+		if r.at < at.UnixNano() {
+			t.Errorf("%s delivered %v early (child %d)", r.id, time.Duration(at.UnixNano()-r.at), r.generation)
+		}
+		if s, ok := l.acked[r.id]; ok && r.start > s {
+			t.Errorf("%s delivered again after its ack returned (child %d): a nominal time fired twice", r.id, r.generation)
+		}
+		if fired[name] == nil {
+			fired[name] = map[int64]bool{}
+		}
+		fired[name][at.UnixNano()] = true
+	}
+	// Every nominal time from the first to the end: fired, or missed as the misfire policy says.
+	missed, total := map[queue.Misfire]int{}, 0
+	for _, set := range schedCrashSets {
+		if set.overlap == queue.OverlapSkip {
+			continue // its fires wait for the consumers: it skips when they hold the previous one
+		}
+		for i := range set.n {
+			name := fmt.Sprintf("%s-%d", set.prefix, i)
+			times := slices.Sorted(mapKeys(fired[name]))
+			if len(times) == 0 {
+				t.Errorf("schedule %s never fired", name)
+				continue
+			}
+			if created := l.created[name]; created != 0 && times[0]-created > int64(schedCrashPeriod+2*time.Millisecond) {
+				t.Errorf("schedule %s created at %v first fired at %v", name, time.Unix(0, created), time.Unix(0, times[0]))
+			}
+			runUpTo := int64(0) // the moment the run of missed times under way was decided, if seen
+			for at := times[0]; at <= end.UnixNano(); at += int64(schedCrashPeriod) {
+				total++
+				if fired[name][at] {
+					if runUpTo != 0 && at > runUpTo {
+						t.Errorf("schedule %s (misfire %s) missed times until it was planned at %v, then fired %v, not before: not the missed period's one fire",
+							name, set.misfire, time.Unix(0, runUpTo).UTC(), time.Unix(0, at).UTC())
+					}
+					runUpTo = 0
+					continue
+				}
+				to, seen, down := l.downWindow(name, at)
+				switch {
+				case down && set.misfire == queue.MisfireOnce:
+					missed[set.misfire]++
+					runUpTo = 0
+					if seen {
+						runUpTo = to
+					}
+					continue
+				case down && set.misfire == queue.MisfireAll && at <= to-int64(queue.MaxCatchUp-1)*int64(schedCrashPeriod):
+					missed[set.misfire]++
+					continue
+				}
+				t.Errorf("schedule %s (misfire %s) never fired %v", name, set.misfire, time.Unix(0, at).UTC())
+			}
+		}
+	}
+	t.Logf("%d rounds counted of %d children (%d killed before Open returned): %d deliveries, %d acks, %d nominal times checked, missed while down: %v",
+		counted, l.gens-1, unopened, len(l.recvs), len(l.acked), total, missed)
+	if len(l.acked) == 0 || missed[queue.MisfireOnce] == 0 {
+		t.Errorf("%d acks returned, %d times missed by MisfireOnce schedules: the test exercised too little", len(l.acked), missed[queue.MisfireOnce])
+	}
+}
