@@ -27,6 +27,11 @@ type CheckReport struct {
 	// checkpoint and the receipt secret, in file order: what Open would report, each place
 	// costing the messages it held.
 	Damage []Damage
+	// Schedules counts the schedules, as Open would restore them; Unplannable names those whose
+	// spec this program cannot read (a time zone its database lacks), which Open keeps but cannot
+	// fire here.
+	Schedules   int
+	Unplannable []string
 	// Accounted lists the damaged places that an Open reported before, and recorded as accounted
 	// for: Open says nothing more of them. They are still damage (tock check -strict fails on
 	// them); the messages they held are lost already.
@@ -104,6 +109,15 @@ func Check(dir string) (*CheckReport, error) {
 		}
 	}
 	rep.Pending += int64(len(q.mem.byOrigin) + len(q.moving))
+	// The schedules, as Open restores them; those it cannot plan here (set by a process whose time
+	// zone database has a zone this one lacks) it keeps, but cannot fire.
+	q.sched.byName.Ascend(func(s *sched) bool {
+		rep.Schedules++
+		if _, err := q.sched.specOf(s); err != nil {
+			rep.Unplannable = append(rep.Unplannable, s.name)
+		}
+		return true
+	})
 	q.mu.Unlock()
 	// Every segment: those that hold something needed, and the last, as compaction and Open read
 	// them; the others for the records they hold, their damage being harmless.

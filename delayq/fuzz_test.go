@@ -55,10 +55,20 @@ func fuzzTemplate() (string, error) {
 		for _, d := range ds[:3] {
 			q.Ack(ctx, d.Receipt)
 		}
+		for _, s := range []queue.Schedule{{Name: "daily", Topic: "s", Payload: []byte("p"), Spec: "30 9 * * *", TimeZone: "Europe/Paris"},
+			{Name: "hourly", Topic: "s", Spec: "@hourly", Misfire: queue.MisfireAll}, {Name: "skip", Topic: "s", Spec: "@every 1h", Overlap: queue.OverlapSkip}} {
+			q.SetSchedule(ctx, s)
+		}
+		q.PauseSchedule(ctx, "hourly")
 		templateErr = q.checkpoint()
 		for i := range 10 {
 			q.Put(ctx, Message{ID: fmt.Sprint("user", i), Topic: "u", DeliverAt: now.Add(time.Duration(i) * time.Minute)})
 		}
+		q.SetSchedule(ctx, queue.Schedule{Name: "daily", Topic: "s", Payload: []byte("p2"), Spec: "30 9 * * *", TimeZone: "Europe/Paris"})
+		q.SetSchedule(ctx, queue.Schedule{Name: "new", Topic: "s", Spec: "@daily"})
+		q.TriggerSchedule(ctx, "skip")
+		q.ResumeSchedule(ctx, "hourly")
+		q.DeleteSchedule(ctx, "skip")
 		q.log.WaitDurable(q.log.End())
 		// Copy the files as they are now: a crash, not a Close.
 		crashed := templateDir + ".crashed"

@@ -78,8 +78,12 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if n := len(rep.Unneeded); n > 0 {
 		verdict += fmt.Sprintf(", %d damaged %s holding nothing needed", n, plural(n, "place", "places"))
 	}
-	fmt.Fprintf(stdout, "%s: %s; %d segments, %d records, %d lists, %d messages pending; checkpoint %s\n",
-		dir, verdict, rep.Segments, rep.Records, rep.Lists, rep.Pending, strings.TrimSpace(rep.Checkpoint))
+	for _, name := range rep.Unplannable {
+		fmt.Fprintf(stdout, "unplannable: schedule %q: its spec's time zone is not in this program's database; a queue opened here keeps it but cannot fire it\n", name)
+	}
+	fmt.Fprintf(stdout, "%s: %s; %d segments, %d records, %d lists, %d messages pending, %d %s; checkpoint %s\n",
+		dir, verdict, rep.Segments, rep.Records, rep.Lists, rep.Pending, rep.Schedules, plural(rep.Schedules, "schedule", "schedules"),
+		strings.TrimSpace(rep.Checkpoint))
 	if len(rep.Damage) > 0 || *strict && len(rep.Accounted)+len(rep.Unneeded) > 0 {
 		return exitFailed
 	}

@@ -18,7 +18,8 @@ import (
 	"github.com/tockwheel/tock/redisq"
 )
 
-// TestCheck runs tock check on a clean queue directory (exit 0), on one with a damaged record
+// TestCheck runs tock check on a clean queue directory (exit 0; its messages and schedules
+// counted, each schedule's fire put ahead a message), on one with a damaged record
 // (exit 1, naming the file and offset), and with bad arguments (exit 2).
 func TestCheck(t *testing.T) {
 	dir := t.TempDir()
@@ -31,6 +32,11 @@ func TestCheck(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for _, name := range []string{"digest", "report"} {
+		if _, err := q.SetSchedule(context.Background(), queue.Schedule{Name: name, Topic: "t", Spec: "@daily"}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +45,7 @@ func TestCheck(t *testing.T) {
 		code := commands()["check"](context.Background(), args, &out, &errb)
 		return code, out.String() + errb.String()
 	}
-	if code, out := run(dir); code != exitOK || !strings.Contains(out, ": ok;") || !strings.Contains(out, "10 messages pending") {
+	if code, out := run(dir); code != exitOK || !strings.Contains(out, ": ok;") || !strings.Contains(out, "12 messages pending, 2 schedules") {
 		t.Fatalf("check of a clean queue: %d\n%s", code, out)
 	}
 	seg := filepath.Join(dir, "0000000001.seg")
