@@ -253,6 +253,65 @@ func TestScheduleSpringForward(t *testing.T) {
 	})
 }
 
+// TestSchedule0230AcrossDST runs "30 2 * * *" through the engine over the 2026 spring-forward and
+// fall-back days of New York and Paris, in a synctest bubble, with the queue closed and opened again
+// (from its checkpoint and log) a day and a half after the schedule was set, hours before the
+// change: on the day 02:30 does not exist it
+// fires when the clocks jump (03:00 new time), on the day it occurs twice it fires once, at the
+// first; every fire once, due at its nominal time, never before. Package schedule's TestDSTDays
+// checks the same days on the spec alone.
+func TestSchedule0230AcrossDST(t *testing.T) {
+	for _, tc := range []struct {
+		name, zone string
+		from       time.Time // the schedule is set then; the queue restarts 36 hours later
+		want       []string  // its fires until from + 4 days
+	}{
+		{"NewYorkSpring", "America/New_York", time.Date(2026, 3, 6, 12, 0, 0, 0, time.UTC),
+			[]string{"2026-03-07T07:30:00Z", "2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z", "2026-03-10T06:30:00Z"}},
+		{"NewYorkFall", "America/New_York", time.Date(2026, 10, 30, 12, 0, 0, 0, time.UTC),
+			[]string{"2026-10-31T06:30:00Z", "2026-11-01T07:30:00Z", "2026-11-02T07:30:00Z", "2026-11-03T07:30:00Z"}},
+		{"ParisSpring", "Europe/Paris", time.Date(2026, 3, 27, 12, 0, 0, 0, time.UTC),
+			[]string{"2026-03-28T01:30:00Z", "2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z", "2026-03-31T00:30:00Z"}},
+		{"ParisFall", "Europe/Paris", time.Date(2026, 10, 23, 12, 0, 0, 0, time.UTC),
+			[]string{"2026-10-24T00:30:00Z", "2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z", "2026-10-27T01:30:00Z"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			synctest.Test(t, func(t *testing.T) {
+				if _, err := time.LoadLocation(tc.zone); err != nil {
+					t.Skipf("no time zone database: %v", err)
+				}
+				time.Sleep(time.Until(tc.from))
+				opts := []Option{WithLogger(quiet), WithNoSync(), WithSlot(time.Minute), WithCheckpointInterval(time.Hour)}
+				q := open(t, dir, opts...)
+				if _, err := q.SetSchedule(context.Background(), queue.Schedule{Name: "at0230", Topic: "daily", Spec: "30 2 * * *", TimeZone: tc.zone}); err != nil {
+					t.Fatal(err)
+				}
+				got := receiveFires(t, q, "daily", tc.from.Add(36*time.Hour))
+				if err := q.Close(); err != nil {
+					t.Fatal(err)
+				}
+				q = open(t, dir, opts...)
+				got = append(got, receiveFires(t, q, "daily", tc.from.Add(4*24*time.Hour))...)
+				var want []time.Time
+				for _, w := range tc.want {
+					at, _ := time.Parse(time.RFC3339, w)
+					want = append(want, at)
+				}
+				if !sameTimes(got, want) {
+					t.Fatalf("30 2 * * * in %s: fires %v; want %v", tc.zone, got, want)
+				}
+				info, err := q.Schedule(context.Background(), "at0230")
+				if err != nil || info.Misfires != 0 {
+					t.Fatalf("Schedule = %+v, %v; want no misfire", info, err)
+				}
+				check(t, q)
+				q.Close()
+			})
+		})
+	}
+}
+
 // TestPutReplaceOnDisk replaces a message waiting in the disk wheel, and one in memory, and checks
 // after a crash (replaying the log) and after a Close (from the checkpoint) that one message waits
 // under each ID: the replacement.
