@@ -111,7 +111,14 @@ func (q *Queue) planLocked(s *sched, now int64) error {
 		x.setAct(s, now+int64(unplannable))
 		return nil
 	}
-	p := spec.Plan(timeOf(s.next), time.Unix(0, now), misfireOf(s.misfire), overlapOf(s.overlap))
+	misfire := misfireOf(s.misfire)
+	if s.overlap == format.OverlapAllow && s.next >= x.openedAt {
+		// Its times came while the queue was open: planned late (the machine too busy to plan
+		// them within queue.MisfireGrace), not missed. The misfire policy is for times that came
+		// while nothing could fire them; these fire late, each (up to queue.MaxCatchUp).
+		misfire = queue.MisfireAll
+	}
+	p := spec.Plan(timeOf(s.next), time.Unix(0, now), misfire, overlapOf(s.overlap))
 	fire := format.Record{Kind: format.KindFire, ScheduleFields: format.ScheduleFields{Schedule: s.name,
 		Next: nanos(p.Next), Act: nanos(p.Act), Missed: uint64(p.Missed)}}
 	times := p.Fire
@@ -163,6 +170,7 @@ func (q *Queue) startSchedules() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.sched.live = true
+	q.sched.openedAt = time.Now().UnixNano()
 	q.armSchedulesLocked()
 }
 

@@ -73,10 +73,11 @@ type schedules struct {
 	epoch   uint32
 
 	// The timer of the earliest act time, and the firing goroutine's wake-up.
-	live    bool // the queue is open: the timer is kept (not during recovery)
-	timer   tock.Timer
-	timerAt int64
-	kick    chan struct{}
+	live     bool  // the queue is open: the timer is kept (not during recovery)
+	openedAt int64 // when it opened (recovery done): nominal times after it came while it ran
+	timer    tock.Timer
+	timerAt  int64
+	kick     chan struct{}
 }
 
 func newSchedules() schedules {

@@ -253,6 +253,51 @@ func TestScheduleSpringForward(t *testing.T) {
 	})
 }
 
+// TestScheduleLateIsNotMissed plans schedules three seconds late while the queue is open, as a
+// machine too busy to run the planner on time would (the planner's step, called with a moment
+// three seconds on), and checks that a schedule of each misfire policy fires every nominal time of
+// those seconds, late, with no misfire: the policies are for times that came while nothing could
+// fire them. In a synctest bubble.
+func TestScheduleLateIsNotMissed(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, dir, WithLogger(quiet), WithNoSync())
+		defer q.Close()
+		policies := []queue.Misfire{queue.MisfireOnce, queue.MisfireSkip, queue.MisfireAll}
+		start := time.Now()
+		for _, m := range policies {
+			if _, err := q.SetSchedule(ctx, queue.Schedule{Name: string(m), Topic: string(m), Spec: "@every 100ms", Misfire: m}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		end := start.Add(3 * time.Second)
+		q.mu.Lock()
+		more, err := q.fireDueLocked(end.UnixNano(), len(policies))
+		q.mu.Unlock()
+		if more || err != nil {
+			t.Fatalf("fireDueLocked = %v, %v", more, err)
+		}
+		time.Sleep(4 * time.Second)
+		for _, m := range policies {
+			got := receiveFires(t, q, string(m), time.Now().Add(time.Second))
+			n := 0
+			for _, at := range got {
+				if at.After(start) && !at.After(end) {
+					n++
+				}
+			}
+			if n != 30 {
+				t.Errorf("misfire %s: %d fires of the 30 nominal times planned late; fires %v", m, n, got)
+			}
+			if info, err := q.Schedule(ctx, string(m)); err != nil || info.Misfires != 0 {
+				t.Errorf("misfire %s: Schedule = %+v, %v; want no misfire", m, info, err)
+			}
+		}
+		check(t, q)
+	})
+}
+
 // TestSchedule0230AcrossDST runs "30 2 * * *" through the engine over the 2026 spring-forward and
 // fall-back days of New York and Paris, in a synctest bubble, with the queue closed and opened again
 // (from its checkpoint and log) a day and a half after the schedule was set, hours before the
