@@ -55,11 +55,18 @@ func decodeRecord(dir string, pos wal.Pos, f wal.Frame) (format.Record, error) {
 }
 
 // scanRecords calls fn for every valid record of l in [from, to) in order, and damage for the
-// damage met, as wal.Log.Scan does.
+// damage met, as wal.Log.Scan does. The record fn is given is only valid during the call: copy
+// it (*rec) to keep it.
 func scanRecords(l *wal.Log, from, to wal.Pos, fn func(wal.Pos, *format.Record) error, damage func(*wal.CorruptError) error) error {
 	dir := l.Dir()
+	// One record is decoded into and handed to fn, for every frame: a record per frame would
+	// escape to the heap, an allocation per record replayed. fn must not keep rec past its call;
+	// the names and payload it holds are the decoder's own copies (format.DecodeRecord), which it
+	// may keep.
+	var rec format.Record
 	return l.Scan(from, to, func(pos wal.Pos, f wal.Frame) error {
-		rec, err := decodeRecord(dir, pos, f)
+		var err error
+		rec, err = decodeRecord(dir, pos, f)
 		if err != nil {
 			if damage == nil {
 				return err
