@@ -54,7 +54,7 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 	if err := q.waitRoom(ctx); err != nil {
 		return nil, err
 	}
-	r := newRecordReader(q.log)
+	var r *recordReader // only for chosen IDs already pending: most Puts read nothing
 	var read map[string]readRecord
 	for try := 0; ; try++ {
 		now := time.Now().UnixNano()
@@ -67,6 +67,9 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 		if err != nil {
 			q.mu.Unlock()
 			return nil, err
+		}
+		if len(need) > 0 && r == nil {
+			r = newRecordReader(q.log)
 		}
 		if len(need) > 0 && try < listTries {
 			// Records of pending messages with the batch's IDs, to compare: read without mu.
