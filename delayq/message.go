@@ -54,7 +54,13 @@ func parseID(id string) (deliverAt int64, pos wal.Pos, ok bool) {
 	}
 	var b [16]byte
 	n, err := idEncoding.Decode(b[:], []byte(id))
-	if err != nil || n != 16 || idEncoding.EncodeToString(b[:]) != id {
+	if err != nil || n != 16 {
+		return 0, 0, false
+	}
+	// Only the canonical spelling is generated; comparing it in a local array costs no
+	// allocation, which every Put and every record replayed pays for.
+	var canon [generatedIDLen]byte
+	if idEncoding.Encode(canon[:], b[:]); string(canon[:]) != id {
 		return 0, 0, false
 	}
 	return int64(binary.BigEndian.Uint64(b[:8])), wal.Pos(binary.BigEndian.Uint64(b[8:])), true
