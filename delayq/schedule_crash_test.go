@@ -182,8 +182,10 @@ func awaitPlanned(q *Queue, planned func(name string, at int64)) {
 		}
 	}
 	for len(left) > 0 {
-		now := time.Now().UnixNano()
+		// The clock is read under the lock the engine plans under: a plan made before it was made
+		// by then. Read before the lock, it could precede a plan made while this waited for it.
 		q.mu.Lock()
+		now := time.Now().UnixNano()
 		for name := range left {
 			if s := q.sched.get(name); s != nil && (s.act == 0 || s.act > now) {
 				planned(name, now)
