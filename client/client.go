@@ -234,7 +234,7 @@ func (c *Client) PutBatch(ctx context.Context, topic string, ms []Message) ([]st
 	}
 	var res api.BatchResponse
 	err := c.do(ctx, http.MethodPost, api.BatchPath(topic), rawBody(b.AppendJSON(make([]byte, 0, size))), &res, false)
-	return res.IDs, err
+	return res.IDs, maybeStored(err)
 }
 
 // Cancel removes the waiting message id. It reports false, with a nil

@@ -35,11 +35,12 @@ const DefaultCoalescing = 1
 // would have got on its own: a batch the server refuses stores nothing (a
 // batch is all or nothing), and then each of its Puts is sent again on its
 // own; an Ack's or an Extend's outcome is split receipt by receipt. An error that leaves
-// the batch's outcome unknown (the connection failed, a 5xx) is every
-// call's error, as it would have been each one's alone. A call whose
-// context ends while it waits is not sent; one whose context ends while
-// its batch is in flight returns at once, and the batch goes on for the
-// others.
+// the batch's outcome unknown (the connection failed, a 5xx, an answer
+// that does not fit the batch) is every call's error, as it would have
+// been each one's alone; for Puts it matches [ErrMaybeStored]. A call
+// whose context ends while it waits is not sent; one whose context ends
+// while its batch is in flight returns at once (a Put's error matching
+// ErrMaybeStored), and the batch goes on for the others.
 //
 // Puts with a body over 16 KiB, and Acks of over 1,000 receipts, are
 // always sent on their own; a coalesced request holds at most 1,000
@@ -168,7 +169,8 @@ func (co *coalescer) next(q *callQueue, topic string, fits func(batch []*call, c
 
 // wait waits for cl, which waits in q, to be answered, or for its context
 // to end. A call whose context ends before it is taken into a batch is
-// withdrawn: it is not sent.
+// withdrawn: it is not sent; a Put whose context ends after its batch was
+// sent may have been stored, and its error says so.
 func (co *coalescer) wait(q *callQueue, cl *call, method, path string) (PutResult, error) {
 	select {
 	case <-cl.done:
@@ -176,7 +178,8 @@ func (co *coalescer) wait(q *callQueue, cl *call, method, path string) (PutResul
 	case <-cl.ctx.Done():
 	}
 	co.mu.Lock()
-	if !cl.taken {
+	taken := cl.taken
+	if !taken {
 		for i, w := range q.waiting {
 			if w == cl {
 				q.waiting = append(q.waiting[:i], q.waiting[i+1:]...)
@@ -190,7 +193,11 @@ func (co *coalescer) wait(q *callQueue, cl *call, method, path string) (PutResul
 		return cl.put, cl.err
 	default:
 	}
-	return PutResult{}, fmt.Errorf("client: %s %s: %w", method, path, cl.ctx.Err())
+	err := fmt.Errorf("client: %s %s: %w", method, path, cl.ctx.Err())
+	if taken && cl.body != nil {
+		err = maybeStored(err)
+	}
+	return PutResult{}, err
 }
 
 // batchContext returns a context for a request on behalf of every call of
@@ -264,11 +271,12 @@ func (c *Client) put(ctx context.Context, topic string, body []byte) (PutResult,
 	return res, err
 }
 
-// putOne sends one put.
+// putOne sends one put. An error that leaves its outcome unknown matches
+// ErrMaybeStored.
 func (c *Client) putOne(ctx context.Context, topic string, body []byte) (PutResult, error) {
 	var res PutResult
 	err := c.do(ctx, http.MethodPost, api.PutPath(topic), rawBody(body), &res, false)
-	return res, err
+	return res, maybeStored(err)
 }
 
 // sendPuts sends batch, and then the batches that wait in q after it,
@@ -317,8 +325,9 @@ func (c *Client) putBatch(topic string, batch []*call) {
 			cl.finish(PutResult{ID: res.IDs[i], DeliverAt: estimatedDue(cl.body, now)}, nil)
 		}
 	case err == nil:
-		err = fmt.Errorf("client: POST %s: the answer has %d ids and %d due times for %d messages",
-			api.BatchPath(topic), len(res.IDs), len(res.DeliverAt), len(batch))
+		// Stored, by a 2xx, but which answer is whose cannot be told.
+		err = fmt.Errorf("client: POST %s: the answer has %d ids and %d due times for %d messages (%w)",
+			api.BatchPath(topic), len(res.IDs), len(res.DeliverAt), len(batch), ErrMaybeStored)
 		for _, cl := range batch {
 			cl.finish(PutResult{}, err)
 		}
@@ -335,6 +344,7 @@ func (c *Client) putBatch(topic string, batch []*call) {
 		}
 		wg.Wait()
 	default:
+		err = maybeStored(err)
 		for _, cl := range batch {
 			cl.finish(PutResult{}, err)
 		}

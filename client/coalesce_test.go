@@ -54,7 +54,24 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 	if held != nil {
 		<-held
 	}
-	return handlerTransport{g.h}.RoundTrip(req)
+	return cutTransport{g.h}.RoundTrip(req)
+}
+
+// cutTransport is a handlerTransport whose handler may cut the connection
+// by panicking with a cutConnection.
+type cutTransport struct{ h http.Handler }
+
+func (t cutTransport) RoundTrip(req *http.Request) (resp *http.Response, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			cut, ok := v.(cutConnection)
+			if !ok {
+				panic(v)
+			}
+			resp, err = nil, cut.err
+		}
+	}()
+	return handlerTransport{t.h}.RoundTrip(req)
 }
 
 // close makes the next requests wait until open.
@@ -276,8 +293,8 @@ func TestCoalescedPutWithdrawn(t *testing.T) {
 		synctest.Wait()
 		cancel()
 		synctest.Wait()
-		if !errors.Is(withdrawn, context.Canceled) {
-			t.Fatalf("put whose context ended while it waited: %v; want context.Canceled", withdrawn)
+		if !errors.Is(withdrawn, context.Canceled) || errors.Is(withdrawn, client.ErrMaybeStored) {
+			t.Fatalf("put whose context ended while it waited: %v; want context.Canceled, not ErrMaybeStored", withdrawn)
 		}
 		// The put held goes; the one left of the two waiting goes next, and
 		// is held in flight with two more waiting behind it.
@@ -292,8 +309,8 @@ func TestCoalescedPutWithdrawn(t *testing.T) {
 		synctest.Wait()
 		cancel()
 		synctest.Wait()
-		if !errors.Is(gaveUp, context.Canceled) {
-			t.Fatalf("put whose context ended while its batch was in flight: %v; want context.Canceled at once", gaveUp)
+		if !errors.Is(gaveUp, context.Canceled) || !errors.Is(gaveUp, client.ErrMaybeStored) {
+			t.Fatalf("put whose context ended while its batch was in flight: %v; want context.Canceled and ErrMaybeStored at once", gaveUp)
 		}
 		g.open()
 		wg.Wait()
@@ -333,8 +350,8 @@ func TestCoalescedBatchServerError(t *testing.T) {
 		})
 		_, out := putWhileHeld(t, c, g, context.Background(), make([]client.Message, 3))
 		for i, o := range out {
-			if !errors.Is(o.err, client.ErrServer) {
-				t.Fatalf("put %d of a batch answered 500: %v; want the 500", i, o.err)
+			if !errors.Is(o.err, client.ErrServer) || !errors.Is(o.err, client.ErrMaybeStored) {
+				t.Fatalf("put %d of a batch answered 500: %v; want the 500, matching ErrMaybeStored", i, o.err)
 			}
 		}
 		if got := g.sent(); len(got) != 2 {
@@ -342,6 +359,82 @@ func TestCoalescedBatchServerError(t *testing.T) {
 		}
 	})
 }
+
+// TestCoalescedBatchStoredAnswerLost attacks the coalesced puts with a
+// server that stores a batch and then loses or mangles its answer: one
+// answers with an ID and a due time missing, another cuts the connection
+// after storing it. Every Put of the batch fails, saying it may have been
+// stored (ErrMaybeStored), none is sent again on its own, and each put
+// again with its ID and DeliverAt stores no second copy.
+func TestCoalescedBatchStoredAnswerLost(t *testing.T) {
+	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name string
+		lose func(rec *responseRecorder, w http.ResponseWriter) error
+	}{
+		{"answer missing an item", func(rec *responseRecorder, w http.ResponseWriter) error {
+			var res api.BatchResponse
+			if err := json.Unmarshal(rec.body.Bytes(), &res); err != nil {
+				return err
+			}
+			res.IDs, res.DeliverAt = res.IDs[1:], res.DeliverAt[1:]
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(rec.status)
+			return json.NewEncoder(w).Encode(res)
+		}},
+		{"connection cut", func(*responseRecorder, http.ResponseWriter) error {
+			return io.ErrUnexpectedEOF
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				q := openQueue(t)
+				c, g := coalescing(t, q)
+				real := g.h
+				g.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path != api.BatchPath("t") {
+						real.ServeHTTP(w, r)
+						return
+					}
+					rec := &responseRecorder{header: http.Header{}}
+					real.ServeHTTP(rec, r)
+					if rec.status/100 != 2 {
+						t.Errorf("the batch was answered %d: %s", rec.status, rec.body.Bytes())
+					}
+					if err := tc.lose(rec, w); err != nil {
+						panic(cutConnection{err})
+					}
+				})
+				ms := []client.Message{{ID: "a", DeliverAt: at}, {ID: "b", DeliverAt: at}, {ID: "c", DeliverAt: at}}
+				_, out := putWhileHeld(t, c, g, context.Background(), ms)
+				for i, o := range out {
+					if !errors.Is(o.err, client.ErrMaybeStored) {
+						t.Errorf("put %d of a batch stored, its answer lost: %v; want an error matching ErrMaybeStored", i, o.err)
+					}
+				}
+				if got := g.sent(); len(got) != 2 || got[1] != api.BatchPath("t")+" 3" {
+					t.Fatalf("sent %q; want the put and the batch only", got)
+				}
+				if st := q.Snapshot(); st.Pending != 3 {
+					t.Fatalf("%d scheduled; want the batch's 3 stored", st.Pending)
+				}
+				for _, m := range ms {
+					if res, err := c.Put(context.Background(), "t", m); err != nil || res.ID != m.ID {
+						t.Fatalf("%s put again: %+v, %v; want it answered as stored", m.ID, res, err)
+					}
+				}
+				if st := q.Snapshot(); st.Pending != 3 {
+					t.Fatalf("%d scheduled after the puts again; want 3", st.Pending)
+				}
+			})
+		})
+	}
+}
+
+// A cutConnection, panicked by a handler behind a gate, makes the gate's
+// round trip fail with err after the handler's work is done, as a
+// connection cut before the answer arrives.
+type cutConnection struct{ err error }
 
 // TestCoalescedPutsOnAnOlderServer checks that a batch answer without due
 // times, as a tockd older than the client gives, turns coalescing off, the
@@ -509,6 +602,102 @@ func TestCoalescedExtendsSplitTheirOutcomes(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestCoalescedAcksAndExtendsOnAFailingServer attacks coalesced Acks and
+// Extends with a server that fails their batch: answered 500 without
+// acting, each call gets the 500 and no lease is ended or moved; its
+// connection cut after acting on it, the batch is sent again (both are
+// idempotent) and each call succeeds, its own lease acked or extended.
+func TestCoalescedAcksAndExtendsOnAFailingServer(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		path string
+		call func(c *client.Client, receipt string) error
+	}{
+		{"ack", api.PathAck, func(c *client.Client, receipt string) error { return c.Ack(context.Background(), receipt) }},
+		{"extend", api.PathExtend, func(c *client.Client, receipt string) error {
+			return c.Extend(context.Background(), receipt, 2*time.Hour)
+		}},
+	} {
+		for _, fail := range []string{"500", "cut"} {
+			t.Run(tc.name+" "+fail, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					q := openQueue(t)
+					c, g := coalescing(t, q)
+					ctx := context.Background()
+					if _, err := c.PutBatch(ctx, "t", make([]client.Message, 4)); err != nil {
+						t.Fatal(err)
+					}
+					ds, err := c.Receive(ctx, "t", client.ReceiveOptions{Max: 4, Visibility: time.Hour})
+					if err != nil || len(ds) != 4 {
+						t.Fatalf("receive: %d, %v", len(ds), err)
+					}
+					real := g.h
+					failed := false
+					g.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						body, _ := io.ReadAll(r.Body)
+						r.Body = io.NopCloser(bytes.NewReader(body))
+						var b struct{ Receipts []string }
+						if failed || r.URL.Path != tc.path || json.Unmarshal(body, &b) != nil || len(b.Receipts) < 2 {
+							real.ServeHTTP(w, r)
+							return
+						}
+						failed = true
+						if fail == "500" {
+							w.WriteHeader(http.StatusInternalServerError)
+							return
+						}
+						real.ServeHTTP(&responseRecorder{header: http.Header{}}, r)
+						panic(cutConnection{io.ErrUnexpectedEOF})
+					})
+					g.sent()
+					g.close()
+					start := time.Now()
+					errs := make([]error, len(ds))
+					var wg sync.WaitGroup
+					wg.Go(func() { errs[0] = tc.call(c, ds[0].Receipt) })
+					synctest.Wait()
+					for i := 1; i < len(ds); i++ {
+						wg.Go(func() { errs[i] = tc.call(c, ds[i].Receipt) })
+					}
+					synctest.Wait()
+					g.open()
+					wg.Wait()
+					if !failed {
+						t.Fatalf("sent %q: no batch to fail", g.sent())
+					}
+					if errs[0] != nil {
+						t.Fatalf("the call sent alone: %v", errs[0])
+					}
+					page, _, err := q.Messages(ctx, "t", queue.Leased, "", 10)
+					if err != nil {
+						t.Fatal(err)
+					}
+					leased := make(map[string]time.Time)
+					for _, m := range page {
+						leased[m.ID] = m.LeaseDeadline
+					}
+					for i, d := range ds[1:] {
+						err := errs[i+1]
+						deadline, ok := leased[d.ID]
+						switch {
+						case fail == "500" && !errors.Is(err, client.ErrServer):
+							t.Errorf("%s %d of a batch answered 500: %v; want the 500", tc.name, i+1, err)
+						case fail == "500" && (!ok || !deadline.Equal(start.Add(time.Hour))):
+							t.Errorf("%s %d of a batch answered 500: lease %v, %v; want it as it was", tc.name, i+1, ok, deadline)
+						case fail == "cut" && err != nil:
+							t.Errorf("%s %d of a batch whose answer was cut: %v; want it done on the retry", tc.name, i+1, err)
+						case fail == "cut" && tc.name == "ack" && ok:
+							t.Errorf("ack %d of a batch whose answer was cut: still leased", i+1)
+						case fail == "cut" && tc.name == "extend" && (!ok || deadline.Before(start.Add(2*time.Hour))):
+							t.Errorf("extend %d of a batch whose answer was cut: lease %v, %v; want it extended", i+1, ok, deadline)
+						}
+					}
+				})
+			})
+		}
+	}
 }
 
 // TestExtendBatch checks Client.ExtendBatch: one request, its outcome per

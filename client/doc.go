@@ -60,4 +60,6 @@
 // lost response reports false although its first attempt cancelled the
 // message. An error that leaves a coalesced request's outcome unknown (the
 // connection failed, a 5xx) is the error of every Put or Ack it carried.
+// The error of a Put or PutBatch whose messages may have been stored
+// matches [ErrMaybeStored]; one that does not stored nothing.
 package client

@@ -34,7 +34,26 @@ var (
 	ErrUnavailable = errors.New("client: server unavailable")
 	// ErrServer is matched by any 5xx.
 	ErrServer = errors.New("client: server error")
+	// ErrMaybeStored is matched by the error of a Put whose message the
+	// server may have stored although the call failed: its request was
+	// sent, or may have been, and its answer was lost (the connection
+	// failed, the context ended while it was in flight), was a 5xx, or
+	// could not be read. Putting the message again with the same ID and
+	// DeliverAt stores no second copy, and succeeds if the first was stored.
+	// A Put that fails without it stored nothing.
+	ErrMaybeStored = errors.New("client: the message may have been stored")
 )
+
+// maybeStored returns err, the error of a request of puts, marked with
+// ErrMaybeStored unless it is an answer that stores nothing (a 4xx: tockd
+// refuses a batch whole) or nil.
+func maybeStored(err error) error {
+	var e *Error
+	if err == nil || errors.As(err, &e) && e.StatusCode < 500 {
+		return err
+	}
+	return fmt.Errorf("%w (%w)", err, ErrMaybeStored)
+}
 
 // Codes of the server's errors that a program may need to tell apart from
 // others of the same status; [Error.Code] holds them. The codes are those
