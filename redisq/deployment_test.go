@@ -90,6 +90,23 @@ func (g *gate) open() {
 	g.mu.Unlock()
 }
 
+// cutOff shuts gs and closes every client connection to the Redis at addr (CLIENT KILL) but the
+// one it kills through: until their gates open again, the processes whose clients dial through gs
+// cannot reach Redis, and a connection made after cutOff returns reaches it alone.
+func cutOff(t testing.TB, ctx context.Context, addr string, gs ...*gate) {
+	t.Helper()
+	for _, g := range gs {
+		g.shut()
+	}
+	admin := singleClient(t, addr).Conn()
+	defer admin.Close()
+	for _, typ := range []string{"normal", "pubsub"} {
+		if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", typ, "SKIPME", "yes").Err(); err != nil {
+			t.Fatalf("CLIENT KILL TYPE %s: %v", typ, err)
+		}
+	}
+}
+
 // crossAck puts a message through from, receives it through via, and acks it through to: the
 // processes of a deployment must take each other's receipts.
 func crossAck(t *testing.T, ctx context.Context, from, via, to *Queue, topic string) error {
@@ -190,16 +207,8 @@ func TestRedisForgetsTheDeployment(t *testing.T) {
 	t.Run("made anew with another shard count", func(t *testing.T) {
 		// FLUSHALL, with every process opened before cut off from Redis (their connections
 		// closed, their gates shut) until p5 has made the deployment anew with 8 shards.
-		before.shut()
-		after.shut()
-		admin := singleClient(t, s.Addr).Conn()
-		defer admin.Close()
-		for _, typ := range []string{"normal", "pubsub"} {
-			if err := admin.Do(ctx, "CLIENT", "KILL", "TYPE", typ, "SKIPME", "yes").Err(); err != nil {
-				t.Fatalf("CLIENT KILL TYPE %s: %v", typ, err)
-			}
-		}
-		if err := admin.FlushAll(ctx).Err(); err != nil {
+		cutOff(t, ctx, s.Addr, &before, &after)
+		if err := singleClient(t, s.Addr).FlushAll(ctx).Err(); err != nil {
 			t.Fatal(err)
 		}
 		p5 := openQueue(t, singleClient(t, s.Addr), WithPrefix(prefix), WithShards(8), WithLogger(log5.logger()))

@@ -2,6 +2,7 @@ package redisq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -128,7 +129,11 @@ func TestScheduleDriverAfterRedisForgets(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	prefix := newPrefix()
 	var log logBuffer
-	q := openQueue(t, rdb, WithPrefix(prefix), WithShards(4), WithLogger(log.logger()))
+	// The process reaches Redis through a gate, which the test shuts while the deployment is made
+	// anew: else its driver, reconciling after the second loss as designed, could write its
+	// configuration of 4 shards back before the process of 8 opens, and that Open would refuse.
+	var g gate
+	q := openQueue(t, g.client(t, s.Addr), WithPrefix(prefix), WithShards(4), WithLogger(log.logger()))
 	firing := func() {
 		t.Helper()
 		if _, err := q.SetSchedule(ctx, queue.Schedule{Name: "s", Topic: "t", Spec: "@every 100ms"}); err != nil {
@@ -160,11 +165,18 @@ func TestScheduleDriverAfterRedisForgets(t *testing.T) {
 	}
 	firing()
 
-	if err := rdb.FlushAll(ctx).Err(); err != nil {
+	cutOff(t, ctx, s.Addr, &g)
+	// A client dialled after the cut: rdb's connection was closed by it.
+	fresh := singleClient(t, s.Addr)
+	if err := fresh.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	openQueue(t, rdb, WithPrefix(prefix), WithShards(8))
+	openQueue(t, fresh, WithPrefix(prefix), WithShards(8))
+	g.open()
 	waitFor("the process refuses the deployment", func() bool { return q.staleErr() != nil })
+	if err := q.Ready(ctx); !errors.Is(err, queue.ErrUnavailable) || !strings.Contains(err.Error(), "8 shards") {
+		t.Errorf("Ready of the process of 4 shards: %v; want it to name the deployment of 8", err)
+	}
 	// Its drivers stop: no run and no timer, for good (before, the schedule's driver retried its
 	// read every half second, and logged it, as long as the process lived).
 	sd := q.sched[q.lay.home("s")]
