@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -185,4 +186,144 @@ func TestScheduleDriverAfterRedisForgets(t *testing.T) {
 		defer sd.mu.Unlock()
 		return !sd.mu.run.busy && sd.mu.run.timerAt == 0
 	})
+}
+
+// TestSchedulesWhileRedisPaused freezes Redis (SIGSTOP) for longer than MisfireGrace while three
+// schedules of 100 ms, one per misfire policy, are due, on two processes that both fire them; the
+// consumer waits out the freeze. After SIGCONT: no fire is delivered twice or before its nominal
+// time, and none is missed beyond its policy: MisfireAll fires every nominal time, MisfireOnce at
+// most one of those that only a decision more than the grace late could fire, MisfireSkip none of
+// them; every nominal time not delivered is counted as a misfire.
+func TestSchedulesWhileRedisPaused(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	rdb := singleClient(t, s.Addr)
+	ctx := testCtx(t, 2*time.Minute)
+	prefix := newPrefix()
+	q1 := openQueue(t, rdb, WithPrefix(prefix))
+	q2 := openQueue(t, singleClient(t, s.Addr), WithPrefix(prefix))
+	const period = 100 * time.Millisecond
+	policies := []queue.Misfire{queue.MisfireAll, queue.MisfireOnce, queue.MisfireSkip}
+	for i, m := range policies {
+		sc := queue.Schedule{Name: string(m), Topic: "t", Spec: "@every 100ms", Misfire: m}
+		if _, err := []*Queue{q1, q2}[i%2].SetSchedule(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	times := map[string][]time.Time{} // nominal times delivered, by schedule
+	seen := map[string]bool{}
+	// receive receives and acks what is due within wait, through q1.
+	receive := func(wait time.Duration) int {
+		rctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		ds, err := q1.Receive(rctx, "t", 100, time.Minute)
+		now := time.Now()
+		if err != nil && rctx.Err() == nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			name, at, ok := queue.ParseFireID(d.ID)
+			switch {
+			case !ok:
+				t.Fatalf("delivered %q, not a fire", d.ID)
+			case seen[d.ID]:
+				t.Fatalf("fire %q delivered twice", d.ID)
+			case now.Before(at) || now.Before(d.DeliverAt):
+				t.Fatalf("fire %q (due %v) delivered at %v, early", d.ID, d.DeliverAt, now)
+			}
+			seen[d.ID] = true
+			times[name] = append(times[name], at)
+			if err := q1.Ack(ctx, d.Receipt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return len(ds)
+	}
+	// firedAfter reports whether every schedule was delivered at least 3 fires of nominal times
+	// after since.
+	firedAfter := func(since time.Time) bool {
+		for _, m := range policies {
+			n := 0
+			for _, at := range times[string(m)] {
+				if at.After(since) {
+					n++
+				}
+			}
+			if n < 3 {
+				return false
+			}
+		}
+		return true
+	}
+	for !firedAfter(time.Time{}) {
+		receive(200 * time.Millisecond)
+	}
+	// The consumer calls nothing while Redis is frozen: what is under test is the processes'
+	// firing, and a receive cut off by the freeze would hold its messages' leases for a minute.
+	s.Pause()
+	paused := time.Now()
+	time.Sleep(3 * time.Second) // the freeze; how much longer it lasts on a busy machine does not matter
+	resumed := time.Now()
+	s.Resume()
+	// Nominal times in (paused+2 periods, resumed-grace) were due while Redis was frozen, and were
+	// not put before it (a fire is put at most a period ahead): only a decision after resumed, more
+	// than the grace late, could fire them.
+	lo, hi := paused.Add(2*period), resumed.Add(-queue.MisfireGrace)
+	if hi.Sub(lo) < 5*period {
+		t.Fatalf("the freeze left %v of nominal times to miss; the test's premise did not happen", hi.Sub(lo))
+	}
+	for !firedAfter(resumed) {
+		receive(200 * time.Millisecond)
+	}
+	for _, m := range policies {
+		if err := q2.PauseSchedule(ctx, string(m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every fire put (less those the pause removed) is delivered: wait for the count, bounded by
+	// the test's context.
+	for _, m := range policies {
+		name := string(m)
+		info, err := q1.Schedule(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for uint64(len(times[name])) < info.Fires {
+			receive(200 * time.Millisecond)
+		}
+		if uint64(len(times[name])) != info.Fires {
+			t.Fatalf("schedule %s: %d fires delivered; its info counts %d", name, len(times[name]), info.Fires)
+		}
+		ts := slices.SortedFunc(slices.Values(times[name]), time.Time.Compare)
+		first, last := ts[0], ts[len(ts)-1]
+		nominal := int(last.Sub(first)/period) + 1
+		if uint64(nominal-len(ts)) > info.Misfires {
+			t.Errorf("schedule %s: %d nominal times from %v to %v, %d delivered, %d counted as misfires",
+				name, nominal, first, last, len(ts), info.Misfires)
+		}
+		inFreeze := 0
+		for _, at := range ts {
+			if at.After(lo) && at.Before(hi) {
+				inFreeze++
+			}
+		}
+		switch m {
+		case queue.MisfireAll:
+			if nominal != len(ts) || info.Misfires != 0 {
+				t.Errorf("schedule %s: %d fires from %v to %v, %d misfires; want %d, one per period, and none missed",
+					name, len(ts), first, last, info.Misfires, nominal)
+			}
+		case queue.MisfireOnce:
+			if inFreeze > 1 || info.Misfires == 0 {
+				t.Errorf("schedule %s: %d fires of the %v to %v missed in the freeze, %d misfires; want at most one, and misfires",
+					name, inFreeze, lo, hi, info.Misfires)
+			}
+		case queue.MisfireSkip:
+			if inFreeze > 0 || info.Misfires == 0 {
+				t.Errorf("schedule %s: %d fires of the %v to %v missed in the freeze, %d misfires; want none, and misfires",
+					name, inFreeze, lo, hi, info.Misfires)
+			}
+		}
+	}
+	mustCheck(t, ctx, rdb, q1, "Redis paused while schedules were due")
 }
