@@ -3,6 +3,7 @@ package delayq
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
@@ -186,14 +187,18 @@ func (q *Queue) drop(e *entry) {
 // the disk wheel. With advance, slot is loaded: its messages due in it go into memory; the others
 // (put more than a horizon ahead) are owed copies in a later list. Without, the list is relocated:
 // all its messages are owed copies. Cancelled and purged Puts and all but the newest copy of a
-// message are left out.
+// message are left out. The messages go into memory oldest first, in the order of the log, as
+// they would have had they been put there: those due already become ready in that order, so that
+// makeReady places each among the ones put before it (messages put in due order append at the
+// tail, and those due at one moment keep the order of their Puts, a schedule's catch-up fires
+// among them).
 func (q *Queue) takeList(slot int64, recs []listRecord, advance bool) {
 	w := &q.disk
 	w.detach(slot)
 	if advance {
 		w.loaded = slot
 	}
-	for _, e := range q.pendingIn(recs) {
+	for _, e := range slices.Backward(q.pendingIn(recs)) {
 		if loc, ok := w.ids[e.id]; ok && (loc.pos == e.pos || loc.pos == 0 && loc.slot == w.slotOf(e.deliverAt)) {
 			w.deleteID(e.id)
 		}

@@ -593,3 +593,51 @@ func TestReadyInDueOrderWhenTimersFireOutOfOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestListDueAtLoadKeepsDueOrder puts more messages than makeReady looks back over (readyReorder)
+// into one list of the disk wheel, in due order, and opens the queue again after they are all
+// due: the list is loaded past due, and its messages must come in due order, those due at one
+// moment in the order of their Puts. Made ready newest first, each went to the head of the ready
+// list until it was out of makeReady's reach, and then to the tail.
+func TestListDueAtLoadKeepsDueOrder(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, dir, WithSlot(time.Second))
+		base := time.Now().Add(time.Hour) // the start of a slot: the bubble starts on a whole second
+		var ms []Message
+		for i := range 3 * readyReorder {
+			at := base.Add(time.Duration(i) * time.Millisecond)
+			ms = append(ms, Message{ID: fmt.Sprintf("m-%03d", i), Topic: "t", DeliverAt: at})
+		}
+		for i := range 10 { // due at one moment, after the others
+			ms = append(ms, Message{ID: fmt.Sprintf("same-%d", i), Topic: "t", DeliverAt: base.Add(500 * time.Millisecond)})
+		}
+		for _, m := range ms {
+			if _, err := q.Put(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Hour)
+		q = open(t, dir, WithSlot(time.Second))
+		defer q.Close()
+		var got []string
+		for len(got) < len(ms) {
+			ds, err := q.Receive(ctx, "t", len(ms), time.Hour)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range ds {
+				got = append(got, d.ID)
+			}
+		}
+		for i, m := range ms {
+			if got[i] != m.ID {
+				t.Fatalf("delivery %d is %s, want %s (due order, then the order of the Puts): %v", i, got[i], m.ID, got)
+			}
+		}
+	})
+}
