@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,7 +30,11 @@ import (
 //   - every message whose Put returned is delivered, unless an Ack or Cancel of it began;
 //   - no message is delivered before its DeliverAt;
 //   - no message is delivered by a Receive that began after an Ack of it returned;
-//   - no message is delivered by a Receive that began after a Cancel of it returned true.
+//   - no message is delivered by a Receive that began after a Cancel of it returned true;
+//   - of the messages a Put with Replace replaces (topic r, chosen IDs, never received by the
+//     children), exactly one survives each ID: delivered once, it is the message of the last
+//     Replace that returned or of one that began after it, never an older one beside it, never
+//     none.
 //
 // Reports carry a sequence number the child takes from one counter, after an operation returns
 // (put, ack, cancel) or before it begins (receive), so "began after returned" is exact even
@@ -110,6 +115,24 @@ func crashChild(dir string, seed uint64) {
 			time.Sleep(3 * time.Millisecond)
 		}
 	}()
+	wg.Add(1)
+	go func() { // replacer: each Put with Replace is a Cancel and a Put in one group
+		defer wg.Done()
+		rng := rand.New(rand.NewPCG(seed, 200))
+		for {
+			id := fmt.Sprintf("r-%d", rng.IntN(crashReplaceIDs))
+			payload := fmt.Sprintf("%016x", rng.Uint64())
+			delay := time.Duration(rng.IntN(4500)-500) * time.Millisecond
+			report("replace %s %s", id, payload)
+			m := Message{ID: id, Topic: "r", Payload: []byte(payload), DeliverAt: time.Now().Add(delay), Replace: true}
+			if _, err := q.Put(ctx, m); err != nil {
+				report("fatal replace: %v", err)
+				os.Exit(2)
+			}
+			report("replaced %s %s", id, payload)
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
 	for c := range 2 {
 		wg.Add(1)
 		go func() { // consumers
@@ -156,7 +179,18 @@ type crashLog struct {
 	cancelled map[string]int64 // seq of the cancel's return
 	tried     map[string]bool  // an ack or cancel began: it may have taken effect unreported
 	recvs     []crashRecv
+
+	// replaces holds, by ID, the payloads of the Puts with Replace in the order they began, and
+	// replaced the index of the last that returned (absent: none returned). inFlight is the ID of
+	// a Replace begun and not returned, cutShort counts the children killed during one.
+	replaces map[string][]string
+	replaced map[string]int
+	inFlight string
+	cutShort int
 }
+
+// crashReplaceIDs is how many IDs the crash children's Puts with Replace take turns at.
+const crashReplaceIDs = 16
 
 type crashRecv struct {
 	id         string
@@ -185,6 +219,12 @@ func (l *crashLog) parse(t *testing.T, line string, gen int) {
 		l.cancelled[f[1]] = num(2)
 	case len(f) == 4 && f[0] == "recv":
 		l.recvs = append(l.recvs, crashRecv{id: f[1], at: num(2), start: num(3), generation: gen})
+	case len(f) == 3 && f[0] == "replace":
+		l.replaces[f[1]] = append(l.replaces[f[1]], f[2])
+		l.inFlight = f[1]
+	case len(f) == 3 && f[0] == "replaced":
+		l.replaced[f[1]] = len(l.replaces[f[1]]) - 1
+		l.inFlight = ""
 	case len(f) > 0 && f[0] == "fatal":
 		t.Fatalf("child: %s", line)
 	}
@@ -332,13 +372,19 @@ func TestCrash(t *testing.T) {
 	t.Logf("seed %d (set DELAYQ_CRASH_SEED to repeat)", seed)
 	rng := rand.New(rand.NewPCG(seed, 0))
 	dir := t.TempDir()
-	l := &crashLog{deliverAt: map[string]int64{}, acked: map[string]int64{}, cancelled: map[string]int64{}, tried: map[string]bool{}}
-	gens := killRounds(rng, 6, func() bool { return len(l.acked) > 0 && len(l.cancelled) > 0 }, func(gen int, inOpen bool) {
+	l := &crashLog{deliverAt: map[string]int64{}, acked: map[string]int64{}, cancelled: map[string]int64{}, tried: map[string]bool{},
+		replaces: map[string][]string{}, replaced: map[string]int{}}
+	exercised := func() bool { return len(l.acked) > 0 && len(l.cancelled) > 0 && len(l.replaced) > 0 }
+	gens := killRounds(rng, 6, exercised, func(gen int, inOpen bool) {
 		// The child's sequence numbers restart at 1; make them global by offsetting each child's.
 		env := []string{crashEnv + "=" + dir, fmt.Sprintf("DELAYQ_CRASH_SEED=%d", seed+uint64(gen))}
 		runUntilKilled(t, "TestCrashChild", env, time.Duration(150+rng.IntN(700))*time.Millisecond, inOpen, func(line string) {
 			l.parse(t, offsetSeq(line, int64(gen)<<40), gen)
 		})
+		if l.inFlight != "" {
+			l.cutShort++
+			l.inFlight = ""
+		}
 	})
 
 	// Drain: everything put and neither acked nor cancelled must come.
@@ -369,9 +415,74 @@ func TestCrash(t *testing.T) {
 		}
 	}
 	t.Logf("%d children; %d puts, %d acks, %d cancels; deliveries per child and drain: %v", gens, len(l.deliverAt), len(l.acked), len(l.cancelled), nrecv)
-	if len(l.acked) == 0 || len(l.cancelled) == 0 {
-		t.Errorf("the children acked %d and cancelled %d messages: the test exercised too little", len(l.acked), len(l.cancelled))
+	if !exercised() {
+		t.Errorf("the children acked %d, cancelled %d and replaced %d messages: the test exercised too little", len(l.acked), len(l.cancelled), len(l.replaced))
 	}
+	checkReplaced(t, q, l)
+}
+
+// checkReplaced drains topic r, the messages of the children's Puts with Replace, and checks that
+// exactly one message survives each ID a Replace returned for, and at most one each ID whose
+// Replaces were all cut short: the last that returned or one begun after it.
+func checkReplaced(t *testing.T, q *Queue, l *crashLog) {
+	t.Helper()
+	ctx := context.Background()
+	got := map[string][]string{} // payloads delivered, by ID
+	drain := func(want map[string]int64) {
+		drainWanted(t, q, "r", time.Hour, want, func(d Delivery) {
+			got[d.ID] = append(got[d.ID], string(d.Payload))
+			delete(want, d.ID)
+		}, nil)
+	}
+	want := map[string]int64{}
+	for id := range l.replaced {
+		want[id] = 0 // held from the start: the queue must hold it at every look
+	}
+	drain(want)
+	for id := range l.replaces { // cut short each time: its message may or may not be there
+		if _, ok := l.replaced[id]; ok {
+			continue
+		}
+		m, err := q.Message(ctx, id)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			t.Fatal(err)
+		case m.State != queue.Leased:
+			want[id] = m.DeliverAt.UnixNano()
+		}
+	}
+	drain(want)
+	for id, begun := range l.replaces {
+		allowed := begun
+		if i, ok := l.replaced[id]; ok {
+			allowed = begun[i:]
+		}
+		switch ps := got[id]; {
+		case len(ps) > 1:
+			t.Errorf("%s delivered %d times, payloads %v: both a replaced message and its replacement survived", id, len(ps), ps)
+		case len(ps) == 1 && !slices.Contains(allowed, ps[0]):
+			t.Errorf("%s delivered with payload %s, replaced by %v (the last that returned first)", id, ps[0], allowed)
+		}
+	}
+	topics, err := q.Topics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ti := range topics {
+		if ti.Topic == "r" && ti.Scheduled+ti.Due > 0 {
+			t.Errorf("after every replaced ID was delivered, topic r still holds %d scheduled and %d due messages: replaced ones survived", ti.Scheduled, ti.Due)
+		}
+	}
+	t.Logf("%d IDs replaced %d times, %d children killed during a Replace", len(l.replaces), countAll(l.replaces), l.cutShort)
+}
+
+func countAll(m map[string][]string) int {
+	n := 0
+	for _, v := range m {
+		n += len(v)
+	}
+	return n
 }
 
 // offsetSeq adds off to the sequence number that ends put, ack, cancel and recv reports.
