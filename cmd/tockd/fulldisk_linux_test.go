@@ -9,56 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tockwheel/tock/client"
+	"github.com/tockwheel/tock/internal/disktest"
 )
-
-// smallDisk mounts a tmpfs of size bytes on a new directory for the test and returns it. Mounting
-// needs root (CAP_SYS_ADMIN), which containers may refuse: the test is then skipped, saying why,
-// except in CI (CI set, as .ci/run sets it), where a test that did not happen fails.
-func smallDisk(t *testing.T, size int) string {
-	t.Helper()
-	dir := t.TempDir()
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
-		msg := fmt.Sprintf("cannot mount a %d-byte tmpfs to fill (%v): this test needs root, or CAP_SYS_ADMIN, to run", size, err)
-		if os.Getenv("CI") != "" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			t.Errorf("unmounting %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fillDisk writes the file path until the disk it is on is full, and returns how many bytes it
-// wrote.
-func fillDisk(t *testing.T, path string) int64 {
-	t.Helper()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	buf := make([]byte, 4096)
-	var n int64
-	for {
-		m, err := f.Write(buf)
-		n += int64(m)
-		if errors.Is(err, syscall.ENOSPC) {
-			return n
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-}
 
 // TestFullDiskComesBackByItself fills a real disk (a small tmpfs) under a tockd while producers
 // put, twice, freeing the space in between. Every put that fails, those in flight when the disk
@@ -67,7 +23,7 @@ func fillDisk(t *testing.T, path string) int64 {
 // serves again by itself, without a restart. At the end, every acknowledged put is delivered,
 // none before its due time.
 func TestFullDiskComesBackByItself(t *testing.T) {
-	disk := smallDisk(t, 4<<20)
+	disk := disktest.Small(t, 4<<20)
 	d := startTockd(t, filepath.Join(disk, "data"), nil, "-log-level", "debug")
 	c := d.client(t, client.WithRetries(0, 0))
 	ctx := ctxFor(t, 5*time.Minute)
@@ -99,7 +55,7 @@ func TestFullDiskComesBackByItself(t *testing.T) {
 		}
 		ballast := filepath.Join(disk, "ballast")
 		time.Sleep(100 * time.Millisecond) // puts in flight
-		filled := fillDisk(t, ballast)
+		filled := disktest.FillTo(t, ballast, 0)
 		wg.Wait()
 		for p, err := range errs {
 			var ce *client.Error
