@@ -32,6 +32,11 @@ func TestFullDiskComesBackByItself(t *testing.T) {
 	acked := make(map[string]time.Time) // ID -> due
 	for outage := 1; outage <= 2; outage++ {
 		// Producers put until each has been refused; the disk fills while they run.
+		mu.Lock()
+		before := len(acked)
+		mu.Unlock()
+		const notYet = `msg="the queue cannot be reopened yet`
+		tries := strings.Count(d.logs(), notYet)
 		const producers = 4
 		errs := make([]error, producers)
 		var wg sync.WaitGroup
@@ -54,7 +59,11 @@ func TestFullDiskComesBackByItself(t *testing.T) {
 			}()
 		}
 		ballast := filepath.Join(disk, "ballast")
-		time.Sleep(100 * time.Millisecond) // puts in flight
+		waitUntil(t, ctx, "the producers' first puts", func() bool { // puts in flight
+			mu.Lock()
+			defer mu.Unlock()
+			return len(acked) > before
+		})
 		filled := disktest.FillTo(t, ballast, 0)
 		wg.Wait()
 		for p, err := range errs {
@@ -73,8 +82,11 @@ func TestFullDiskComesBackByItself(t *testing.T) {
 		if got := metricValue(t, d, "tock_store_outages_total"); got != outage {
 			t.Errorf("outage %d: tock_store_outages_total %d, want %d", outage, got, outage)
 		}
-		// Still out while the disk is full, however long: tockd tries its directory first.
-		time.Sleep(2 * reopenMaxWait)
+		// Still out while the disk is full, however long: tockd tries its directory first. Each try
+		// that fails is logged (its probe file's name, and so its error, is new each time).
+		waitUntil(t, ctx, "a try to reopen the queue on the full disk", func() bool {
+			return strings.Count(d.logs(), notYet) > tries
+		})
 		if _, err := c.Put(ctx, "full", client.Message{Payload: json.RawMessage(`1`)}); !errors.Is(err, client.ErrUnavailable) {
 			t.Errorf("outage %d: a put on a full disk: %v, want 503", outage, err)
 		}
