@@ -48,7 +48,7 @@ func dialRaw(t *testing.T, d *daemon, req string) net.Conn {
 
 // readJSONError reads one answer from c within timeout and returns its
 // status and error code, failing unless it is a JSON error.
-func readJSONError(t *testing.T, c net.Conn, timeout time.Duration) (int, string) {
+func readJSONError(t *testing.T, c net.Conn, timeout time.Duration) (status int, code, msg string) {
 	t.Helper()
 	c.SetReadDeadline(time.Now().Add(timeout))
 	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
@@ -67,7 +67,7 @@ func readJSONError(t *testing.T, c net.Conn, timeout time.Duration) (int, string
 	if err := json.NewDecoder(resp.Body).Decode(&e); err != nil || e.Error == "" || e.Code == "" {
 		t.Fatalf("answer %d: %+v, %v; want a JSON error with a code", resp.StatusCode, e, err)
 	}
-	return resp.StatusCode, e.Code
+	return resp.StatusCode, e.Code, e.Error
 }
 
 // TestSlowClientsCannotExhaustTockd reproduces the attack of the report
@@ -153,7 +153,7 @@ func TestSlowClientsCannotExhaustTockd(t *testing.T) {
 // shutdown timeout and a little more, having flushed the queue.
 func TestSIGTERMWithHalfSentBody(t *testing.T) {
 	dir := t.TempDir()
-	d := startTockd(t, dir, nil, "-shutdown-timeout", "2s")
+	d := startTockd(t, dir, nil, "-shutdown-timeout", "2s", "-body-timeout", "1h")
 	c := d.client(t)
 	ctx := ctxFor(t, time.Minute)
 	res, err := c.Put(ctx, "kept", client.Message{Delay: time.Hour})
@@ -164,17 +164,14 @@ func TestSIGTERMWithHalfSentBody(t *testing.T) {
 		"Content-Length: 100\r\n\r\n{\"payload\":")
 	waitInFlight(t, d, `tock_http_requests_in_flight{route="POST /v1/topics/{topic}/messages"} 1`)
 
-	// The regression waited out the stalled body's 30 s timeout (-body-timeout's default): half of
-	// that bounds the shutdown, whatever the machine's load adds to the 2 s shutdown timeout.
-	start := time.Now()
+	// The regression waited out the stalled body's timeout, here an hour: the exit within
+	// exitCode's bound on a bug shows it does not, whatever the machine's load adds to the 2 s
+	// shutdown timeout.
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if code := d.exitCode(t, time.Minute); code != 0 {
-		t.Fatalf("exit code %d after SIGTERM\n%s", code, d.logs())
-	}
-	if took := time.Since(start); took > 15*time.Second {
-		t.Errorf("shutdown took %v with a 2s shutdown timeout, as if it waited for the stalled body", took)
+		t.Fatalf("exit code %d after SIGTERM, the stalled body's timeout an hour\n%s", code, d.logs())
 	}
 	if !strings.Contains(d.logs(), "queue closed") {
 		t.Errorf("no sign the queue was closed:\n%s", d.logs())
@@ -185,18 +182,15 @@ func TestSIGTERMWithHalfSentBody(t *testing.T) {
 	}
 }
 
-// TestSlowBodyGets408 checks -body-timeout end to end.
+// TestSlowBodyGets408 checks -body-timeout end to end: the 408 names the timeout that applied,
+// the flag's and not the default's (30 s). When it comes is the server's tests' to check, in a
+// synctest bubble (TestSlowBodyIsCutAtTheBodyTimeout).
 func TestSlowBodyGets408(t *testing.T) {
 	d := startTockd(t, t.TempDir(), nil, "-body-timeout", "500ms")
 	c := dialRaw(t, d, "POST /v1/topics/slow/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"+
 		"Content-Length: 100\r\n\r\n{\"pay")
-	// Without -body-timeout the 408 would come after the default's 30 s: half of that bounds it.
-	start := time.Now()
-	if status, code := readJSONError(t, c, time.Minute); status != 408 || code != "body_timeout" {
-		t.Fatalf("slow body: %d %s, want 408 body_timeout", status, code)
-	}
-	if took := time.Since(start); took > 15*time.Second {
-		t.Errorf("408 after %v with a 500ms body timeout, as if the default (30 s) applied", took)
+	if status, code, msg := readJSONError(t, c, time.Minute); status != 408 || code != "body_timeout" || !strings.Contains(msg, "within 500ms") {
+		t.Fatalf("slow body: %d %s %q, want 408 body_timeout within 500ms", status, code, msg)
 	}
 }
 
@@ -316,7 +310,7 @@ func TestMalformedRequestsGetJSON(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := dialRaw(t, d, tc.req)
-			if status, code := readJSONError(t, c, 10*time.Second); status != tc.status || code != tc.code {
+			if status, code, _ := readJSONError(t, c, 10*time.Second); status != tc.status || code != tc.code {
 				t.Errorf("%d %s, want %d %s", status, code, tc.status, tc.code)
 			}
 		})
@@ -390,7 +384,7 @@ func TestTLS(t *testing.T) {
 	}
 	defer tc.Close()
 	io.WriteString(tc, "GARBAGE\r\n\r\n")
-	if status, code := readJSONError(t, tc, 10*time.Second); status != 400 || code != "bad_request" {
+	if status, code, _ := readJSONError(t, tc, 10*time.Second); status != 400 || code != "bad_request" {
 		t.Errorf("garbage over TLS: %d %s", status, code)
 	}
 	// Plain HTTP to the TLS port gets nothing useful, and no message.
