@@ -142,6 +142,20 @@ func (w *workload) run(ctx context.Context, stopPuts <-chan struct{}, producers,
 	}
 }
 
+// await waits until the workload has made n more puts that returned nil and n more deliveries, so
+// that what follows happens under load however slow the machine; ctx bounds it.
+func (w *workload) await(ctx context.Context, n int64) {
+	w.t.Helper()
+	puts, deliveries := w.puts.Load()-w.failedPuts.Load(), w.deliveries.Load()
+	for w.puts.Load()-w.failedPuts.Load() < puts+n || w.deliveries.Load() < deliveries+n {
+		select {
+		case <-ctx.Done():
+			w.t.Fatalf("the workload made fewer than %d puts and deliveries: %v", n, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
 // drained reports how many acknowledged puts are not acked yet.
 func (w *workload) pending() int {
 	w.mu.Lock()
@@ -234,8 +248,7 @@ func TestMasterKilledUnderLoad(t *testing.T) {
 	w.chosen = true
 	stopPuts := make(chan struct{})
 	w.run(ctx, stopPuts, 6, 3)
-
-	time.Sleep(time.Second)
+	w.await(ctx, 100)
 	victim := c.Masters()[1]
 	probes := idsOn(t, c, prod, victim, 1000)
 	c.WaitHealthy() // its replica has everything acknowledged so far (and WAIT covers the rest)
@@ -258,7 +271,7 @@ func TestMasterKilledUnderLoad(t *testing.T) {
 	}()
 	c.WaitPromoted(victim)
 	writable := <-probed
-	time.Sleep(time.Second)
+	w.await(ctx, 100) // load after the promotion too
 	close(stopPuts)
 	w.finish(cancel, time.Minute)
 	t.Logf("master killed: its shards writable again %v after the kill", writable)
@@ -359,7 +372,7 @@ func TestSlotMigrationUnderLoad(t *testing.T) {
 	stopPuts := make(chan struct{})
 	w.run(ctx, stopPuts, 4, 2)
 	for round := range 2 {
-		time.Sleep(700 * time.Millisecond)
+		w.await(ctx, 50)
 		slot := c.KeySlot(prod.lay.metaKey(0))
 		from := c.MasterOfSlot(slot)
 		to := c.Masters()[0]
@@ -374,7 +387,7 @@ func TestSlotMigrationUnderLoad(t *testing.T) {
 		m.Finish()
 		t.Logf("round %d: slot %d of shard 0 moved from %s to %s", round, slot, from.Addr, to.Addr)
 	}
-	time.Sleep(700 * time.Millisecond)
+	w.await(ctx, 50)
 	close(stopPuts)
 	w.finish(cancel, time.Minute)
 }
