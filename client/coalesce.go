@@ -139,12 +139,33 @@ func (co *coalescer) enterLocked(q *callQueue, cl *call) (alone bool) {
 	return false
 }
 
+// A batchSize is what the calls taken into a batch so far hold.
+type batchSize struct {
+	calls    int
+	bytes    int // the puts' bodies, and a comma between each two
+	receipts int
+	first    *call
+}
+
+// add adds cl to b.
+func (b *batchSize) add(cl *call) {
+	if b.calls == 0 {
+		b.first = cl
+	} else {
+		b.bytes++
+	}
+	b.calls++
+	b.bytes += len(cl.body)
+	b.receipts += len(cl.receipts)
+}
+
 // next is called when a request of q has ended: it returns the calls to
 // send next in its place, oldest first, up to what fits in one request
-// (see fits), and marks them taken; or, when no call waits, it frees the
-// place and returns nil. topic names q among the puts ("" for the acks
-// and the extends), so that an idle queue of puts is removed.
-func (co *coalescer) next(q *callQueue, topic string, fits func(batch []*call, cl *call) bool) []*call {
+// (see fits, which is given what the batch holds so far), and marks them
+// taken; or, when no call waits, it frees the place and returns nil. topic
+// names q among the puts ("" for the acks and the extends), so that an
+// idle queue of puts is removed.
+func (co *coalescer) next(q *callQueue, topic string, fits func(b batchSize, cl *call) bool) []*call {
 	co.mu.Lock()
 	defer co.mu.Unlock()
 	if len(q.waiting) == 0 {
@@ -154,9 +175,11 @@ func (co *coalescer) next(q *callQueue, topic string, fits func(batch []*call, c
 		}
 		return nil
 	}
+	var size batchSize
 	n := 0
-	for n < len(q.waiting) && (n == 0 || fits(q.waiting[:n], q.waiting[n])) {
+	for n < len(q.waiting) && (n == 0 || fits(size, q.waiting[n])) {
 		q.waiting[n].taken = true
+		size.add(q.waiting[n])
 		n++
 	}
 	batch := make([]*call, n)
@@ -224,25 +247,14 @@ func batchContext(batch []*call) (context.Context, context.CancelFunc) {
 	}
 }
 
-// putFits reports whether cl may join the puts of batch in one request.
-func (co *coalescer) putFits(batch []*call, cl *call) bool {
-	if len(batch) >= int(co.maxPuts.Load()) {
-		return false
-	}
-	size := len(cl.body)
-	for _, b := range batch {
-		size += len(b.body) + 1
-	}
-	return size <= maxCoalescedBytes
+// putFits reports whether cl may join the puts of batch b in one request.
+func (co *coalescer) putFits(b batchSize, cl *call) bool {
+	return b.calls < int(co.maxPuts.Load()) && b.bytes+1+len(cl.body) <= maxCoalescedBytes
 }
 
-// ackFits reports whether cl may join the acks of batch in one request.
-func ackFits(batch []*call, cl *call) bool {
-	n := len(cl.receipts)
-	for _, b := range batch {
-		n += len(b.receipts)
-	}
-	return n <= maxCoalesced
+// ackFits reports whether cl may join the acks of batch b in one request.
+func ackFits(b batchSize, cl *call) bool {
+	return b.receipts+len(cl.receipts) <= maxCoalesced
 }
 
 // put puts the message of body, a PutRequest as JSON, on topic, coalesced
@@ -465,10 +477,10 @@ func (e *Error) ackOf(off, n int, receipts []string) error {
 	return ackError(receipts, &own)
 }
 
-// extendFits reports whether cl may join the extends of batch in one
+// extendFits reports whether cl may join the extends of batch b in one
 // request: of the same visibility, and at most maxCoalesced receipts.
-func extendFits(batch []*call, cl *call) bool {
-	return len(batch) < maxCoalesced && cl.vis == batch[0].vis
+func extendFits(b batchSize, cl *call) bool {
+	return b.calls < maxCoalesced && cl.vis == b.first.vis
 }
 
 // extend extends the lease of receipt, coalesced with other Extends when
