@@ -110,8 +110,8 @@ func New(baseURL string, opts ...Option) (*Client, error) {
 		http:    cfg.http,
 		retries: cfg.retries,
 		backoff: cfg.backoff,
-		co:      newCoalescer(cfg.coalescing),
 	}
+	c.co = newCoalescer(cfg.coalescing, c)
 	if c.http == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConns, t.MaxIdleConnsPerHost = MaxIdleConns, MaxIdleConns

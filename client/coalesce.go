@@ -92,11 +92,56 @@ type coalescer struct {
 	// receipts that it extended one at a time: it is older than this
 	// client, and Extends are no longer coalesced.
 	noExtendBatch atomic.Bool
+
+	putKind, ackKind, extendKind kind
 }
 
-func newCoalescer(limit int) *coalescer {
+// A kind is what coalescing does with the calls of one of its queues: the
+// Puts of a topic, the Acks or the Extends.
+type kind struct {
+	method string
+	path   func(cl *call) string            // the path of cl's request, for its errors
+	queue  func(cl *call) *callQueue        // cl's queue; called with coalescer.mu held
+	fits   func(b batchSize, cl *call) bool // whether cl may join batch b
+	one    func(cl *call)                   // sends cl alone, and answers it
+	many   func(batch []*call)              // sends batch, of two calls or more, in one request, and answers each call
+}
+
+// newCoalescer returns the coalescer of c's calls.
+func newCoalescer(limit int, c *Client) *coalescer {
 	co := &coalescer{limit: limit, puts: make(map[string]*callQueue)}
 	co.maxPuts.Store(maxCoalesced)
+	co.putKind = kind{
+		method: http.MethodPost,
+		path:   func(cl *call) string { return api.PutPath(cl.topic) },
+		queue: func(cl *call) *callQueue {
+			q := co.puts[cl.topic]
+			if q == nil {
+				q = &callQueue{}
+				co.puts[cl.topic] = q
+			}
+			return q
+		},
+		fits: co.putFits,
+		one:  func(cl *call) { cl.finish(c.putOne(cl.ctx, cl.topic, cl.body)) },
+		many: c.putBatch,
+	}
+	co.ackKind = kind{
+		method: http.MethodPost,
+		path:   func(*call) string { return api.PathAck },
+		queue:  func(*call) *callQueue { return &co.acks },
+		fits:   ackFits,
+		one:    func(cl *call) { cl.finish(PutResult{}, c.ackOne(cl.ctx, cl.receipts)) },
+		many:   c.ackBatch,
+	}
+	co.extendKind = kind{
+		method: http.MethodPost,
+		path:   func(*call) string { return api.PathExtend },
+		queue:  func(*call) *callQueue { return &co.extends },
+		fits:   extendFits,
+		one:    func(cl *call) { cl.finish(PutResult{}, c.extendOne(cl.ctx, cl.receipts[0], cl.vis)) },
+		many:   c.extendBatch,
+	}
 	return co
 }
 
@@ -110,6 +155,7 @@ type callQueue struct {
 // A call is a Put, an Ack or an Extend that may be coalesced.
 type call struct {
 	ctx      context.Context
+	topic    string        // a Put's
 	body     []byte        // a Put: its api.PutRequest as JSON
 	receipts []string      // an Ack; an Extend's one receipt
 	vis      time.Duration // an Extend's visibility
@@ -126,17 +172,41 @@ func (cl *call) finish(put PutResult, err error) {
 	close(cl.done)
 }
 
-// enter adds cl to q, and reports whether the caller is to send it at
-// once, alone: fewer than limit requests are in flight and no call waits.
-// Then the caller holds one of the limit places, and must call next when
-// its request has ended. Otherwise cl waits, and the caller calls wait.
-func (co *coalescer) enterLocked(q *callQueue, cl *call) (alone bool) {
-	if q.inFlight < co.limit && len(q.waiting) == 0 {
+// do makes the call cl, coalesced with others of its kind k when the
+// Client is busy: it is sent at once, alone, when fewer than the limit of
+// requests of its queue are in flight and no call waits; otherwise it
+// waits, and goes in the batch sent next, as soon as one of them ends.
+func (co *coalescer) do(cl *call, k *kind) (PutResult, error) {
+	co.mu.Lock()
+	q := k.queue(cl)
+	alone := q.inFlight < co.limit && len(q.waiting) == 0
+	if alone {
 		q.inFlight++
-		return true
+	} else {
+		q.waiting = append(q.waiting, cl)
 	}
-	q.waiting = append(q.waiting, cl)
-	return false
+	co.mu.Unlock()
+	if !alone {
+		return co.wait(q, cl, k)
+	}
+	k.one(cl)
+	if batch := co.next(q, cl.topic, k.fits); batch != nil {
+		go co.send(q, batch, k)
+	}
+	return cl.put, cl.err
+}
+
+// send sends batch, and then the batches that wait in q after it, in the
+// place of q's request that ended, until none waits.
+func (co *coalescer) send(q *callQueue, batch []*call, k *kind) {
+	for batch != nil {
+		if len(batch) == 1 {
+			k.one(batch[0])
+		} else {
+			k.many(batch)
+		}
+		batch = co.next(q, batch[0].topic, k.fits)
+	}
 }
 
 // A batchSize is what the calls taken into a batch so far hold.
@@ -194,7 +264,7 @@ func (co *coalescer) next(q *callQueue, topic string, fits func(b batchSize, cl 
 // to end. A call whose context ends before it is taken into a batch is
 // withdrawn: it is not sent; a Put whose context ends after its batch was
 // sent may have been stored, and its error says so.
-func (co *coalescer) wait(q *callQueue, cl *call, method, path string) (PutResult, error) {
+func (co *coalescer) wait(q *callQueue, cl *call, k *kind) (PutResult, error) {
 	select {
 	case <-cl.done:
 		return cl.put, cl.err
@@ -216,7 +286,7 @@ func (co *coalescer) wait(q *callQueue, cl *call, method, path string) (PutResul
 		return cl.put, cl.err
 	default:
 	}
-	err := fmt.Errorf("client: %s %s: %w", method, path, cl.ctx.Err())
+	err := fmt.Errorf("client: %s %s: %w", k.method, k.path(cl), cl.ctx.Err())
 	if taken && cl.body != nil {
 		err = maybeStored(err)
 	}
@@ -264,23 +334,7 @@ func (c *Client) put(ctx context.Context, topic string, body []byte) (PutResult,
 	if co.limit == 0 || len(body) > maxCoalescedPutBody || co.noDueTimes.Load() {
 		return c.putOne(ctx, topic, body)
 	}
-	cl := &call{ctx: ctx, body: body, done: make(chan struct{})}
-	co.mu.Lock()
-	q := co.puts[topic]
-	if q == nil {
-		q = &callQueue{}
-		co.puts[topic] = q
-	}
-	alone := co.enterLocked(q, cl)
-	co.mu.Unlock()
-	if !alone {
-		return co.wait(q, cl, http.MethodPost, api.PutPath(topic))
-	}
-	res, err := c.putOne(ctx, topic, body)
-	if batch := co.next(q, topic, co.putFits); batch != nil {
-		go c.sendPuts(q, topic, batch)
-	}
-	return res, err
+	return co.do(&call{ctx: ctx, topic: topic, body: body, done: make(chan struct{})}, &co.putKind)
 }
 
 // putOne sends one put. An error that leaves its outcome unknown matches
@@ -291,22 +345,10 @@ func (c *Client) putOne(ctx context.Context, topic string, body []byte) (PutResu
 	return res, maybeStored(err)
 }
 
-// sendPuts sends batch, and then the batches that wait in q after it,
-// until none waits.
-func (c *Client) sendPuts(q *callQueue, topic string, batch []*call) {
-	for batch != nil {
-		c.putBatch(topic, batch)
-		batch = c.co.next(q, topic, c.co.putFits)
-	}
-}
-
-// putBatch sends the puts of batch in one request and answers each call.
-func (c *Client) putBatch(topic string, batch []*call) {
-	if len(batch) == 1 {
-		cl := batch[0]
-		cl.finish(c.putOne(cl.ctx, topic, cl.body))
-		return
-	}
+// putBatch sends the puts of batch, all of one topic, in one request and
+// answers each call.
+func (c *Client) putBatch(batch []*call) {
+	topic := batch[0].topic
 	size := len(`{"messages":[]}`)
 	for _, cl := range batch {
 		size += len(cl.body) + 1
@@ -390,37 +432,12 @@ func (c *Client) ack(ctx context.Context, receipts []string) error {
 	if co.limit == 0 || len(receipts) == 0 || len(receipts) > maxCoalesced {
 		return c.ackOne(ctx, receipts)
 	}
-	cl := &call{ctx: ctx, receipts: receipts, done: make(chan struct{})}
-	co.mu.Lock()
-	alone := co.enterLocked(&co.acks, cl)
-	co.mu.Unlock()
-	if !alone {
-		_, err := co.wait(&co.acks, cl, http.MethodPost, api.PathAck)
-		return err
-	}
-	err := c.ackOne(ctx, receipts)
-	if batch := co.next(&co.acks, "", ackFits); batch != nil {
-		go c.sendAcks(batch)
-	}
+	_, err := co.do(&call{ctx: ctx, receipts: receipts, done: make(chan struct{})}, &co.ackKind)
 	return err
-}
-
-// sendAcks sends batch, and then the batches of acks that wait after it,
-// until none waits.
-func (c *Client) sendAcks(batch []*call) {
-	for batch != nil {
-		c.ackBatch(batch)
-		batch = c.co.next(&c.co.acks, "", ackFits)
-	}
 }
 
 // ackBatch sends the acks of batch in one request and answers each call.
 func (c *Client) ackBatch(batch []*call) {
-	if len(batch) == 1 {
-		cl := batch[0]
-		cl.finish(PutResult{}, c.ackOne(cl.ctx, cl.receipts))
-		return
-	}
 	n := 0
 	for _, cl := range batch {
 		n += len(cl.receipts)
@@ -490,38 +507,13 @@ func (c *Client) extend(ctx context.Context, receipt string, vis time.Duration) 
 	if co.limit == 0 || co.noExtendBatch.Load() {
 		return c.extendOne(ctx, receipt, vis)
 	}
-	cl := &call{ctx: ctx, receipts: []string{receipt}, vis: vis, done: make(chan struct{})}
-	co.mu.Lock()
-	alone := co.enterLocked(&co.extends, cl)
-	co.mu.Unlock()
-	if !alone {
-		_, err := co.wait(&co.extends, cl, http.MethodPost, api.PathExtend)
-		return err
-	}
-	err := c.extendOne(ctx, receipt, vis)
-	if batch := co.next(&co.extends, "", extendFits); batch != nil {
-		go c.sendExtends(batch)
-	}
+	_, err := co.do(&call{ctx: ctx, receipts: []string{receipt}, vis: vis, done: make(chan struct{})}, &co.extendKind)
 	return err
-}
-
-// sendExtends sends batch, and then the batches of extends that wait after
-// it, until none waits.
-func (c *Client) sendExtends(batch []*call) {
-	for batch != nil {
-		c.extendBatch(batch)
-		batch = c.co.next(&c.co.extends, "", extendFits)
-	}
 }
 
 // extendBatch sends the extends of batch in one request and answers each
 // call: nil, or the error an extend of its receipt alone would have had.
 func (c *Client) extendBatch(batch []*call) {
-	if len(batch) == 1 {
-		cl := batch[0]
-		cl.finish(PutResult{}, c.extendOne(cl.ctx, cl.receipts[0], cl.vis))
-		return
-	}
 	rcs := make([]string, len(batch))
 	for i, cl := range batch {
 		rcs[i] = cl.receipts[0]
