@@ -1,7 +1,6 @@
 package delayq
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -154,21 +153,9 @@ func TestAdminCrashChild(t *testing.T) {
 		t.Skip("run by TestAdminCrash")
 	}
 	gen, _ := strconv.Atoi(os.Getenv("DELAYQ_ADMIN_CRASH_GEN"))
-	q, err := Open(dir, WithMaxAttempts(1), WithCheckpointInterval(50*time.Millisecond), WithSegmentSize(16<<10))
-	if err != nil {
-		fmt.Printf("fatal %v\n", err)
-		os.Exit(2)
-	}
-	out := bufio.NewWriter(os.Stdout)
-	report := func(format string, args ...any) {
-		fmt.Fprintf(out, format+"\n", args...)
-		out.Flush()
-	}
+	q, r := openCrashChild(dir, WithMaxAttempts(1), WithCheckpointInterval(50*time.Millisecond), WithSegmentSize(16<<10))
+	report, fatal := r.report, r.fatal
 	report("ready")
-	fatal := func(what string, err error) {
-		report("fatal %s: %v", what, err)
-		os.Exit(2)
-	}
 	ctx := context.Background()
 	for r := 0; ; r++ {
 		round := fmt.Sprintf("%d-%d", gen, r)

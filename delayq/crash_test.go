@@ -42,6 +42,38 @@ import (
 
 const crashEnv = "DELAYQ_CRASH_CHILD_DIR"
 
+// A crashReporter prints the reports of a crash test's child on stdout, each line whole and at
+// once, for runUntilKilled to hand to the parent. Its methods may be called from any goroutine.
+type crashReporter struct {
+	mu  sync.Mutex
+	out *bufio.Writer
+}
+
+// report prints one line.
+func (r *crashReporter) report(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(r.out, format+"\n", args...)
+	r.out.Flush()
+}
+
+// fatal reports that what failed with err, which fails the parent, and ends the child.
+func (r *crashReporter) fatal(what string, err error) {
+	r.report("fatal %s: %v", what, err)
+	os.Exit(2)
+}
+
+// openCrashChild opens the queue of a crash test's child in dir with opts, and returns it with
+// the child's reporter; a failed Open is reported as fatal.
+func openCrashChild(dir string, opts ...Option) (*Queue, *crashReporter) {
+	r := &crashReporter{out: bufio.NewWriter(os.Stdout)}
+	q, err := Open(dir, opts...)
+	if err != nil {
+		r.fatal("open", err)
+	}
+	return q, r
+}
+
 func TestCrashChild(t *testing.T) {
 	dir := os.Getenv(crashEnv)
 	if dir == "" {
@@ -52,22 +84,11 @@ func TestCrashChild(t *testing.T) {
 }
 
 func crashChild(dir string, seed uint64) {
-	q, err := Open(dir, WithSegmentSize(64<<10), WithCheckpointInterval(100*time.Millisecond), WithHorizon(2*time.Second),
+	q, r := openCrashChild(dir, WithSegmentSize(64<<10), WithCheckpointInterval(100*time.Millisecond), WithHorizon(2*time.Second),
 		WithSlot(100*time.Millisecond), WithMaxAttempts(0), WithBackoff(50*time.Millisecond, 200*time.Millisecond),
 		WithCompaction(0.9, 0)) // compacting eagerly, so that kills land during relocations too
-	if err != nil {
-		fmt.Printf("fatal %v\n", err)
-		os.Exit(2)
-	}
-	var mu sync.Mutex
+	report := r.report
 	var seq atomic.Int64
-	out := bufio.NewWriter(os.Stdout)
-	report := func(format string, args ...any) {
-		mu.Lock()
-		fmt.Fprintf(out, format+"\n", args...)
-		out.Flush()
-		mu.Unlock()
-	}
 	report("ready")
 	ctx := context.Background()
 	ids := make(chan string, 1024)
@@ -85,8 +106,7 @@ func crashChild(dir string, seed uint64) {
 				}
 				got, err := q.PutBatch(ctx, batch)
 				if err != nil {
-					report("fatal put: %v", err)
-					os.Exit(2)
+					r.fatal("put", err)
 				}
 				s := seq.Add(1)
 				for i, id := range got {
@@ -106,8 +126,7 @@ func crashChild(dir string, seed uint64) {
 			report("try %s", id)
 			ok, err := q.Cancel(ctx, id)
 			if err != nil {
-				report("fatal cancel: %v", err)
-				os.Exit(2)
+				r.fatal("cancel", err)
 			}
 			if ok {
 				report("cancel %s %d", id, seq.Add(1))
@@ -126,8 +145,7 @@ func crashChild(dir string, seed uint64) {
 			report("replace %s %s", id, payload)
 			m := Message{ID: id, Topic: "r", Payload: []byte(payload), DeliverAt: time.Now().Add(delay), Replace: true}
 			if _, err := q.Put(ctx, m); err != nil {
-				report("fatal replace: %v", err)
-				os.Exit(2)
+				r.fatal("replace", err)
 			}
 			report("replaced %s %s", id, payload)
 			time.Sleep(2 * time.Millisecond)
@@ -142,26 +160,23 @@ func crashChild(dir string, seed uint64) {
 				start := seq.Add(1)
 				ds, err := q.Receive(ctx, "t", 8, 300*time.Millisecond)
 				if err != nil {
-					report("fatal receive: %v", err)
-					os.Exit(2)
+					r.fatal("receive", err)
 				}
 				now := time.Now().UnixNano()
 				for _, d := range ds {
 					report("recv %s %d %d", d.ID, now, start)
-					switch r := rng.IntN(10); {
-					case r < 7:
+					switch n := rng.IntN(10); {
+					case n < 7:
 						report("try %s", d.ID)
 						err := q.Ack(ctx, d.Receipt)
 						if err == nil {
 							report("ack %s %d", d.ID, seq.Add(1))
 						} else if !errors.Is(err, ErrUnknownReceipt) {
-							report("fatal ack: %v", err)
-							os.Exit(2)
+							r.fatal("ack", err)
 						}
-					case r < 9:
+					case n < 9:
 						if err := q.Nack(ctx, d.Receipt, 20*time.Millisecond); err != nil && !errors.Is(err, ErrUnknownReceipt) {
-							report("fatal nack: %v", err)
-							os.Exit(2)
+							r.fatal("nack", err)
 						}
 					default: // let the lease run out
 					}
@@ -744,26 +759,11 @@ func TestPurgeCrashChild(t *testing.T) {
 		t.Skip("run by TestPurgeCrash")
 	}
 	seed, _ := strconv.ParseUint(os.Getenv("DELAYQ_PURGE_CRASH_SEED"), 10, 64)
-	q, err := Open(dir, WithSlot(100*time.Millisecond), WithHorizon(time.Second), WithSegmentSize(16<<10),
+	q, r := openCrashChild(dir, WithSlot(100*time.Millisecond), WithHorizon(time.Second), WithSegmentSize(16<<10),
 		WithCheckpointInterval(100*time.Millisecond), WithMaxAttempts(0), WithCompaction(0.9, 0))
-	if err != nil {
-		fmt.Printf("fatal %v\n", err)
-		os.Exit(2)
-	}
-	var mu sync.Mutex
+	report, fatal := r.report, r.fatal
 	var seq atomic.Int64
-	out := bufio.NewWriter(os.Stdout)
-	report := func(format string, args ...any) {
-		mu.Lock()
-		fmt.Fprintf(out, format+"\n", args...)
-		out.Flush()
-		mu.Unlock()
-	}
 	report("ready")
-	fatal := func(what string, err error) {
-		report("fatal %s: %v", what, err)
-		os.Exit(2)
-	}
 	ctx := context.Background()
 	ids := make(chan string, 1024)
 	// The last puts, with the seq after they returned, for the purger's check.

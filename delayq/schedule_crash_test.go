@@ -1,7 +1,6 @@
 package delayq
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,24 +71,9 @@ func TestScheduleCrashChild(t *testing.T) {
 		t.Skip("run by TestScheduleCrash")
 	}
 	seed, _ := strconv.ParseUint(os.Getenv("DELAYQ_SCHED_CRASH_SEED"), 10, 64)
-	q, err := Open(dir, schedCrashOptions()...)
-	if err != nil {
-		fmt.Printf("fatal %v\n", err)
-		os.Exit(2)
-	}
-	var mu sync.Mutex
+	q, r := openCrashChild(dir, schedCrashOptions()...)
+	report, fatal := r.report, r.fatal
 	var seq atomic.Int64
-	out := bufio.NewWriter(os.Stdout)
-	report := func(format string, args ...any) {
-		mu.Lock()
-		fmt.Fprintf(out, format+"\n", args...)
-		out.Flush()
-		mu.Unlock()
-	}
-	fatal := func(what string, err error) {
-		report("fatal %s: %v", what, err)
-		os.Exit(2)
-	}
 	report("open %d", time.Now().UnixNano())
 	report("ready")
 	go awaitPlanned(q, func(name string, at int64) { report("planned %s %d", name, at) })
@@ -291,15 +274,11 @@ func TestScheduleCrash(t *testing.T) {
 		late: map[int]int64{}, seen: map[string]bool{}, planned: map[int]map[string]int64{}, ended: map[int]int64{}}
 	rounds := testlong.Pick(8, 100)
 	counted, unopened := 0, 0
-	for gen := 0; counted < rounds; gen++ {
-		if gen == 20*rounds {
-			t.Fatalf("%d children run, %d delivered fires before their kill: the test did not exercise its premise", gen, counted)
-		}
+	gens := killRounds(rng, rounds, func() bool { return counted >= rounds }, func(gen int, inOpen bool) {
 		env := []string{schedCrashEnv + "=" + dir, fmt.Sprintf("DELAYQ_SCHED_CRASH_SEED=%d", seed+uint64(gen))}
 		// Most kills land a random time after the child opened the queue, while schedules fire;
-		// one in eight counting from its start, in Open's recovery (replaying the log, planning the
-		// missed fires) or before.
-		inOpen := rng.IntN(8) == 0
+		// those killRounds counts from the start, in Open's recovery (replaying the log, planning
+		// the missed fires) or before.
 		after := time.Duration(100+rng.IntN(900)) * time.Millisecond
 		if inOpen {
 			after = time.Duration(rng.IntN(300)) * time.Millisecond
@@ -320,6 +299,9 @@ func TestScheduleCrash(t *testing.T) {
 		case l.up[gen] == 0:
 			unopened++
 		}
+	})
+	if counted < rounds {
+		t.Fatalf("%d children run, %d delivered fires before their kill: the test did not exercise its premise", gens, counted)
 	}
 	q := open(t, dir, schedCrashOptions()...)
 	defer q.Close()
