@@ -33,8 +33,12 @@ import (
 // checkpoint it writes in the new format. The fixtures were written in a synctest bubble, so their times are the bubble's.
 func TestOpensOlderDirectories(t *testing.T) {
 	for _, name := range []string{"v3/crashed", "v3/closed", "v4/crashed", "v4/closed", "v5/crashed", "v5/closed", "v6/crashed", "v6/closed",
-		"v7/crashed", "v7/closed", "v8/crashed", "v8/closed", "v9/crashed", "v9/closed"} {
+		"v7/crashed", "v7/closed", "v8/crashed", "v8/closed", "v9/crashed", "v9/closed", "v10/crashed", "v10/closed"} {
 		t.Run(name, func(t *testing.T) {
+			version, err := strconv.Atoi(strings.TrimPrefix(filepath.Dir(name), "v"))
+			if err != nil {
+				t.Fatal(err)
+			}
 			src := filepath.Join("testdata", name)
 			want := readPending(t, filepath.Join(src, "PENDING"))
 			dir := filepath.Join(t.TempDir(), "q")
@@ -65,10 +69,10 @@ func TestOpensOlderDirectories(t *testing.T) {
 				if len(byTopic) != 0 {
 					t.Errorf("topics not listed: %v", byTopic)
 				}
-				if v := name[:2]; v >= "v5" && !topicOf(t, q, "held").Paused {
+				if version >= 5 && !topicOf(t, q, "held").Paused {
 					t.Errorf("topic held, paused when the fixture was written, is not paused")
 				}
-				if name[:2] >= "v6" {
+				if version >= 6 {
 					ls, err := q.Limits(context.Background())
 					if want := (queue.Limit{Rate: 1000, Burst: 10, Concurrency: 5}); err != nil || len(ls) != 1 || ls[0].Topic != "b" || ls[0].Limit != want {
 						t.Errorf("limits %+v, %v; want b's %+v", ls, err, want)

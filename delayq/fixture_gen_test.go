@@ -20,13 +20,20 @@ import (
 // directories as this version of delayq leaves them (every record kind including Pause and Purge,
 // Cancels naming their topic, Updates with the cause and reason of the failure, a delivery limit,
 // the receipt secret), one copied while the queue was open and one after Close, for
-// TestOpensOlderDirectories of every later version. It runs only when DELAYQ_WRITE_FIXTURE names
-// the directory to write into (testdata/vN, N the version).
+// TestOpensOlderDirectories of every later version; and, in its subdirectory schedules, those of
+// writeScheduleFixture, for TestOpensScheduleDirectories. It runs only when DELAYQ_WRITE_FIXTURE
+// names the directory to write into (testdata/vN, N the version).
 func TestWriteFixture(t *testing.T) {
 	out := os.Getenv("DELAYQ_WRITE_FIXTURE")
 	if out == "" {
 		t.Skip("set DELAYQ_WRITE_FIXTURE to the directory to write into")
 	}
+	writeMessageFixture(t, out)
+	writeScheduleFixture(t, filepath.Join(out, "schedules"))
+}
+
+// writeMessageFixture writes the directories of messages of TestWriteFixture into out.
+func writeMessageFixture(t *testing.T, out string) {
 	base := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
@@ -195,28 +202,94 @@ func TestWriteFixture(t *testing.T) {
 		if err := q.log.WaitDurable(q.log.End()); err != nil {
 			t.Fatal(err)
 		}
-		writeFixture := func(name string) {
-			t.Helper()
-			dst := filepath.Join(out, name)
-			if err := os.RemoveAll(dst); err != nil {
-				t.Fatal(err)
-			}
-			copyDir(t, dir, dst)
-			os.Remove(filepath.Join(dst, "LOCK"))
-			var b strings.Builder
-			fmt.Fprintf(&b, "# id topic due-unix-nano payload-hex: the messages pending in this directory\n")
-			for _, id := range slices.Sorted(mapKeys(pending)) {
-				w := pending[id]
-				fmt.Fprintf(&b, "%s %s %d %s\n", id, w.topic, w.due.UnixNano(), hex.EncodeToString(w.payload))
-			}
-			if err := os.WriteFile(filepath.Join(dst, "PENDING"), []byte(b.String()), 0o644); err != nil {
-				t.Fatal(err)
-			}
+		var b strings.Builder
+		fmt.Fprintf(&b, "# id topic due-unix-nano payload-hex: the messages pending in this directory\n")
+		for _, id := range slices.Sorted(mapKeys(pending)) {
+			w := pending[id]
+			fmt.Fprintf(&b, "%s %s %d %s\n", id, w.topic, w.due.UnixNano(), hex.EncodeToString(w.payload))
 		}
-		writeFixture("crashed") // the log goes on after the checkpoint
+		writeFixtureDir(t, dir, filepath.Join(out, "crashed"), "PENDING", b.String()) // the log goes on after the checkpoint
 		if err := q.Close(); err != nil {
 			t.Fatal(err)
 		}
-		writeFixture("closed") // the final checkpoint covers everything
+		writeFixtureDir(t, dir, filepath.Join(out, "closed"), "PENDING", b.String()) // the final checkpoint covers everything
+	})
+}
+
+// writeFixtureDir copies the queue directory dir, open or closed, to dst (in place of what was
+// there), without its lock file, and writes there the file name with text: what the directory
+// holds, for the test that opens it.
+func writeFixtureDir(t *testing.T, dir, dst, name, text string) {
+	t.Helper()
+	if err := os.RemoveAll(dst); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, dir, dst)
+	if err := os.Remove(filepath.Join(dst, "LOCK")); err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dst, name), []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeScheduleFixture writes into out (testdata/vN/schedules, N the checkpoint version this code
+// writes: see TestWriteFixture) queue directories with schedules of every kind (a cron spec in a zone, replaced; @every at a sub-second rate with
+// OverlapSkip and MisfireAll, fired several times; one paused; one triggered; one deleted) on both
+// sides of a checkpoint, and a few messages: a directory copied while the queue was open ("crashed",
+// log to replay after the checkpoint) and one after Close ("closed"). Each holds SCHEDULES (the
+// moment it was taken and the number of messages, fires included, then the schedules with their
+// state as allSchedules prints them).
+func writeScheduleFixture(t *testing.T, out string) {
+	base := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		dir := filepath.Join(base, "q")
+		q := open(t, dir, scheduleFixtureOptions()...)
+		set := func(s queue.Schedule) {
+			t.Helper()
+			if _, err := q.SetSchedule(ctx, s); err != nil {
+				t.Fatal(err)
+			}
+		}
+		set(queue.Schedule{Name: "digest", Topic: "mail", Payload: []byte("digest v1"), Spec: "30 9 * * mon-fri", TimeZone: "Europe/Paris"})
+		set(queue.Schedule{Name: "tick", Topic: "ticks", Spec: "@every 250ms", Misfire: queue.MisfireAll, Overlap: queue.OverlapSkip})
+		set(queue.Schedule{Name: "hourly", Topic: "ticks", Payload: []byte("h"), Spec: "@hourly", Misfire: queue.MisfireSkip})
+		set(queue.Schedule{Name: "held", Topic: "ticks", Spec: "*/5 * * * * *"})
+		set(queue.Schedule{Name: "gone", Topic: "ticks", Spec: "@daily"})
+		if err := q.PauseSchedule(ctx, "held"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Put(ctx, Message{ID: "user-1", Topic: "t", Payload: []byte("one"), DeliverAt: time.Now().Add(30 * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second + 100*time.Millisecond) // tick fires
+		if err := q.checkpoint(); err != nil {
+			t.Fatal(err)
+		}
+		// After the checkpoint: in the log only.
+		set(queue.Schedule{Name: "digest", Topic: "mail", Payload: []byte("digest v2"), Spec: "30 9 * * mon-fri", TimeZone: "Europe/Paris"})
+		if _, err := q.TriggerSchedule(ctx, "hourly"); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := q.DeleteSchedule(ctx, "gone"); !ok || err != nil {
+			t.Fatalf("DeleteSchedule = %v, %v", ok, err)
+		}
+		if _, err := q.Put(ctx, Message{Topic: "t", Payload: []byte("two"), DeliverAt: time.Now().Add(20 * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second + 30*time.Millisecond) // tick fires again, its fires wait
+		synctest.Wait()
+		check(t, q)
+		if err := q.log.WaitDurable(q.log.End()); err != nil {
+			t.Fatal(err)
+		}
+		st := q.Snapshot()
+		text := fmt.Sprintf("# taken at %d with %d messages\n", time.Now().UnixNano(), st.Pending+int64(st.Due)) + allSchedules(t, q)
+		writeFixtureDir(t, dir, filepath.Join(out, "crashed"), "SCHEDULES", text)
+		if err := q.Close(); err != nil {
+			t.Fatal(err)
+		}
+		writeFixtureDir(t, dir, filepath.Join(out, "closed"), "SCHEDULES", text)
 	})
 }
