@@ -95,12 +95,8 @@ func (q *Queue) apply(pos wal.Pos, rec *format.Record, list []listRecord) error 
 		q.forgetPurged(rec, list)
 		q.disk.push(pos, rec)
 		q.pins.add(pos)
-	case format.KindSchedule:
-		q.applySchedule(rec)
-	case format.KindFire:
-		q.applyFire(rec)
-	case format.KindUnschedule:
-		q.applyUnschedule(rec)
+	case format.KindSchedule, format.KindFire, format.KindUnschedule:
+		q.sched.apply(rec)
 	}
 	return nil
 }

@@ -154,10 +154,24 @@ func (x *schedules) unfire(s *sched) {
 	}
 }
 
-// applySchedule applies a Schedule record: the schedule set whole, and the fires of its group.
-func (q *Queue) applySchedule(rec *format.Record) {
-	x := &q.sched
+// apply applies a schedule's record: Schedule, Fire or Unschedule. A Fire or Unschedule record of
+// a schedule that is not there (its Schedule record was lost to damage) changes nothing.
+func (x *schedules) apply(rec *format.Record) {
 	s := x.get(rec.Schedule)
+	switch {
+	case rec.Kind == format.KindSchedule:
+		x.set(s, rec)
+	case s == nil:
+	case rec.Kind == format.KindFire:
+		x.fire(s, rec)
+	case rec.Kind == format.KindUnschedule:
+		x.unschedule(s, rec)
+	}
+}
+
+// set applies a Schedule record to s, nil when there is none: the schedule set whole, and the
+// fires of its group.
+func (x *schedules) set(s *sched, rec *format.Record) {
 	if s == nil {
 		s = &sched{name: rec.Schedule, created: rec.SetAt, heap: -1}
 		x.byName.ReplaceOrInsert(s)
@@ -174,20 +188,14 @@ func (q *Queue) applySchedule(rec *format.Record) {
 	x.journal(s)
 }
 
-// applyFire applies a Fire record: the fires of its group, the nominal times passed over, and
-// where the schedule stands. A record of a schedule that is not there (its Schedule record was
-// lost to damage) changes nothing.
-func (q *Queue) applyFire(rec *format.Record) {
-	x := &q.sched
-	s := x.get(rec.Schedule)
-	if s == nil {
-		return
-	}
+// fire applies a Fire record to s: the fires of its group, the nominal times passed over, and
+// where the schedule stands.
+func (x *schedules) fire(s *sched, rec *format.Record) {
+	x.journal(s)
 	if rec.Trigger {
 		s.triggered = rec.Fired[0]
 		s.fires++
 		x.fires++
-		x.journal(s)
 		return
 	}
 	if rec.Resumed && s.paused {
@@ -199,29 +207,22 @@ func (q *Queue) applyFire(rec *format.Record) {
 	x.misfires += rec.Missed
 	x.addFired(s, rec.Fired)
 	x.setAct(s, rec.Act)
-	x.journal(s)
 }
 
-// applyUnschedule applies an Unschedule record: a pause or a delete.
-func (q *Queue) applyUnschedule(rec *format.Record) {
-	x := &q.sched
-	s := x.get(rec.Schedule)
-	if s == nil {
-		return
-	}
+// unschedule applies an Unschedule record to s: a pause or a delete.
+func (x *schedules) unschedule(s *sched, rec *format.Record) {
+	x.journal(s)
 	if rec.Unfired {
 		x.unfire(s)
 	}
-	x.journal(s)
-	if rec.Deleted {
+	switch {
+	case rec.Deleted:
 		x.setAct(s, 0)
 		if s.paused {
 			x.paused--
 		}
 		x.byName.Delete(s)
-		return
-	}
-	if !s.paused {
+	case !s.paused:
 		s.paused = true
 		x.paused++
 		x.setAct(s, 0)
