@@ -29,7 +29,9 @@ type Engine interface {
 	// PutBatch stores every message of ms or none of them, and returns their IDs in order. Each
 	// message is checked as by Put; a chosen ID that repeats within ms is refused with ErrInvalid.
 	// A batch is a retried Put for each message only when every message is one; otherwise a
-	// waiting chosen ID fails the whole batch with ErrDuplicate.
+	// waiting chosen ID fails the whole batch with ErrDuplicate. Replacing is Put's: a batch
+	// holding a message with Replace set and a chosen ID is refused with ErrInvalid, unless that
+	// message is alone in it, which an engine may replace as Put does.
 	PutBatch(ctx context.Context, ms []Message) (ids []string, err error)
 
 	// Cancel removes the waiting message id and reports whether it did. False with a nil error

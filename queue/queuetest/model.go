@@ -174,6 +174,9 @@ func (m *Model) expire(at Span) {
 
 // Put checks and follows a Put of msg that returned id and err over at.
 func (m *Model) Put(msg queue.Message, id string, err error, at Span) error {
+	if msg.Replace && msg.ID != "" {
+		return m.replace(msg, id, err, at)
+	}
 	ids := []string(nil)
 	if err == nil {
 		ids = []string{id}
@@ -183,6 +186,28 @@ func (m *Model) Put(msg queue.Message, id string, err error, at Span) error {
 
 // PutBatch checks and follows a PutBatch of ms that returned ids and err over at.
 func (m *Model) PutBatch(ms []queue.Message, ids []string, err error, at Span) error {
+	for _, msg := range ms {
+		if !msg.Replace || msg.ID == "" {
+			continue
+		}
+		// Replace is Put's: a batch that asks for it is refused, unless it holds that message
+		// alone, which an engine may replace as Put does.
+		switch {
+		case errors.Is(err, queue.ErrInvalid):
+			m.expire(at)
+			return nil
+		case len(ms) == 1:
+			id := ""
+			if len(ids) == 1 {
+				id = ids[0]
+			}
+			return m.replace(msg, id, err, at)
+		case err == nil:
+			return fmt.Errorf("PutBatch of %d messages, one asking to replace %q, succeeded: only a message put alone replaces", len(ms), msg.ID)
+		default:
+			return fmt.Errorf("PutBatch of %d messages, one asking to replace %q: %w", len(ms), msg.ID, err)
+		}
+	}
 	m.expire(at)
 	// What each message may be: new, a retried Put, a duplicate, or one of several where the
 	// contract or the model leaves it open.
@@ -274,37 +299,76 @@ func (m *Model) PutBatch(ms []queue.Message, ids []string, err error, at Span) e
 		case msg.ID == "" && m.msgs[id] != nil:
 			return fmt.Errorf("Put generated the ID %q of a waiting message, %s", id, m.msgs[id])
 		}
-		due := func(t time.Time) time.Time {
-			if msg.DeliverAt.After(t) {
-				return msg.DeliverAt
-			}
-			return t
-		}
 		e := m.msgs[id]
 		switch {
 		case e == nil || kinds[i] == isNew:
-			if m.done[id] {
-				// The ID names a new message: whether a receipt of the old one acks it or
-				// nothing is the engine's.
-				for r, x := range m.receipts {
-					if x.id == id {
-						m.receipts[r] = receipt{receiptOld, id}
-					}
-				}
-			}
-			delete(m.done, id)
-			m.msgs[id] = &entry{id: id, topic: msg.Topic, payload: bytes.Clone(msg.Payload), asked: msg.DeliverAt,
-				st: waiting, dueMin: due(at.Start), dueMax: due(at.End)}
-			m.note(id, at, "put on %q due %v", msg.Topic, due(at.End).Format("15:04:05.000000"))
+			m.store(id, msg, at)
 		case kinds[i]&isNew != 0:
 			// A retry of a message a purge may have removed, or the same message put anew.
 			e.st |= waiting
-			e.dueMin, e.dueMax, e.maybeGone = minTime(e.dueMin, due(at.Start)), forever, false
+			e.dueMin, e.dueMax, e.maybeGone = minTime(e.dueMin, maxTime(msg.DeliverAt, at.Start)), forever, false
 		default:
 			e.maybeGone = false // a retried Put: nothing stored
 			m.note(id, at, "put again (a retry)")
 		}
 	}
+	return nil
+}
+
+// store follows the Put of msg under id over at, a message the engine did not hold: it waits,
+// due at the later of msg.DeliverAt and the Put.
+func (m *Model) store(id string, msg queue.Message, at Span) {
+	if m.done[id] {
+		// The ID names a new message: whether a receipt of the old one acks it or nothing is
+		// the engine's.
+		for r, x := range m.receipts {
+			if x.id == id {
+				m.receipts[r] = receipt{receiptOld, id}
+			}
+		}
+	}
+	delete(m.done, id)
+	m.msgs[id] = &entry{id: id, topic: msg.Topic, payload: bytes.Clone(msg.Payload), asked: msg.DeliverAt,
+		st: waiting, dueMin: maxTime(msg.DeliverAt, at.Start), dueMax: maxTime(msg.DeliverAt, at.End)}
+	m.note(id, at, "put on %q due %v", msg.Topic, maxTime(msg.DeliverAt, at.End).Format("15:04:05.000000"))
+}
+
+// replace checks and follows a Put of msg asking to replace the message waiting under its chosen
+// ID ([queue.Message.Replace]) that returned id and err over at. A message that is not leased
+// (scheduled, due or dead) is replaced: the new one waits, its attempts counted from zero, as if
+// the old were cancelled and the new put in the same instant. A leased one is not: the Put must
+// fail with a [*queue.DuplicateError] whose Leased is set. A lease that may have run out allows
+// either answer; with no message waiting, the Put stores msg as any Put does.
+func (m *Model) replace(msg queue.Message, id string, err error, at Span) error {
+	m.expire(at)
+	e := m.msgs[msg.ID]
+	leasedOnly := e != nil && !e.maybeGone && e.st&^(leased|deadLeased) == 0
+	if err != nil {
+		var de *queue.DuplicateError
+		switch {
+		case !errors.As(err, &de):
+			return fmt.Errorf("Put replacing %q: %w", msg.ID, err)
+		case !de.Leased:
+			return m.fault(msg.ID, "Put replacing %q refused as a duplicate (%v): Replace replaces any message not leased", msg.ID, err)
+		case de.ID != msg.ID:
+			return fmt.Errorf("Put replacing %q refused with a DuplicateError of %q", msg.ID, de.ID)
+		case e == nil || e.st&(leased|deadLeased) == 0:
+			return m.fault(msg.ID, "Put replacing %q refused as leased, which the model holds no lease of", msg.ID)
+		}
+		e.maybeGone = false // it is there, leased
+		m.note(msg.ID, at, "not replaced: leased")
+		return nil
+	}
+	switch {
+	case id != msg.ID:
+		return fmt.Errorf("Put with ID %q returned %q", msg.ID, id)
+	case leasedOnly:
+		return m.fault(msg.ID, "Put replaced %s, which is leased", e)
+	case e != nil:
+		m.note(msg.ID, at, "replaced")
+		m.finish(e)
+	}
+	m.store(msg.ID, msg, at)
 	return nil
 }
 

@@ -126,3 +126,59 @@ func TestModelDuplicates(t *testing.T) {
 	must(t, m.PutBatch([]queue.Message{fresh, fresh}, nil, queue.ErrInvalid, at(2*time.Second)))
 	refused(t, m.Put(queue.Message{Topic: "t"}, "c", nil, at(3*time.Second)), "generated the ID")
 }
+
+func TestModelReplace(t *testing.T) {
+	leasedErr := &queue.DuplicateError{ID: "r", DeliverAt: t0, Leased: true}
+	m := NewModel(0, 0)
+	// Without a message waiting, a Replace is a Put.
+	must(t, m.Put(queue.Message{ID: "r", Topic: "t", Payload: []byte("a"), DeliverAt: t0.Add(time.Hour), Replace: true}, "r", nil, at(0)))
+	refused(t, m.Put(queue.Message{ID: "r", Topic: "t", Replace: true}, "", leasedErr, at(time.Second)), "no lease")
+	refused(t, m.Put(queue.Message{ID: "r", Topic: "t", Replace: true}, "", &queue.DuplicateError{ID: "r", DeliverAt: t0.Add(time.Hour)}, at(time.Second)),
+		"refused as a duplicate")
+	// A scheduled message is replaced: new topic, payload and due time.
+	must(t, m.Put(queue.Message{ID: "r", Topic: "u", Payload: []byte("b"), DeliverAt: t0.Add(2 * time.Hour), Replace: true}, "r", nil, at(time.Second)))
+	refused(t, m.CheckMessages("t", queue.Scheduled, []queue.MessageInfo{{ID: "r", Topic: "t", State: queue.Scheduled, DeliverAt: t0.Add(time.Hour)}}, at(time.Second)),
+		`lists "r" on "u"`)
+	must(t, m.CheckMessages("u", queue.Scheduled, []queue.MessageInfo{{ID: "r", Topic: "u", State: queue.Scheduled, DeliverAt: t0.Add(2 * time.Hour)}}, at(time.Second)))
+	// A due message is replaced, and its attempts count from zero again.
+	must(t, m.Put(queue.Message{ID: "r", Topic: "u", Replace: true}, "r", nil, at(2*time.Second)))
+	must(t, m.Receive("u", 1, time.Minute, []queue.Delivery{delivery("r", "u", "r1", 1, 2*time.Second)}, nil, at(2*time.Second)))
+	must(t, m.Nack("r1", 0, false, nil, at(3*time.Second)))
+	must(t, m.Put(queue.Message{ID: "r", Topic: "u", Replace: true}, "r", nil, at(4*time.Second)))
+	refused(t, m.Receive("u", 1, time.Minute, []queue.Delivery{delivery("r", "u", "r2", 2, 4*time.Second)}, nil, at(4*time.Second)), "attempt 2")
+	// A leased message is not: the Put fails, saying so.
+	must(t, m.Receive("u", 1, time.Minute, []queue.Delivery{delivery("r", "u", "r2", 1, 4*time.Second)}, nil, at(4*time.Second)))
+	refused(t, m.Put(queue.Message{ID: "r", Topic: "u", Replace: true}, "r", nil, at(5*time.Second)), "which is leased")
+	refused(t, m.Put(queue.Message{ID: "r", Topic: "u", Replace: true}, "", &queue.DuplicateError{ID: "r", DeliverAt: t0.Add(4 * time.Second)}, at(5*time.Second)),
+		"refused as a duplicate")
+	must(t, m.Put(queue.Message{ID: "r", Topic: "u", Replace: true}, "", leasedErr, at(5*time.Second)))
+	must(t, m.Ack([]string{"r2"}, nil, at(6*time.Second))) // still its lease
+	// A batch does not replace, but a batch of one may.
+	batch := []queue.Message{{ID: "r", Topic: "u", Replace: true}, {ID: "s", Topic: "u"}}
+	refused(t, m.PutBatch(batch, []string{"r", "s"}, nil, at(7*time.Second)), "only a message put alone replaces")
+	must(t, m.PutBatch(batch, nil, queue.ErrInvalid, at(7*time.Second)))
+	must(t, m.PutBatch(batch[:1], nil, queue.ErrInvalid, at(7*time.Second)))
+	must(t, m.PutBatch(batch[:1], []string{"r"}, nil, at(7*time.Second)))
+	must(t, m.CheckTopics([]queue.TopicInfo{{Topic: "u", Due: 1}}, at(7*time.Second)))
+}
+
+func TestModelReplaceAfterTheLease(t *testing.T) {
+	// Once the lease may have run out, either answer holds; each is followed.
+	for _, replaced := range []bool{true, false} {
+		m := NewModel(0, 0)
+		must(t, m.Put(queue.Message{ID: "r", Topic: "t"}, "r", nil, at(0)))
+		must(t, m.Receive("t", 1, time.Second, []queue.Delivery{delivery("r", "t", "r1", 1, 0)}, nil, at(0)))
+		if !replaced {
+			must(t, m.Put(queue.Message{ID: "r", Topic: "t", Replace: true}, "", &queue.DuplicateError{ID: "r", Leased: true}, at(2*time.Second)))
+			// Still possibly leased or due again: the lease's Ack may succeed.
+			must(t, m.Ack([]string{"r1"}, nil, at(2*time.Second)))
+			continue
+		}
+		must(t, m.Put(queue.Message{ID: "r", Topic: "t", Payload: []byte("new"), Replace: true}, "r", nil, at(2*time.Second)))
+		// The old lease's receipt acks nothing that matters; the new message waits, attempt 1.
+		must(t, m.CheckTopics([]queue.TopicInfo{{Topic: "t", Due: 1}}, at(2*time.Second)))
+		refused(t, m.CheckTopics([]queue.TopicInfo{{Topic: "t", Leased: 1}}, at(2*time.Second)), "has 0 due")
+		refused(t, m.Receive("t", 1, time.Second, []queue.Delivery{delivery("r", "t", "r2", 2, 2*time.Second)}, nil, at(2*time.Second)), "attempt 2")
+		must(t, m.Receive("t", 1, time.Second, []queue.Delivery{delivery("r", "t", "r2", 1, 2*time.Second)}, nil, at(2*time.Second)))
+	}
+}
