@@ -21,6 +21,8 @@ package queuetest
 
 import (
 	"context"
+	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -51,44 +53,50 @@ type Opener func(t *testing.T) queue.Engine
 // Run runs the conformance suite against the engines open opens, each behaviour as a subtest.
 func Run(t *testing.T, open Opener) {
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := open(t)
-			t.Cleanup(func() { _ = e.Close() })
-			ctx, cancel := context.WithTimeout(context.Background(), CaseTimeout)
-			defer cancel()
-			tc.run(ctx, &env{T: t, e: e})
-		})
+		runCase(t, open, tc.name, tc.run)
 	}
 	for _, tc := range limitCases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := open(t)
-			t.Cleanup(func() { _ = e.Close() })
-			l, ok := e.(queue.Limiter)
-			if !ok {
-				t.Skipf("%T is not a queue.Limiter", e)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			tc.run(ctx, &env{T: t, e: e}, l)
-		})
+		runCase(t, open, tc.name, func(ctx context.Context, h *env) { tc.run(ctx, h, as[queue.Limiter](h)) })
 	}
 	for _, tc := range adminCases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := open(t)
-			t.Cleanup(func() { _ = e.Close() })
-			a, ok := e.(queue.Admin)
-			if !ok {
-				t.Skipf("%T is not a queue.Admin", e)
+		runCase(t, open, tc.name, func(ctx context.Context, h *env) { tc.run(ctx, h, as[queue.Admin](h)) })
+	}
+	for _, tc := range scheduleCases {
+		runCase(t, open, tc.name, func(ctx context.Context, h *env) { tc.run(ctx, h, as[queue.Scheduler](h)) })
+	}
+	for _, tc := range replaceCases {
+		runCase(t, open, tc.name, func(ctx context.Context, h *env) {
+			_, err := h.e.Put(ctx, queue.Message{ID: "probe", Topic: "probe", Replace: true})
+			if errors.Is(err, errors.ErrUnsupported) {
+				h.Skipf("%T does not replace: %v", h.e, err)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), CaseTimeout)
-			defer cancel()
-			tc.run(ctx, &env{T: t, e: e}, a)
+			tc.run(ctx, h)
 		})
 	}
-	runScheduleCases(t, open)
+}
+
+// runCase runs run as the parallel subtest name, on an engine of its own that it closes after,
+// within [CaseTimeout].
+func runCase(t *testing.T, open Opener, name string, run func(ctx context.Context, h *env)) {
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		e := open(t)
+		t.Cleanup(func() { _ = e.Close() })
+		ctx, cancel := context.WithTimeout(context.Background(), CaseTimeout)
+		defer cancel()
+		run(ctx, &env{T: t, e: e})
+	})
+}
+
+// as returns the engine under test as an I (an optional interface: queue.Admin, queue.Limiter,
+// queue.Scheduler), or skips the test when it is not one.
+func as[I any](h *env) I {
+	h.Helper()
+	x, ok := h.e.(I)
+	if !ok {
+		h.Skipf("%T is not a %v", h.e, reflect.TypeFor[I]())
+	}
+	return x
 }
 
 var cases = []struct {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/tockwheel/tock/queue"
@@ -14,7 +13,7 @@ import (
 // The cases of queue.Scheduler, and of Put's Replace. They run when the engine is a
 // queue.Scheduler (and, for those that inspect the fire put ahead, a queue.Admin), and are
 // skipped otherwise; the Replace cases are skipped for an engine whose Put answers
-// errors.ErrUnsupported.
+// errors.ErrUnsupported (Run probes it).
 
 var scheduleCases = []struct {
 	name string
@@ -40,37 +39,6 @@ var replaceCases = []struct {
 	{"PutReplaceLeased", testPutReplaceLeased},
 }
 
-func runScheduleCases(t *testing.T, open Opener) {
-	for _, tc := range scheduleCases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := open(t)
-			t.Cleanup(func() { _ = e.Close() })
-			s, ok := e.(queue.Scheduler)
-			if !ok {
-				t.Skipf("%T is not a queue.Scheduler", e)
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), CaseTimeout)
-			defer cancel()
-			tc.run(ctx, &env{T: t, e: e}, s)
-		})
-	}
-	for _, tc := range replaceCases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := open(t)
-			t.Cleanup(func() { _ = e.Close() })
-			ctx, cancel := context.WithTimeout(context.Background(), CaseTimeout)
-			defer cancel()
-			_, err := e.Put(ctx, queue.Message{ID: "probe", Topic: "probe", Replace: true})
-			if errors.Is(err, errors.ErrUnsupported) {
-				t.Skipf("%T does not replace: %v", e, err)
-			}
-			tc.run(ctx, &env{T: t, e: e})
-		})
-	}
-}
-
 func (h *env) setSchedule(ctx context.Context, s queue.Scheduler, sc queue.Schedule) bool {
 	h.Helper()
 	created, err := s.SetSchedule(ctx, sc)
@@ -89,16 +57,6 @@ func (h *env) schedule(ctx context.Context, s queue.Scheduler, name string) queu
 	return info
 }
 
-// admin returns the engine as a queue.Admin, or skips the test.
-func (h *env) admin() queue.Admin {
-	h.Helper()
-	a, ok := h.e.(queue.Admin)
-	if !ok {
-		h.Skipf("%T is not a queue.Admin", h.e)
-	}
-	return a
-}
-
 // pendingFire returns the ID of the schedule's next fire, which the engine put ahead of its time
 // (OverlapAllow), and checks that it waits.
 func (h *env) pendingFire(ctx context.Context, s queue.Scheduler, name string) string {
@@ -108,7 +66,7 @@ func (h *env) pendingFire(ctx context.Context, s queue.Scheduler, name string) s
 		h.Fatalf("schedule %q has no next fire time", name)
 	}
 	id := queue.FireID(name, info.Next[0], false)
-	if _, err := h.admin().Message(ctx, id); err != nil {
+	if _, err := as[queue.Admin](h).Message(ctx, id); err != nil {
 		h.Fatalf("the next fire %q of schedule %q, put ahead: %v", id, name, err)
 	}
 	return id
@@ -313,13 +271,13 @@ func testScheduleReplaceRemovesFire(ctx context.Context, h *env, s queue.Schedul
 	id := h.pendingFire(ctx, s, "daily")
 	sc.Payload = payload("new")
 	h.setSchedule(ctx, s, sc)
-	m, err := h.admin().Message(ctx, id)
+	m, err := as[queue.Admin](h).Message(ctx, id)
 	if err != nil || !bytes.Equal(m.Payload, payload("new")) {
 		h.Fatalf("after the replace, fire %q: %q, %v; want the new payload", id, m.Payload, err)
 	}
 	sc.Spec = "0 7 * * *"
 	h.setSchedule(ctx, s, sc)
-	if _, err := h.admin().Message(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+	if _, err := as[queue.Admin](h).Message(ctx, id); !errors.Is(err, queue.ErrNotFound) {
 		h.Fatalf("after a replace with another time, the old fire %q: %v; want it removed", id, err)
 	}
 	h.pendingFire(ctx, s, "daily")
@@ -332,7 +290,7 @@ func testScheduleDelete(ctx context.Context, h *env, s queue.Scheduler) {
 	if ok, err := s.DeleteSchedule(ctx, "gone"); !ok || err != nil {
 		h.Fatalf("DeleteSchedule = %v, %v; want true", ok, err)
 	}
-	if _, err := h.admin().Message(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+	if _, err := as[queue.Admin](h).Message(ctx, id); !errors.Is(err, queue.ErrNotFound) {
 		h.Fatalf("the deleted schedule's fire %q: %v; want it removed", id, err)
 	}
 	if ok, err := s.DeleteSchedule(ctx, "gone"); ok || err != nil {
@@ -357,7 +315,7 @@ func testSchedulePauseResume(ctx context.Context, h *env, s queue.Scheduler) {
 	if info := h.schedule(ctx, s, "p"); !info.Paused || info.Next != nil {
 		h.Fatalf("paused schedule: paused %v, next %v", info.Paused, info.Next)
 	}
-	if _, err := h.admin().Message(ctx, id); !errors.Is(err, queue.ErrNotFound) {
+	if _, err := as[queue.Admin](h).Message(ctx, id); !errors.Is(err, queue.ErrNotFound) {
 		h.Fatalf("the paused schedule's fire %q: %v; want it removed", id, err)
 	}
 	if st, err := s.ScheduleStats(ctx); err != nil || st.Paused != 1 {
