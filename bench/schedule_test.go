@@ -1,18 +1,14 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -321,26 +317,9 @@ func BenchmarkRedisScheduleMemory(b *testing.B) {
 		prefix := fmt.Sprint("mem", time.Now().UnixNano())
 		q := openRedisq(b, rdb, redisq.WithPrefix(prefix))
 		before := info(b, rdb, "memory", "used_memory")
-		var wg sync.WaitGroup
-		next := make(chan int, 1024)
-		go func() {
-			for i := range n {
-				next <- i
-			}
-			close(next)
-		}()
-		for range 256 {
-			wg.Go(func() {
-				for i := range next {
-					s := queue.Schedule{Name: "daily-" + strconv.Itoa(i), Topic: "t", Payload: make([]byte, 100), Spec: "0 9 * * *", TimeZone: "Europe/Paris"}
-					if _, err := q.SetSchedule(ctx, s); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
+		if err := setSchedules(q, n, dailySchedule); err != nil {
+			b.Fatal(err)
 		}
-		wg.Wait()
 		after := info(b, rdb, "memory", "used_memory")
 		b.ReportMetric(float64(after-before)/float64(n), "redis-B/schedule")
 		q.Close()
@@ -356,43 +335,17 @@ func BenchmarkRedisScheduleMemory(b *testing.B) {
 // it is ready, kills it (SIGKILL), and returns how many milliseconds another tockd then takes from
 // its start to its first ready answer (/readyz, asked every 5 ms).
 func openAfterKill(b *testing.B, bin, addr, prefix string) float64 {
-	ctx := context.Background()
-	ready := func() (*exec.Cmd, time.Duration) {
+	ready := func() (*tockdProcess, time.Duration) {
 		t0 := time.Now()
-		cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-redis", "redis://"+addr, "-redis-prefix", prefix)
-		stderr, err := cmd.StderrPipe()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		sc := bufio.NewScanner(stderr)
-		var url string
-		for url == "" && sc.Scan() {
-			if m := tockdListening.FindStringSubmatch(sc.Text()); m != nil {
-				url = "http://" + m[1]
-			}
-		}
-		go io.Copy(io.Discard, stderr)
-		if url == "" {
-			b.Fatal("tockd did not start listening")
-		}
-		c, err := client.New(url, client.WithRetries(0, 0))
-		if err != nil {
-			b.Fatal(err)
-		}
-		for c.Ready(ctx) != nil {
+		p := startTockd(b, bin, "-redis", "redis://"+addr, "-redis-prefix", prefix)
+		c := newTockdClient(b, p, []client.Option{client.WithRetries(0, 0)})
+		for c.Ready(context.Background()) != nil {
 			time.Sleep(5 * time.Millisecond)
 		}
-		return cmd, time.Since(t0)
+		return p, time.Since(t0)
 	}
 	first, _ := ready()
-	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
-		b.Fatal(err)
-	}
-	_ = first.Wait()
+	first.kill(b)
 	_, took := ready()
 	return float64(took.Microseconds()) / 1000
 }

@@ -134,8 +134,17 @@ var tockdListening = regexp.MustCompile(`msg="tockd listening" addr=(\S+)`)
 
 // A tockdProcess is a running tockd.
 type tockdProcess struct {
-	url string
-	pid int
+	url    string
+	pid    int
+	exited <-chan struct{} // closed when the process has exited (its stderr closed)
+}
+
+// kill kills p with SIGKILL and waits until it has exited.
+func (p *tockdProcess) kill(b *testing.B) {
+	if err := syscall.Kill(p.pid, syscall.SIGKILL); err != nil {
+		b.Fatal(err)
+	}
+	<-p.exited
 }
 
 // startTockd starts bin on a free loopback port with args and waits until it listens; it is
@@ -172,7 +181,7 @@ func startTockd(b *testing.B, bin string, args ...string) *tockdProcess {
 	})
 	select {
 	case a := <-addr:
-		return &tockdProcess{url: "http://" + a, pid: cmd.Process.Pid}
+		return &tockdProcess{url: "http://" + a, pid: cmd.Process.Pid, exited: done}
 	case <-done:
 	case <-time.After(30 * time.Second):
 	}
