@@ -148,24 +148,25 @@ func receiveFires(b *testing.B, q *delayq.Queue, n int, from, to time.Time) {
 	log.report(b, n, from, to.Add(-time.Nanosecond), queue.ParseFireID)
 }
 
-// setSchedules sets n schedules on q from 256 goroutines, and returns the first error.
+// setSchedules sets n schedules on q from 256 goroutines, and returns the errors (a goroutine
+// stops at its first).
 func setSchedules(q queue.Scheduler, n int, s func(i int) queue.Schedule) error {
-	next := make(chan int, 1024)
-	go func() {
-		for i := range n {
-			next <- i
-		}
-		close(next)
-	}()
+	return inParallel(n, 256, func(i int) error {
+		_, err := q.SetSchedule(context.Background(), s(i))
+		return err
+	})
+}
+
+// inParallel calls f(i) for every i in [0, n) from the given number of goroutines, and returns
+// the errors: a goroutine stops at its first, and the others go on.
+func inParallel(n, goroutines int, f func(i int) error) error {
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make([]error, 256)
+	errs := make([]error, goroutines)
 	for g := range errs {
 		wg.Go(func() {
-			for i := range next {
-				if _, err := q.SetSchedule(context.Background(), s(i)); err != nil {
-					errs[g] = err
-					for range next { // let the feeder finish
-					}
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				if errs[g] = f(i); errs[g] != nil {
 					return
 				}
 			}
@@ -204,7 +205,8 @@ func TestDelayqScheduleChild(t *testing.T) {
 	select {}
 }
 
-// dailySchedule is the i-th of BenchmarkDelayqScheduleMemory's schedules.
+// dailySchedule is the i-th of the schedules of BenchmarkDelayqScheduleMemory and
+// BenchmarkRedisScheduleMemory.
 func dailySchedule(i int) queue.Schedule {
 	return queue.Schedule{Name: "daily-" + strconv.Itoa(i), Topic: "t", Payload: make([]byte, 100), Spec: "0 9 * * *", TimeZone: "Europe/Paris"}
 }
@@ -222,30 +224,14 @@ func putFires(q *delayq.Queue, n int) error {
 	if !at.After(now) {
 		at = at.AddDate(0, 0, 1)
 	}
-	next := make(chan int, 16)
-	go func() {
-		for i := 0; i < n; i += 1000 {
-			next <- i
+	return inParallel((n+999)/1000, 4, func(k int) error {
+		var batch []delayq.Message
+		for j := k * 1000; j < min((k+1)*1000, n); j++ {
+			batch = append(batch, delayq.Message{ID: queue.FireID("daily-"+strconv.Itoa(j), at, false), Topic: "t", Payload: make([]byte, 100), DeliverAt: at})
 		}
-		close(next)
-	}()
-	var wg sync.WaitGroup
-	errs := make([]error, 4)
-	for g := range errs {
-		wg.Go(func() {
-			for i := range next {
-				var batch []delayq.Message
-				for j := i; j < min(i+1000, n); j++ {
-					batch = append(batch, delayq.Message{ID: queue.FireID("daily-"+strconv.Itoa(j), at, false), Topic: "t", Payload: make([]byte, 100), DeliverAt: at})
-				}
-				if _, err := q.PutBatch(context.Background(), batch); err != nil && errs[g] == nil {
-					errs[g] = err
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+		_, err := q.PutBatch(context.Background(), batch)
+		return err
+	})
 }
 
 // cpuTime returns the CPU time this process has used (user and system): on a loaded machine, what
