@@ -21,13 +21,21 @@ import (
 // short leases; a try in which one was called too late to be sure proves nothing, and the case
 // tries again with leases twice as long.
 func testExtend(ctx context.Context, h *env) {
+	h.leasesLongEnough("Extend", func(topic string, first time.Duration) bool { return extendInTime(ctx, h, topic, first) })
+}
+
+// leasesLongEnough calls try with a topic of its own and first leases of 300 ms, then twice as
+// long each time try returns false (a call of what it tests, refused, came too late to be sure
+// that its leases were current), up to 2.4 s; the test fails when no try was in time.
+func (h *env) leasesLongEnough(what string, try func(topic string, first time.Duration) bool) {
+	h.Helper()
 	for first := 300 * time.Millisecond; first <= 2400*time.Millisecond; first *= 2 {
-		if extendInTime(ctx, h, fmt.Sprint("t", first.Milliseconds()), first) {
+		if try(fmt.Sprint("t", first.Milliseconds()), first) {
 			return
 		}
-		h.Logf("an Extend of a %v lease was called too late to be sure the lease was current; again with longer leases", first)
+		h.Logf("an %s of %v leases was called too late to be sure they were current; again with longer leases", what, first)
 	}
-	h.Fatal("no Extend of leases up to 2.4 s was called in time: the machine never ran the case in time")
+	h.Fatalf("no %s of leases up to 2.4 s was called in time: the machine never ran the case in time", what)
 }
 
 // extendInTime runs testExtend's check on topic with a first lease of first, extended to three
@@ -98,13 +106,7 @@ func testExtendNackedLease(ctx context.Context, h *env) {
 // lease listed in order in an *ExtendError, the others extended; then a batch cuts its leases
 // short, and the messages come again, each once.
 func testExtendBatch(ctx context.Context, h *env) {
-	for first := 300 * time.Millisecond; first <= 2400*time.Millisecond; first *= 2 {
-		if extendBatchInTime(ctx, h, fmt.Sprint("t", first.Milliseconds()), first) {
-			return
-		}
-		h.Logf("an ExtendBatch of %v leases was called too late to be sure they were current; again with longer leases", first)
-	}
-	h.Fatal("no ExtendBatch of leases up to 2.4 s was called in time: the machine never ran the case in time")
+	h.leasesLongEnough("ExtendBatch", func(topic string, first time.Duration) bool { return extendBatchInTime(ctx, h, topic, first) })
 }
 
 // extendBatchInTime runs testExtendBatch on topic with first leases of first. It returns false,
