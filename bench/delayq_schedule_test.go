@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -155,25 +154,6 @@ func setSchedules(q queue.Scheduler, n int, s func(i int) queue.Schedule) error 
 		_, err := q.SetSchedule(context.Background(), s(i))
 		return err
 	})
-}
-
-// inParallel calls f(i) for every i in [0, n) from the given number of goroutines, and returns
-// the errors: a goroutine stops at its first, and the others go on.
-func inParallel(n, goroutines int, f func(i int) error) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make([]error, goroutines)
-	for g := range errs {
-		wg.Go(func() {
-			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
-				if errs[g] = f(i); errs[g] != nil {
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 const delayqSchedChildEnv = "BENCH_DELAYQ_SCHED_DIR"

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -65,25 +66,30 @@ func info(b *testing.B, rdb *redis.Client, section, field string) int64 {
 
 // putAll puts n messages from 256 goroutines with put(i) and returns the rate.
 func putAll(b *testing.B, n int, put func(i int) error) float64 {
+	start := time.Now()
+	if err := inParallel(n, 256, put); err != nil {
+		b.Error(err)
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// inParallel calls f(i) for every i in [0, n) from the given number of goroutines, and returns
+// the errors: a goroutine stops at its first, and the others go on.
+func inParallel(n, goroutines int, f func(i int) error) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	start := time.Now()
-	for range 256 {
+	errs := make([]error, goroutines)
+	for g := range errs {
 		wg.Go(func() {
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= n {
-					return
-				}
-				if err := put(i); err != nil {
-					b.Error(err)
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				if errs[g] = f(i); errs[g] != nil {
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	return float64(n) / time.Since(start).Seconds()
+	return errors.Join(errs...)
 }
 
 // dueTimes are the due times the put and memory benchmarks give their messages: all at one

@@ -21,8 +21,8 @@ import (
 
 var (
 	schedN        = flag.Int("schedules", 1000, "schedules @every 1s in BenchmarkRedisSchedules")
-	schedFor      = flag.Duration("schedules.for", 60*time.Second, "how long BenchmarkRedisSchedules runs them")
-	schedDefined  = flag.Int("schedules.defined", 1_000_000, "daily schedules defined in BenchmarkRedisScheduleMemory")
+	schedFor      = flag.Duration("schedules.for", 60*time.Second, "how long BenchmarkRedisSchedules and BenchmarkDelayqSchedules run them")
+	schedDefined  = flag.Int("schedules.defined", 1_000_000, "daily schedules defined in BenchmarkRedisScheduleMemory and BenchmarkDelayqScheduleMemory")
 	schedMargin   = 3 * time.Second // fires counted: those of [start+margin, end-margin]
 	schedReceives = 4               // consumer goroutines
 )

@@ -375,29 +375,14 @@ func burst(b *testing.B, p *tockdProcess, lead time.Duration, putBatch func(ctx 
 	ctx := context.Background()
 	for b.Loop() {
 		second := time.Now().Truncate(time.Second).Add(lead)
-		var next atomic.Int64
-		var wg sync.WaitGroup
-		for range 4 {
-			wg.Go(func() {
-				for {
-					first := int(next.Add(1000)) - 1000
-					if first >= n {
-						return
-					}
-					at := make([]time.Time, 0, 1000)
-					for i := first; i < min(n, first+1000); i++ {
-						at = append(at, second.Add(time.Duration(i)*time.Second/time.Duration(n)))
-					}
-					if err := putBatch(ctx, at); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
-		if b.Failed() {
-			b.FailNow()
+		if err := inParallel((n+999)/1000, 4, func(k int) error {
+			at := make([]time.Time, 0, 1000)
+			for i := k * 1000; i < min(n, (k+1)*1000); i++ {
+				at = append(at, second.Add(time.Duration(i)*time.Second/time.Duration(n)))
+			}
+			return putBatch(ctx, at)
+		}); err != nil {
+			b.Fatal(err)
 		}
 		if time.Now().After(second) {
 			b.Fatalf("the puts ended %v after the due second began", time.Since(second))
