@@ -39,6 +39,9 @@
 //	PUT    /v1/topics/{topic}/limit     Limit           200 Limit (as kept, its default burst filled in)
 //	DELETE /v1/topics/{topic}/limit                     204
 //
+// The same, with every error status and the auth, is an OpenAPI 3.1 document, [OpenAPI], which the
+// server serves at [PathOpenAPI] for clients in other languages.
+//
 // Every error answer is an [ErrorBody], with more fields for a duplicate ([DuplicateBody]), a
 // partial ack ([AckErrorBody]) and a partial extension ([ExtendErrorBody]). Its Code, one of the
 // Code constants, is what programs compare; the message is for people and may change.

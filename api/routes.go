@@ -16,6 +16,11 @@ const (
 	RouteHealth  = "GET " + PathHealth
 	RouteReady   = "GET " + PathReady
 	RouteMetrics = "GET /metrics"
+	// RouteOpenAPI serves the API's OpenAPI document ([OpenAPI]); like RouteHealth, it needs no
+	// token.
+	RouteOpenAPI = "GET " + PathOpenAPI
+	// RouteStatusPage serves the status page, for people in a browser.
+	RouteStatusPage = "GET /{$}"
 
 	// Routes that operate the queue; they need an engine that is a queue.Admin, and are answered
 	// 501 (CodeNotImplemented) otherwise.
@@ -37,14 +42,15 @@ const (
 
 // Paths of the routes that name no topic or message.
 const (
-	PathAck    = "/v1/ack"
-	PathNack   = "/v1/nack"
-	PathExtend = "/v1/extend"
-	PathStats  = "/v1/stats"
-	PathHealth = "/healthz"
-	PathReady  = "/readyz"
-	PathTopics = "/v1/topics"
-	PathLimits = "/v1/limits"
+	PathAck     = "/v1/ack"
+	PathNack    = "/v1/nack"
+	PathExtend  = "/v1/extend"
+	PathStats   = "/v1/stats"
+	PathHealth  = "/healthz"
+	PathReady   = "/readyz"
+	PathOpenAPI = "/openapi.json"
+	PathTopics  = "/v1/topics"
+	PathLimits  = "/v1/limits"
 )
 
 // PutPath returns the path of [RoutePut] for topic, escaped.

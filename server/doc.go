@@ -17,6 +17,7 @@
 //	POST   /v1/extend                   {"receipt" | "receipts", "visibility"}       204, or 400 {"extended", "failed"}
 //	GET    /v1/stats                                                                 200 [api.Stats]
 //	GET    /metrics  /healthz  /readyz  /  (the status page)
+//	GET    /openapi.json  (every route's bodies, error codes and auth: [api.OpenAPI])
 //
 // The routes that operate the queue need an engine that is a [queue.Admin] (both of tock's
 // engines are); for any other they answer 501 with code "not_implemented", and the routes above
@@ -117,7 +118,8 @@
 //
 // # Security
 //
-// With [WithToken], every route but /healthz requires the token as a bearer
+// With [WithToken], every route but /healthz and /openapi.json (the API's
+// OpenAPI document, [api.OpenAPI]) requires the token as a bearer
 // token, or as the password of Basic auth so a browser can show the page.
 // Whether or not there is a token, the server refuses what a web page could
 // make a visitor's browser send it: a cross-origin request (403, see

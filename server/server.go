@@ -64,8 +64,8 @@ type config struct {
 }
 
 // WithToken requires "Authorization: Bearer token" (or token as the Basic
-// auth password) on every route but /healthz. An empty token, the default,
-// requires none.
+// auth password) on every route but /healthz and /openapi.json. An empty
+// token, the default, requires none.
 func WithToken(token string) Option { return func(c *config) { c.token = token } }
 
 // WithLimits bounds requests. Zero fields keep their defaults; [New] panics
@@ -176,7 +176,8 @@ func New(engine queue.Engine, opts ...Option) *Server {
 	s.routeSchedules()
 	s.route(api.RouteHealth, s.handleHealth)
 	s.route(api.RouteReady, s.handleReady)
-	s.route("GET /{$}", s.handleStatusPage)
+	s.route(api.RouteStatusPage, s.handleStatusPage)
+	s.route(api.RouteOpenAPI, s.handleOpenAPI)
 	s.mux.Handle(api.RouteMetrics, s.metrics.handler())
 	s.metrics.addRoute(api.RouteMetrics)
 	return s
@@ -251,12 +252,16 @@ func (s *Server) admit(w http.ResponseWriter, r *http.Request) error {
 	if err := s.origins.check(w, r); err != nil {
 		return err
 	}
-	if r.URL.Path != api.PathHealth && !s.authorized(r) {
+	if !public(r.URL.Path) && !s.authorized(r) {
 		challenge(w, r)
 		return &requestError{status: http.StatusUnauthorized, msg: "missing or wrong token: send \"Authorization: Bearer <token>\""}
 	}
 	return checkContentType(r)
 }
+
+// public reports whether the route of path p needs no token: the liveness check, and the API's
+// description, which holds nothing that is not in the README.
+func public(p string) bool { return p == api.PathHealth || p == api.PathOpenAPI }
 
 // cleanPath is p as net/http's mux would redirect it: path.Clean, keeping a
 // trailing slash.
@@ -375,6 +380,17 @@ func (w *jsonErrorWriter) Write(p []byte) (int, error) {
 		return len(p), nil // the JSON body is already written
 	}
 	return w.ResponseWriter.Write(p)
+}
+
+// openapiDoc is what RouteOpenAPI answers.
+var openapiDoc = api.OpenAPI()
+
+func (s *Server) handleOpenAPI(w http.ResponseWriter, r *http.Request) error {
+	h := w.Header()
+	h["Content-Type"] = contentTypeJSON
+	h.Set("Cache-Control", "no-cache")
+	_, _ = w.Write(openapiDoc)
+	return nil
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) error {

@@ -162,7 +162,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.redis.shards, "redis-shards", 0, fmt.Sprintf("with -redis: shards of a deployment tockd creates (0: %d); if given, an existing deployment's must match", redisq.DefaultShards))
 	fs.IntVar(&c.redis.replicas, "redis-replicas", -1, "with -redis: replicas each write waits for (WAIT); -1: one where the master has replicas, 0: none")
 	fs.DurationVar(&c.redis.replicaTimeout, "redis-replica-timeout", redisq.DefaultReplicaWait, "with -redis-replicas above 0: how long a write waits for them (503 after)")
-	fs.StringVar(&c.token, "token", os.Getenv("TOCK_TOKEN"), "require this bearer `token` on every route but /healthz (env TOCK_TOKEN)")
+	fs.StringVar(&c.token, "token", os.Getenv("TOCK_TOKEN"), "require this bearer `token` on every route but /healthz and /openapi.json (env TOCK_TOKEN)")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "serve HTTPS with this PEM certificate `file` (chain included); needs -tls-key")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "the PEM private key `file` of -tls-cert")
 	fs.Var(&c.origins, "allow-origin", "let browser pages from this `origin` (https://app.example) call the API; repeatable")
