@@ -13,10 +13,12 @@ import (
 	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/contract"
 )
 
 // serve sends one request straight to s's handler, without a network, so
-// that it can run in a synctest bubble.
+// that it can run in a synctest bubble; the exchange is validated against
+// the OpenAPI document, as newHTTPTestServer's are.
 func serve(t *testing.T, s *Server, method, path, body string) result {
 	t.Helper()
 	var rd io.Reader
@@ -28,7 +30,7 @@ func serve(t *testing.T, s *Server, method, path, body string) result {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	rec := httptest.NewRecorder()
-	s.ServeHTTP(rec, req)
+	contract.Handler(t, s).ServeHTTP(rec, req)
 	return result{rec.Code, rec.Header(), rec.Body.Bytes()}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tockwheel/tock/client"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/contract"
 	"github.com/tockwheel/tock/internal/redistest"
 	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/queue/queuetest"
@@ -71,9 +72,9 @@ func TestHTTPConformanceRedis(t *testing.T) {
 // maxPayload bytes, and returns an engine made of a client of it. The
 // server and e are closed when the test ends.
 func serveOverHTTP(t *testing.T, e queue.Engine, maxPayload int64) queue.Engine {
-	ts := httptest.NewServer(server.New(e,
+	ts := httptest.NewServer(contract.Handler(t, server.New(e,
 		server.WithLimits(server.Limits{MaxPayload: maxPayload}),
-		server.WithLogger(slog.New(slog.DiscardHandler))))
+		server.WithLogger(slog.New(slog.DiscardHandler)))))
 	t.Cleanup(func() {
 		ts.Close()
 		e.Close()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/contract"
 	"github.com/tockwheel/tock/internal/redistest"
 	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/redisq"
@@ -44,7 +45,7 @@ func TestForecastAfterRestart(t *testing.T) {
 func forecastAfterRestart(t *testing.T, open func() queue.Engine) {
 	serve := func() (*httptest.Server, func()) {
 		e := open()
-		ts := httptest.NewServer(New(e))
+		ts := httptest.NewServer(contract.Handler(t, New(e)))
 		return ts, func() {
 			ts.Close()
 			if err := e.Close(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/contract"
 	"github.com/tockwheel/tock/internal/redistest"
 	"github.com/tockwheel/tock/queue"
 )
@@ -54,7 +55,7 @@ func TestFsyncMetric(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ts := httptest.NewServer(New(q))
+			ts := httptest.NewServer(contract.Handler(t, New(q)))
 			defer func() {
 				ts.Close()
 				if err := q.Close(); err != nil {

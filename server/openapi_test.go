@@ -2,10 +2,41 @@ package server
 
 import (
 	"bytes"
+	"slices"
 	"testing"
 
 	"github.com/tockwheel/tock/api"
+	"github.com/tockwheel/tock/internal/contract"
 )
+
+// TestOpenAPIHasEveryRoute checks that the routes the server registers are the operations of the
+// OpenAPI document, method and path, no more and no fewer. (Package api's test checks the same of
+// its Route constants.)
+func TestOpenAPIHasEveryRoute(t *testing.T) {
+	_, s := newTestServer(t)
+	rt, err := contract.Document()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var served []string
+	for pattern := range s.metrics.routes {
+		if pattern != "" {
+			served = append(served, pattern)
+		}
+	}
+	slices.Sort(served)
+	inDoc := rt.Patterns()
+	for _, p := range served {
+		if _, found := slices.BinarySearch(inDoc, p); !found {
+			t.Errorf("the server serves %s, which openapi.json does not describe", p)
+		}
+	}
+	for _, p := range inDoc {
+		if _, found := slices.BinarySearch(served, p); !found {
+			t.Errorf("openapi.json describes %s, which the server does not serve", p)
+		}
+	}
+}
 
 // TestOpenAPIServed checks that /openapi.json serves the document, with no token where every
 // other route but /healthz needs one.

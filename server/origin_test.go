@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/contract"
 )
 
 // browserCases are requests as a browser sends them for a page of another
@@ -157,7 +158,7 @@ func FuzzBrowserRequests(f *testing.F) {
 		}
 		before := q.Snapshot()
 		rec := httptest.NewRecorder()
-		s.ServeHTTP(rec, req)
+		contract.Handler(t, s).ServeHTTP(rec, req)
 		after := q.Snapshot()
 		changed := after.Puts != before.Puts || after.Cancelled != before.Cancelled || after.Delivered != before.Delivered ||
 			after.Acked != before.Acked || after.Nacked != before.Nacked

@@ -225,8 +225,7 @@ func servePage(t *testing.T, q queue.Engine, opts ...Option) *pageQueue {
 	})
 	p := &pageQueue{q: q}
 	p.h.Store(New(q, opts...))
-	p.ts = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.h.Load().ServeHTTP(w, r) }))
-	t.Cleanup(p.ts.Close)
+	p.ts = newHTTPTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { p.h.Load().ServeHTTP(w, r) }))
 	return p
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tockwheel/tock/client"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/contract"
 	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/server"
 )
@@ -57,7 +58,7 @@ func TestPagingMemory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	ts := httptest.NewServer(server.New(q, server.WithLogger(quiet)))
+	ts := httptest.NewServer(contract.Handler(t, server.New(q, server.WithLogger(quiet))))
 	t.Cleanup(ts.Close)
 	c, err := client.New(ts.URL)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/contract"
 )
 
 // newTestServer serves a real delayq queue in a fresh directory.
@@ -29,9 +30,10 @@ func newTestServer(t *testing.T, opts ...Option) (*httptest.Server, *Server) {
 	return newHTTPTestServer(t, s), s
 }
 
-// newHTTPTestServer serves s on a loopback port until the test ends.
-func newHTTPTestServer(t *testing.T, s *Server) *httptest.Server {
-	ts := httptest.NewServer(s)
+// newHTTPTestServer serves s on a loopback port until the test ends, and validates every request
+// and answer against the API's OpenAPI document (see package contract): a mismatch fails t.
+func newHTTPTestServer(t *testing.T, s http.Handler) *httptest.Server {
+	ts := httptest.NewServer(contract.Handler(t, s))
 	t.Cleanup(ts.Close)
 	return ts
 }
