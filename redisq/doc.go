@@ -322,9 +322,11 @@
 // No process owns a schedule: every process keeps, per shard, the earliest act time on its
 // wheel (from replies, and from the "s" events the schedule script publishes when it changes
 // it), and acts at that time plus its own stagger of up to 10 ms, so that the process with the
-// least stagger usually acts alone and the others find the work done. Fires put ahead have a
-// whole period of slack; a fire of an OverlapSkip schedule is put when it is decided, up to the
-// stagger and a round trip late.
+// least stagger usually acts alone and the others find the work done. It reads each shard again
+// at least every recheck period (WithRecheck), whatever it knows, so that an event or a timer it
+// lost delays the shard's schedules by that much at most, rather than silencing them. Fires put
+// ahead have a whole period of slack; a fire of an OverlapSkip schedule is put when it is
+// decided, up to the stagger and a round trip late.
 //
 // SetSchedule, DeleteSchedule and PauseSchedule remove the schedule's latest fire if it is not
 // yet due (nor leased, nor a dead letter): the fire put ahead. The schedule script is a grouped

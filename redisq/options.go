@@ -51,6 +51,9 @@ type config struct {
 	// Internal knobs, for tests.
 	grace       time.Duration // how long past the owner's time to tick a process waits for its event
 	noCandidacy bool
+	// schedStepHook is called by a schedule driver's step once it has read its shard's due
+	// schedules, before it plans them.
+	schedStepHook func(shard int)
 }
 
 func defaultConfig() config {
@@ -227,4 +230,10 @@ func withGrace(d time.Duration) Option {
 // late, until a test clears testHookNoCandidacy.
 func withNoCandidacy() Option {
 	return func(c *config) { c.noCandidacy = true }
+}
+
+// withSchedStepHook makes every schedule driver's step call f with its shard once it has read the
+// shard's due schedules, before it plans them: a test holds a step there.
+func withSchedStepHook(f func(shard int)) Option {
+	return func(c *config) { c.schedStepHook = f }
 }

@@ -1,7 +1,9 @@
 package redisq
 
 import (
+	"errors"
 	"sync"
+	"time"
 
 	"github.com/tockwheel/tock"
 )
@@ -16,9 +18,10 @@ type runner struct {
 	work func() // the driver's run; it calls endLocked when it ends
 
 	timer   tock.Timer
-	timerAt int64 // the Redis time the timer is set for; 0 when none
-	busy    bool  // work runs
-	again   bool  // work was kicked while it ran
+	spare   *time.Timer // the timer, when the wheel refused it (a shared wheel at its WithMaxPending)
+	timerAt int64       // the Redis time the timer is set for; 0 when none
+	busy    bool        // work runs
+	again   bool        // work was kicked while it ran
 	stopped bool
 }
 
@@ -32,12 +35,12 @@ func (r *runner) setTimerLocked(at int64) {
 	if at == r.timerAt {
 		return
 	}
-	r.timer.Stop()
+	r.stopTimerLocked()
 	r.timerAt = at
 	if at == 0 {
 		return
 	}
-	t, err := r.q.wheel.AfterFunc(r.q.clock.until(at), func() {
+	fire := func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.timerAt != at {
@@ -45,12 +48,28 @@ func (r *runner) setTimerLocked(at int64) {
 		}
 		r.timerAt = 0
 		r.kickLocked()
-	})
-	if err != nil {
-		r.timerAt = 0
-		return
 	}
-	r.timer = t
+	d := r.q.clock.until(at)
+	t, err := r.q.wheel.AfterFunc(d, fire)
+	switch {
+	case err == nil:
+		r.timer = t
+	case errors.Is(err, tock.ErrStopped) || r.q.closed.Load():
+		r.timerAt = 0 // closing
+	default:
+		// A driver without its timer would wait for an event that may never come.
+		r.q.logger().Warn("redisq: the wheel refused a timer; set on the runtime's timers instead", "error", err)
+		r.spare = time.AfterFunc(d, fire)
+	}
+}
+
+// stopTimerLocked stops the timer, wherever it is set.
+func (r *runner) stopTimerLocked() {
+	r.timer.Stop()
+	if r.spare != nil {
+		r.spare.Stop()
+		r.spare = nil
+	}
 }
 
 // kickLocked starts the work and stops the timer, unless the work runs: then it runs again when it
@@ -63,7 +82,7 @@ func (r *runner) kickLocked() {
 		r.again = true
 		return
 	}
-	r.timer.Stop()
+	r.stopTimerLocked()
 	r.timerAt = 0
 	r.busy = true
 	r.q.wg.Add(1)
@@ -88,5 +107,5 @@ func (r *runner) idleLocked() bool { return !r.busy && !r.stopped }
 // stopLocked stops the runner for good: its timer is stopped, and kicks do nothing.
 func (r *runner) stopLocked() {
 	r.stopped = true
-	r.timer.Stop()
+	r.stopTimerLocked()
 }

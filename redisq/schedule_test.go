@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -353,4 +354,82 @@ func firedAfter(times map[string][]time.Time, names []string, since time.Time, k
 		}
 	}
 	return true
+}
+
+// TestScheduleSetWhileDriverSteps sets a schedule while the driver of its shard is in a step that
+// read the shard before it (the step every driver takes at Open, held by a hook after its read):
+// the act time that SetSchedule's reply and the shard's event tell of while the step runs is not
+// replaced by what the step read (no schedule), so the schedule fires. Before, the step ended with
+// no act time and no timer, and the schedule never fired (CI, under -race on a loaded machine:
+// TestConformanceOneShard/ScheduleEveryTimeOnce waited two minutes for a fire). The
+// recheck period is an hour, so that the driver's floor cannot stand in for the act time.
+func TestScheduleSetWhileDriverSteps(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, time.Minute)
+	read, release := make(chan struct{}), make(chan struct{})
+	var held, released sync.Once
+	hold := func(int) {
+		held.Do(func() {
+			close(read)
+			<-release
+		})
+	}
+	q := openQueue(t, singleClient(t, s.Addr), WithShards(1), WithRecheck(time.Hour), withSchedStepHook(hold))
+	let := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(let) // before Close, which waits for the step
+	select {
+	case <-read:
+	case <-ctx.Done():
+		t.Fatal("the driver's step at Open did not read the shard")
+	}
+	if _, err := q.SetSchedule(ctx, queue.Schedule{Name: "s", Topic: "t", Spec: "@every 50ms"}); err != nil {
+		t.Fatal(err)
+	}
+	// The event of the set comes while the step is held, or after it: either way the reply told.
+	let()
+	ds := receiveN(t, ctx, q, "t", 2)
+	if name, _, ok := queue.ParseFireID(ds[0].ID); !ok || name != "s" {
+		t.Fatalf("received %q; want a fire of s", ds[0].ID)
+	}
+}
+
+// TestScheduleDriverFloor makes a driver forget its shard's act time, as a lost event or timer
+// would, while a schedule of 200 ms runs: the driver reads its shard again within the recheck
+// period (its floor), and the fires go on. Before, a driver that knew of no act time set no timer,
+// and after the fire already put ahead none came until some event woke the driver.
+func TestScheduleDriverFloor(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, time.Minute)
+	q := openQueue(t, singleClient(t, s.Addr), WithShards(1), WithRecheck(500*time.Millisecond))
+	if _, err := q.SetSchedule(ctx, queue.Schedule{Name: "s", Topic: "t", Spec: "@every 200ms"}); err != nil {
+		t.Fatal(err)
+	}
+	sd := q.sched[0]
+	// Once the driver is idle with its timer set for the act time, it forgets it; the schedule's
+	// act time stays in Redis, and only this process fires it, so no event comes.
+	for {
+		sd.mu.Lock()
+		idle := sd.mu.run.idleLocked() && sd.mu.known && sd.mu.act >= 0
+		if idle {
+			sd.mu.act = -1
+			sd.mu.run.setTimerLocked(0)
+			sd.armLocked()
+		}
+		at, floor := sd.mu.run.timerAt, q.clock.now()+q.cfg.recheck.Milliseconds()
+		sd.mu.Unlock()
+		if idle {
+			if at == 0 || at > floor {
+				t.Fatalf("a driver that knows no act time set its timer for %d; want one within the recheck period (by %d)", at, floor)
+			}
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatal("the driver did not settle")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	receiveN(t, ctx, q, "t", 3)
 }

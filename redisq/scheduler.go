@@ -30,7 +30,9 @@ const (
 // shard: no process owns a schedule, and the schedule script's check of each schedule's next
 // undecided time (with its version) lets one fire of each nominal time through, whichever process
 // sends it first. It keeps the shard's earliest act time, learnt from script replies and from the
-// shard's events ("s <ms|->", published by every script that changes it), on one timer.
+// shard's events ("s <ms|->", published by every script that changes it), on one timer, which is
+// never set further than the recheck period (WithRecheck) ahead: whatever it missed, a driver
+// reads its shard again at least that often.
 type schedShard struct {
 	q       *Queue
 	i       int
@@ -40,13 +42,17 @@ type schedShard struct {
 		sync.Mutex
 		known bool  // act is the shard's (false until the first step after subscribing)
 		act   int64 // the earliest act time (Redis ms); -1 none
-		run   runner
+		// learnt is the earliest act time learnt from replies and events while a step ran (-1:
+		// none): the step may have read the shard before the change they tell of, so what it read
+		// does not replace them.
+		learnt int64
+		run    runner
 	}
 }
 
 func newSchedShard(q *Queue, i int) *schedShard {
 	s := &schedShard{q: q, i: i, stagger: time.Duration(rand.Int64N(int64(maxSchedStagger)))}
-	s.mu.act = -1
+	s.mu.act, s.mu.learnt = -1, -1
 	s.mu.run.init(q, &s.mu.Mutex, s.run)
 	return s
 }
@@ -58,6 +64,7 @@ func (s *schedShard) earlier(act int64) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.learnLocked(act)
 	if s.mu.act < 0 || act < s.mu.act {
 		s.mu.act = act
 	}
@@ -68,8 +75,16 @@ func (s *schedShard) earlier(act int64) {
 func (s *schedShard) event(act int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.learnLocked(act)
 	s.mu.act = act
 	s.armLocked()
+}
+
+// learnLocked keeps an act time learnt while a step runs, for the step's end.
+func (s *schedShard) learnLocked(act int64) {
+	if s.mu.run.busy {
+		s.mu.learnt = earliest(s.mu.learnt, act)
+	}
 }
 
 // unknown forgets the act time, after events may have been lost; a step reads it.
@@ -89,9 +104,9 @@ func (s *schedShard) armLocked() {
 		s.mu.run.kickLocked()
 		return
 	}
-	at := int64(0)
+	at := s.q.clock.now() + s.q.cfg.recheck.Milliseconds()
 	if s.mu.act >= 0 {
-		at = s.mu.act + s.stagger.Milliseconds()
+		at = min(at, s.mu.act+s.stagger.Milliseconds())
 	}
 	s.mu.run.setTimerLocked(at)
 }
@@ -113,13 +128,15 @@ func (s *schedShard) run() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	again := s.mu.run.endLocked()
+	learnt := s.mu.learnt
+	s.mu.learnt = -1
 	if s.q.staleErr() != nil || s.mu.run.stopped || s.q.closed.Load() {
 		return
 	}
 	if err != nil {
 		s.q.logger().Warn("redisq: firing schedules failed; retrying", "shard", s.i, "error", err)
 		s.mu.known = true
-		s.mu.act = s.q.clock.now() + schedRetry.Milliseconds()
+		s.mu.act = earliest(learnt, s.q.clock.now()+schedRetry.Milliseconds())
 		s.armLocked()
 		return
 	}
@@ -127,7 +144,10 @@ func (s *schedShard) run() {
 		s.mu.run.kickLocked()
 		return
 	}
-	s.mu.known, s.mu.act = true, act
+	// The step may have read the shard before a change told of while it ran (a SetSchedule,
+	// another process's fire): its act time alone would hide that change's, for good on a shard
+	// with nothing else to fire.
+	s.mu.known, s.mu.act = true, earliest(act, learnt)
 	s.armLocked()
 }
 
@@ -147,6 +167,9 @@ func (s *schedShard) step() (act int64, more bool, err error) {
 	}
 	if len(v) < 3 || len(v)%2 != 1 {
 		return 0, false, fmt.Errorf("%w: scheddue script replied %v", ErrProtocol, v)
+	}
+	if q.cfg.schedStepHook != nil {
+		q.cfg.schedStepHook(s.i)
 	}
 	nowMs, _ := v[0].(int64)
 	act, _ = v[1].(int64)
