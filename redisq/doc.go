@@ -312,7 +312,9 @@
 // (the following one is then put ahead); under queue.OverlapSkip, at the next nominal time. Cron
 // specs, time zones and misfire policies are computed in Go (package schedule): Lua has no time
 // zone database. A process acts on a shard in two scripts: scheddue (read-only) returns the
-// schedules whose act time has come by Redis's clock; the process plans each from that clock
+// schedules whose act time has come by Redis's clock (and, for an OverlapSkip schedule, whether
+// its latest fire still waits: then the times that came are skipped, whenever the second script
+// runs); the process plans each from that clock
 // and sends the schedule script's fire operation, which, for each schedule whose version and
 // next are still those it planned from, puts the fires (through the same steps as a Put) and
 // records the new next and act time, atomically. A plan from a stale read is refused whole, so a

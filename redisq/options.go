@@ -52,8 +52,8 @@ type config struct {
 	grace       time.Duration // how long past the owner's time to tick a process waits for its event
 	noCandidacy bool
 	// schedStepHook is called by a schedule driver's step once it has read its shard's due
-	// schedules, before it plans them.
-	schedStepHook func(shard int)
+	// schedules (due of them), before it plans them.
+	schedStepHook func(shard, due int)
 }
 
 func defaultConfig() config {
@@ -232,8 +232,9 @@ func withNoCandidacy() Option {
 	return func(c *config) { c.noCandidacy = true }
 }
 
-// withSchedStepHook makes every schedule driver's step call f with its shard once it has read the
-// shard's due schedules, before it plans them: a test holds a step there.
-func withSchedStepHook(f func(shard int)) Option {
+// withSchedStepHook makes every schedule driver's step call f with its shard and the number of
+// due schedules it read, once it has read them and before it plans them: a test holds a step
+// there.
+func withSchedStepHook(f func(shard, due int)) Option {
 	return func(c *config) { c.schedStepHook = f }
 }

@@ -723,3 +723,25 @@ local function finish(kind, owner, wsec, wcount, lms)
   redis.call('SPUBLISH', CHAN, kind .. ' ' .. ver .. msg)
   return ver
 end
+
+-- A schedule's record: a header of comma-separated fields, then its topic, spec, zone and payload.
+--   gen,created,updated,start,next,paused,fires,misfires,misfire,overlap,nonce,created by nonce,
+--   latest fire ID,the one before,topic length,spec length,zone length;<topic><spec><zone><payload>
+local function sparse(rec)
+  local gen, cr, up, st, nx, pa, fi, mi, mf, ov, nonce, cf, last, prev, tl, sl, zl, p = string.match(rec,
+    '^(%d+),(%d+),(%d+),(%-?%d+),(%-?%d+),([01]),(%d+),(%d+),(%a*),(%a*),([^,]*),([01]),([^,]*),([^,]*),(%d+),(%d+),(%d+);()')
+  if not gen then error('redisq: malformed schedule record') end
+  tl, sl, zl = tonumber(tl), tonumber(sl), tonumber(zl)
+  return {gen = tonumber(gen), created = cr, updated = up, start = st, next = nx, paused = pa,
+    fires = tonumber(fi), misfires = tonumber(mi), misfire = mf, overlap = ov, nonce = nonce, cflag = cf,
+    last = last, prev = prev, topic = string.sub(rec, p, p + tl - 1), spec = string.sub(rec, p + tl, p + tl + sl - 1),
+    zone = string.sub(rec, p + tl + sl, p + tl + sl + zl - 1), pl = string.sub(rec, p + tl + sl + zl)}
+end
+
+-- fire_waits reports whether schedule s's latest fire still waits (scheduled, due or leased; a
+-- dead letter has failed for good and does not count).
+local function fire_waits(s)
+  if s.last == '' then return false end
+  local rec = locate(s.last)
+  return rec and parse(rec).origin == ''
+end

@@ -1,6 +1,7 @@
 -- scheddue (read-only) returns the shard's schedules whose act time has come by the script's
 -- clock. ARGV: budget. Replies {NOW, earliest act time after them (-1: none), more (1: over the
--- budget), name1, record1, ...}.
+-- budget), name1, record1, waits1, ...}: waits is 1 when the schedule is an OverlapSkip one whose
+-- latest fire still waits now, so that the nominal times that came meanwhile are skipped.
 local SCH, SACT = P .. 'sch', P .. 'sact'
 local budget = tonumber(ARGV[1])
 local names = redis.call('ZRANGEBYSCORE', SACT, '-inf', NOW, 'LIMIT', 0, budget + 1)
@@ -17,8 +18,11 @@ if #names > 0 then
   local recs = redis.call('HMGET', SCH, unpack(names))
   for i, n in ipairs(names) do
     if recs[i] then
+      local s, waits = sparse(recs[i]), 0
+      if s.overlap == 'skip' and fire_waits(s) then waits = 1 end
       out[#out + 1] = n
       out[#out + 1] = recs[i]
+      out[#out + 1] = waits
     end
   end
 end

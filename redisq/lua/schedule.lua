@@ -17,20 +17,7 @@
 local SCH, SACT, SNAMES = P .. 'sch', P .. 'sact', P .. 'snames'
 local op = ARGV[1]
 
--- A schedule's record: a header of comma-separated fields, then its topic, spec, zone and payload.
---   gen,created,updated,start,next,paused,fires,misfires,misfire,overlap,nonce,created by nonce,
---   latest fire ID,the one before,topic length,spec length,zone length;<topic><spec><zone><payload>
-local function sparse(rec)
-  local gen, cr, up, st, nx, pa, fi, mi, mf, ov, nonce, cf, last, prev, tl, sl, zl, p = string.match(rec,
-    '^(%d+),(%d+),(%d+),(%-?%d+),(%-?%d+),([01]),(%d+),(%d+),(%a*),(%a*),([^,]*),([01]),([^,]*),([^,]*),(%d+),(%d+),(%d+);()')
-  if not gen then error('redisq: malformed schedule record') end
-  tl, sl, zl = tonumber(tl), tonumber(sl), tonumber(zl)
-  return {gen = tonumber(gen), created = cr, updated = up, start = st, next = nx, paused = pa,
-    fires = tonumber(fi), misfires = tonumber(mi), misfire = mf, overlap = ov, nonce = nonce, cflag = cf,
-    last = last, prev = prev, topic = string.sub(rec, p, p + tl - 1), spec = string.sub(rec, p + tl, p + tl + sl - 1),
-    zone = string.sub(rec, p + tl + sl, p + tl + sl + zl - 1), pl = string.sub(rec, p + tl + sl + zl)}
-end
-
+-- A schedule's record: see sparse (prelude.lua).
 local function sencode(s)
   return fmt(s.gen) .. ',' .. s.created .. ',' .. s.updated .. ',' .. s.start .. ',' .. s.next .. ','
     .. s.paused .. ',' .. fmt(s.fires) .. ',' .. fmt(s.misfires) .. ',' .. s.misfire .. ',' .. s.overlap .. ','
@@ -82,14 +69,6 @@ local function unfire(s)
     s.fires = s.fires - 1
     redis.call('HINCRBY', META, 'schf', -1)
   end
-end
-
--- waiting reports whether schedule s's latest fire still waits (scheduled, due or leased; a dead
--- letter has failed for good and does not count).
-local function waiting(s)
-  if s.last == '' then return false end
-  local rec = locate(s.last)
-  return rec and parse(rec).origin == ''
 end
 
 local function setact(name, act)
@@ -147,7 +126,7 @@ elseif op == 'fire' then
       out[#out + 1] = 0
     else
       local put = 0
-      if check == '1' and waiting(s) then
+      if check == '1' and fire_waits(s) then
         miss = miss + n
       else
         put = putfires(s, i + 8, n)
