@@ -384,6 +384,16 @@ func TestPutRetriedAfterItsMessageWasAcked(t *testing.T) {
 	}
 }
 
+// subscribers counts the server's connections in pub/sub mode, failing the test when ctx ends.
+func subscribers(t *testing.T, ctx context.Context, rdb *redis.Client) int {
+	t.Helper()
+	list, err := rdb.Do(ctx, "CLIENT", "LIST", "TYPE", "pubsub").Text()
+	if err != nil {
+		t.Fatalf("CLIENT LIST TYPE pubsub: %v", err)
+	}
+	return strings.Count(list, "\n")
+}
+
 // TestPubSubConnectionsKilled kills every pub/sub connection of the server while a Receive waits:
 // the message put afterwards by another process is delivered, on time (the subscription is made
 // again and the shards re-read at once). On time means well within the recheck period
@@ -414,6 +424,11 @@ func TestPubSubConnectionsKilled(t *testing.T) {
 			got <- ds
 		}()
 		time.Sleep(100 * time.Millisecond)
+		// Both processes subscribed again after the previous round's kill (on a busy machine
+		// that can take longer than the Receive takes to wait): the premise of this round.
+		for subscribers(t, ctx, rdb) < 2 {
+			time.Sleep(10 * time.Millisecond)
+		}
 		if n, err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n < 2 {
 			t.Fatalf("CLIENT KILL TYPE pubsub: %d, %v; want the two processes' connections", n, err)
 		}
