@@ -29,6 +29,9 @@ func TestMain(m *testing.M) {
 	if chrome.stop != nil {
 		chrome.stop()
 	}
+	if code == 0 && !checkExercised() {
+		code = 1
+	}
 	os.Exit(code)
 }
 

@@ -2,6 +2,9 @@ package server
 
 import (
 	"bytes"
+	"flag"
+	"fmt"
+	"os"
 	"slices"
 	"testing"
 
@@ -52,4 +55,28 @@ func TestOpenAPIServed(t *testing.T) {
 	if r := call(t, ts, "GET", api.PathStats, ""); r.status != 401 {
 		t.Errorf("GET %s without the token: %d, want 401", api.PathStats, r.status)
 	}
+}
+
+// checkExercised reports, after a run of every test of the package, whether the tests' exchanges
+// showed every successful answer the OpenAPI document gives: an answer that no exchange shows is
+// one the document could describe wrongly with every test passing. It says which are missing. A
+// run of some tests only (-run, -skip, -short) is not checked.
+func checkExercised() bool {
+	for _, name := range []string{"test.run", "test.skip"} {
+		if f := flag.Lookup(name); f != nil && f.Value.String() != "" {
+			return true
+		}
+	}
+	if testing.Short() {
+		return true
+	}
+	rt, err := contract.Document()
+	if err != nil {
+		return true // every test that served the API has failed with this error
+	}
+	missing := rt.Unexercised()
+	for _, m := range missing {
+		fmt.Fprintf(os.Stderr, "openapi.json: no test of package server exchanged %s: test it, so that its shape is validated\n", m)
+	}
+	return len(missing) == 0
 }

@@ -6,15 +6,19 @@
 //
 // What it checks of each exchange:
 //   - The answer of a route of the document has a status the operation lists, and a body of the
-//     schema the document gives that status (every status, errors included: a 404 must be an
-//     error with code not_found or no_route as the document says).
+//     schema the document gives that status (every status, errors included: a 404 of a route
+//     must be an error with code not_found, as the document says).
 //   - A request the server answered with 2xx is valid by the document: its path and query
-//     parameters and its body. A request the document calls invalid may only be refused (4xx);
+//     parameters and its body. A request the document calls invalid must not be taken (2xx);
 //     a request the document calls valid may still be refused, for rules a schema does not say
 //     (a due time too far ahead, a receipt the server never issued).
 //   - A request whose client went away before the server answered has no answer to check.
 //   - A request that matches no operation (a path no route has, a method the route has not, a
 //     CORS preflight) is answered with the document's Error, or a preflight's empty 204.
+//
+// Across the exchanges of a test binary, [Router.Unexercised] lists the successful answers of
+// the document that none showed, so that a package's tests can require that each was validated
+// at least once.
 package contract
 
 import (
@@ -26,6 +30,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -42,11 +47,15 @@ import (
 // routes by. It loads the document once per process: neither it nor the router is changed after.
 var Document = sync.OnceValues(load)
 
-// A Router finds the operation of the document that a request asks for.
+// A Router finds the operation of the document that a request asks for, and keeps which
+// answers of which operations the exchanges it checked have shown. It is safe for concurrent use.
 type Router struct {
 	doc *openapi3.T
 	mux *http.ServeMux
 	ops map[string]*routers.Route // by ServeMux pattern
+
+	mu   sync.Mutex
+	seen map[string]bool // "METHOD path status" of the answers checked
 }
 
 func load() (*Router, error) {
@@ -64,7 +73,7 @@ func load() (*Router, error) {
 	if err := doc.Validate(loader.Context); err != nil {
 		return nil, fmt.Errorf("contract: openapi.json is not a valid OpenAPI document: %w", err)
 	}
-	rt := &Router{doc: doc, mux: http.NewServeMux(), ops: map[string]*routers.Route{}}
+	rt := &Router{doc: doc, mux: http.NewServeMux(), ops: map[string]*routers.Route{}, seen: map[string]bool{}}
 	for _, path := range doc.Paths.InMatchingOrder() {
 		item := doc.Paths.Value(path)
 		for method, op := range item.Operations() {
@@ -98,6 +107,26 @@ func (rt *Router) Patterns() []string {
 	out := make([]string, 0, len(rt.ops))
 	for p := range rt.ops {
 		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Unexercised returns the successful answers (2xx) the document gives an operation that no
+// exchange checked so far has shown, as "METHOD path status", sorted. After every test of a
+// package that serves the API has run, none should be left: an answer no test sees is an answer
+// the document may describe wrongly without any test failing.
+func (rt *Router) Unexercised() []string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	var out []string
+	for _, route := range rt.ops {
+		for status := range route.Operation.Responses.Map() {
+			key := strings.ToUpper(route.Method) + " " + route.Path + " " + status
+			if strings.HasPrefix(status, "2") && !rt.seen[key] {
+				out = append(out, key)
+			}
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -156,6 +185,9 @@ func (rt *Router) check(r *http.Request, body *bytes.Buffer, rec *recorder) erro
 		return rt.checkUnrouted(r, rec)
 	}
 	name := strings.ToUpper(route.Method) + " " + route.Path
+	rt.mu.Lock()
+	rt.seen[name+" "+strconv.Itoa(rec.status)] = true
+	rt.mu.Unlock()
 	ctx := context.Background()
 	opts := &openapi3filter.Options{
 		AuthenticationFunc:                openapi3filter.NoopAuthenticationFunc,
