@@ -17,6 +17,7 @@ import (
 	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/client"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/contract"
 	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/server"
 )
@@ -46,7 +47,7 @@ func TestAckReturnsTheReceiptsNotAcked(t *testing.T) {
 		w := tock.New()
 		defer w.Stop()
 		c, err := client.New("http://tockd.test", client.WithHTTPClient(&http.Client{
-			Transport: handlerTransport{server.New(q, server.WithWheel(w))}}))
+			Transport: handlerTransport{contract.Handler(t, server.New(q, server.WithWheel(w)))}}))
 		if err != nil {
 			t.Fatal(err)
 		}

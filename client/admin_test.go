@@ -14,6 +14,7 @@ import (
 	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/client"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/contract"
 	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/server"
 )
@@ -31,7 +32,7 @@ func newAdminClient(t *testing.T, engine func(*delayq.Queue) queue.Engine) *clie
 	if engine != nil {
 		e = engine(q)
 	}
-	ts := httptest.NewServer(server.New(e, server.WithLogger(slog.New(slog.DiscardHandler))))
+	ts := httptest.NewServer(contract.Handler(t, server.New(e, server.WithLogger(slog.New(slog.DiscardHandler)))))
 	t.Cleanup(ts.Close)
 	c, err := client.New(ts.URL, client.WithRetries(0, 0))
 	if err != nil {

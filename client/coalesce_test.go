@@ -18,6 +18,7 @@ import (
 	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/client"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/contract"
 	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/server"
 )
@@ -110,7 +111,7 @@ func (g *gate) sent() []string {
 func coalescing(t *testing.T, q queue.Engine, opts ...server.Option) (*client.Client, *gate) {
 	w := tock.New()
 	t.Cleanup(func() { w.Stop() })
-	g := &gate{h: server.New(q, append([]server.Option{server.WithWheel(w)}, opts...)...)}
+	g := &gate{h: contract.Handler(t, server.New(q, append([]server.Option{server.WithWheel(w)}, opts...)...))}
 	c, err := client.New("http://tockd.test", client.WithHTTPClient(&http.Client{Transport: g}), client.WithCoalescing(1))
 	if err != nil {
 		t.Fatal(err)
