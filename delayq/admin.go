@@ -24,9 +24,9 @@ const adminChunk = 1024
 
 // Topics lists every topic that holds a message in any state, or is paused, with its counts, in
 // the order of their names. The counts are kept as messages move, so Topics reads nothing and
-// costs time in the number of topics only. Puts, Deliveries and Acks count since Open (and start
+// costs time in the number of topics only. Puts, Deliveries, Acks and Nacks count since Open (and start
 // again from zero for a topic that held no message for a while); the other counts survive
-// restarts. A delivery or ack counts on the topic the message was delivered from (a dead letter's,
+// restarts. A delivery, ack or nack counts on the topic the message was delivered from (a dead letter's,
 // on its dead-letter topic).
 func (q *Queue) Topics(ctx context.Context) ([]queue.TopicInfo, error) {
 	if err := ctx.Err(); err != nil {
@@ -44,7 +44,7 @@ func (q *Queue) Topics(ctx context.Context) ([]queue.TopicInfo, error) {
 		}
 		ti := queue.TopicInfo{Topic: t.name, Scheduled: int64(t.scheduled) + max(t.disk, 0), Due: int64(t.ready),
 			Leased: int64(t.leased), Dead: int64(t.deadWaiting), Paused: t.paused,
-			Puts: t.puts, Deliveries: t.deliveries, Acks: t.acks}
+			Puts: t.puts, Deliveries: t.deliveries, Acks: t.acks, Nacks: t.nacks, CountsSince: t.since}
 		if t.head != nil {
 			ti.OldestDue = time.Unix(0, t.head.deliverAt)
 		}

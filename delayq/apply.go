@@ -190,6 +190,20 @@ func (q *Queue) drop(e *entry) {
 // among them).
 func (q *Queue) takeList(slot int64, recs []listRecord, advance bool) {
 	w := &q.disk
+	// Hold the list's topics while its messages move, so that a topic whose only messages
+	// they are is not forgotten in between, and its counters (Puts, Deliveries, ...) with it.
+	var held []*topicState
+	if l := &w.lists[w.index(slot)]; l.slot == slot {
+		for _, lt := range l.topics {
+			lt.t.hold()
+			held = append(held, lt.t)
+		}
+	}
+	defer func() {
+		for _, t := range held {
+			w.topics.drop(t)
+		}
+	}()
 	w.detach(slot)
 	if advance {
 		w.loaded = slot

@@ -193,6 +193,7 @@ func (q *Queue) Nack(ctx context.Context, receipt string, delay time.Duration, o
 		return err
 	}
 	q.stats.nacked++
+	e.t.nacks++
 	end, err := q.retryLocked(e, delay, false, o)
 	q.mu.Unlock()
 	if err != nil {

@@ -1,5 +1,7 @@
 package delayq
 
+import "time"
+
 // A topicState is what the queue keeps of one topic: the ready list Receive leases from, the Receive
 // calls waiting on it, its pause, and its counts, kept up to date as messages move so that
 // Topics costs nothing per message. Its fields are guarded by Queue.mu.
@@ -38,8 +40,9 @@ type topicState struct {
 	paused bool
 	// limit is the topic's delivery limit, nil for none (see limit.go).
 	limit *limiter
-	// Counters since Open, or since the topic was last forgotten.
-	puts, deliveries, acks uint64
+	// Counters since Open, or since the topic was last forgotten: since, when it was made.
+	puts, deliveries, acks, nacks uint64
+	since                         time.Time
 }
 
 // A topicSet holds the topics the queue knows: those with messages, paused ones, and those with
@@ -50,7 +53,7 @@ type topicSet map[string]*topicState
 func (s topicSet) get(name string) *topicState {
 	t := s[name]
 	if t == nil {
-		t = &topicState{name: name}
+		t = &topicState{name: name, since: time.Now()}
 		s[name] = t
 	}
 	return t

@@ -102,10 +102,14 @@ type TopicInfo struct {
 	OldestDue time.Time
 	// Paused reports a topic paused by [Admin.Pause].
 	Paused bool
-	// Puts, Deliveries and Acks count the topic's messages put, delivered (redeliveries
-	// included) and acked. They only grow, for as long as the engine keeps them (each engine says
-	// how long); rates are their differences over time.
-	Puts, Deliveries, Acks uint64
+	// Puts, Deliveries, Acks and Nacks count the topic's messages put, delivered (redeliveries
+	// included), acked and nacked. They only grow, for as long as the engine keeps them (each
+	// engine says how long); rates are their differences over time.
+	Puts, Deliveries, Acks, Nacks uint64
+	// CountsSince is when the engine began these counts, if it starts them again (the embedded
+	// engine does for a topic it forgot while it held nothing): a later CountsSince than seen
+	// before says they restarted from zero. Zero when the engine never restarts them.
+	CountsSince time.Time
 }
 
 // MessageInfo is what [Admin.Messages] and [Admin.Message] report of one message.

@@ -29,8 +29,8 @@ func checkTopic(what, topic string) error {
 // Topics lists every topic that holds a message in any state, or is paused, with its counts; see
 // [queue.Admin.Topics]. It runs one read-only script per shard, in one pipeline (one per master on
 // a cluster), whose work is a few commands per topic the shard knows: the counts come from the
-// topic's sets and the counters the scripts keep beside them. Puts, Deliveries and Acks count from
-// the deployment's creation; the counters of a topic stay in each shard once used (about 100 bytes
+// topic's sets and the counters the scripts keep beside them. Puts, Deliveries, Acks and Nacks count
+// from the deployment's creation; the counters of a topic stay in each shard once used (about 100 bytes
 // per topic and shard), so that they only grow.
 func (q *Queue) Topics(ctx context.Context) ([]queue.TopicInfo, error) {
 	if err := q.usable(); err != nil {
@@ -41,7 +41,7 @@ func (q *Queue) Topics(ctx context.Context) ([]queue.TopicInfo, error) {
 		return nil, fmt.Errorf("redisq: topics: %w", unavailable(err))
 	}
 	byName := make(map[string]*queue.TopicInfo)
-	const fields = 10 // name, scheduled, due, leased, dead, oldest due, paused, puts, deliveries, acks
+	const fields = 11 // name, scheduled, due, leased, dead, oldest due, paused, puts, deliveries, acks, nacks
 	for _, v := range replies {
 		n := int64(-1)
 		if len(v) >= 2 {
@@ -71,6 +71,7 @@ func (q *Queue) Topics(ctx context.Context) ([]queue.TopicInfo, error) {
 			t.Puts += uint64(num(7))
 			t.Deliveries += uint64(num(8))
 			t.Acks += uint64(num(9))
+			t.Nacks += uint64(num(10))
 		}
 	}
 	out := make([]queue.TopicInfo, 0, len(byName))

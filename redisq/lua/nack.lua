@@ -14,6 +14,7 @@ if rec then
     local why = 'n'
     if dead then why = 'd' end
     if limited(r.topic) then lim = r.topic end
+    tcount('n', r.topic, 1)
     fail(id, r, payload(rec, r), delay, why, reason)
     code = 1
   end

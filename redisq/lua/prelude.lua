@@ -110,7 +110,7 @@ local function meta()
 end
 
 -- D holds the changes of the shard's counters; TCD those of the per-topic counters in TC (field
--- "<kind><topic>": s scheduled, p puts, v deliveries, a acks); SCD those of the scheduled messages
+-- "<kind><topic>": s scheduled, p puts, v deliveries, a acks, n nacks); SCD those of the scheduled messages
 -- per second in SC (field: the second); EW and EL a second and a lease deadline that this script
 -- made the shard's earliest; ER, per topic given a ready message here, its earlier head and the
 -- earliest due time added (ERN keeps the topics in order); LN, LS, LB and LMX the lateness observed

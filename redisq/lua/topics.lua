@@ -1,7 +1,7 @@
 -- topics (read-only) reports every topic the shard holds messages or counters of, or has paused.
 -- Replies {NOW, n, then per topic: name, scheduled (in the wheel, or ready ahead of its due time),
 -- due, leased, dead (dead letters that died on it and are not leased), the due time of its oldest
--- due message (-1: none), paused (1 or 0), puts, deliveries, acks}.
+-- due message (-1: none), paused (1 or 0), puts, deliveries, acks, nacks}.
 local names, seen, counts = {}, {}, {}
 local function see(t)
   if not seen[t] then
@@ -33,5 +33,6 @@ for _, t in ipairs(names) do
   out[#out + 1] = counts['p' .. t] or 0
   out[#out + 1] = counts['v' .. t] or 0
   out[#out + 1] = counts['a' .. t] or 0
+  out[#out + 1] = counts['n' .. t] or 0
 end
 return out
