@@ -44,7 +44,7 @@ func TestPastDueTimeIsDueAtThePut(t *testing.T) {
 		}
 	}
 	r := call(t, ts, "GET", "/metrics", "")
-	if sum := metricValue(t, r.body, "tock_delivery_lateness_seconds_sum"); sum > 10 {
+	if sum := metricValue(t, r.body, `tock_delivery_lateness_seconds_sum{topic="past"}`); sum > 10 {
 		t.Errorf("tock_delivery_lateness_seconds_sum = %v s after two deliveries due at their put", sum)
 	}
 	var st api.Stats

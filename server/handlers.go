@@ -171,6 +171,8 @@ func (s *Server) handleReceive(w http.ResponseWriter, r *http.Request) error {
 	now := s.now()
 	out := make([]api.Delivery, len(ds))
 	late := make([]time.Duration, 0, len(ds))
+	var series *topicSeries // looked up once a first delivery is late-measured
+
 	for i, d := range ds {
 		out[i] = api.Delivery{
 			ID:        d.ID,
@@ -182,7 +184,10 @@ func (s *Server) handleReceive(w http.ResponseWriter, r *http.Request) error {
 		if d.Attempt <= 1 {
 			l := now.Sub(d.DeliverAt)
 			late = append(late, l)
-			s.metrics.lateness.Observe(max(l, 0).Seconds())
+			if series == nil {
+				series = s.metrics.topics.of(topic)
+			}
+			series.lateness.Observe(max(l, 0).Seconds())
 		}
 	}
 	s.metrics.deliveries.Add(float64(len(ds)))

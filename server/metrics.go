@@ -33,7 +33,8 @@ type metrics struct {
 	nacks      prometheus.Counter
 	extends    prometheus.Counter
 	cancels    prometheus.Counter
-	lateness   prometheus.Histogram
+	lateness   *prometheus.HistogramVec
+	topics     *topicLabels
 	writes     *prometheus.HistogramVec
 	requests   *prometheus.CounterVec
 	inFlight   *prometheus.GaugeVec
@@ -57,7 +58,7 @@ type routeMetrics struct {
 	codes    sync.Map // status code (int) -> prometheus.Counter
 }
 
-func newMetrics(engine queue.Engine, conns *connLimiter, log *slog.Logger) *metrics {
+func newMetrics(engine queue.Engine, conns *connLimiter, log *slog.Logger, maxTopics int, now func() time.Time) *metrics {
 	m := &metrics{
 		log: log,
 		reg: prometheus.NewRegistry(),
@@ -79,13 +80,13 @@ func newMetrics(engine queue.Engine, conns *connLimiter, log *slog.Logger) *metr
 		cancels: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tock_cancels_total", Help: "Waiting messages cancelled.",
 		}),
-		lateness: prometheus.NewHistogram(prometheus.HistogramOpts{
+		lateness: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "tock_delivery_lateness_seconds",
 			Help: "Time from a message's due time (the later of its deliver_at and its put) to its first delivery " +
-				"to a consumer: the queue's own lateness plus any time the message waited for a consumer to ask.",
+				"to a consumer, by topic: the queue's own lateness plus any time the message waited for a consumer to ask.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .02, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60,
 				300, 1800, 3600},
-		}),
+		}, []string{"topic"}),
 		writes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "tock_store_write_duration_seconds",
 			Help: "Time the engine's writes took, by operation: for the embedded engine mostly the wait for their group-committed fsync.",
@@ -114,6 +115,7 @@ func newMetrics(engine queue.Engine, conns *connLimiter, log *slog.Logger) *metr
 		}, []string{"action"}),
 		routes: map[string]*routeMetrics{},
 	}
+	m.topics = newTopicLabels(maxTopics, m.lateness)
 	// Export every action from the start, at zero, so that rates and alerts see the first one.
 	for _, a := range []string{"deliver", "requeue", "purge", "pause", "resume", "limit"} {
 		m.actions.WithLabelValues(a)
@@ -143,6 +145,9 @@ func newMetrics(engine queue.Engine, conns *connLimiter, log *slog.Logger) *metr
 	}
 	if sc, ok := engine.(queue.Scheduler); ok {
 		m.reg.MustRegister(schedulerCollector{sc})
+	}
+	if a, ok := engine.(queue.Admin); ok {
+		m.reg.MustRegister(&topicCollector{admin: a, labels: m.topics, now: now, acc: map[string]*topicCounts{OtherTopic: {}}})
 	}
 	m.addRoute("")
 	return m

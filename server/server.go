@@ -61,6 +61,8 @@ type config struct {
 	now     func() time.Time
 	conns   ConnLimits
 	tls     *tls.Config
+
+	metricsTopics *int // nil: DefaultMetricsTopics
 }
 
 // WithToken requires "Authorization: Bearer token" (or token as the Basic
@@ -132,6 +134,12 @@ func New(engine queue.Engine, opts ...Option) *Server {
 	if c.log == nil {
 		c.log = slog.Default()
 	}
+	maxTopics := DefaultMetricsTopics
+	if c.metricsTopics != nil {
+		if maxTopics = *c.metricsTopics; maxTopics < 0 {
+			panic(fmt.Sprintf("server: WithMetricsTopics: %d topics; want 0 or more", maxTopics))
+		}
+	}
 	if c.wheel == nil {
 		c.wheel = tock.New()
 	}
@@ -153,7 +161,7 @@ func New(engine queue.Engine, opts ...Option) *Server {
 		s.tokenSum = sum[:]
 	}
 	s.newHTTPServer(c)
-	s.metrics = newMetrics(engine, s.conns, c.log)
+	s.metrics = newMetrics(engine, s.conns, c.log, maxTopics, c.now)
 	s.route(api.RoutePut, s.handlePut)
 	s.route(api.RouteBatch, s.handleBatch)
 	s.route(api.RouteCancel, s.handleCancel)

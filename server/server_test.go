@@ -335,7 +335,7 @@ func TestMetricsAndStats(t *testing.T) {
 	r = call(t, ts, "GET", "/metrics", "")
 	for _, want := range []string{"tock_puts_total 3", "tock_deliveries_total 1", "tock_acks_total 1",
 		"tock_scheduled_messages", "tock_due_messages", "tock_leased_messages",
-		"tock_delivery_lateness_seconds_count 1", `tock_store_write_duration_seconds_count{op="batch"} 1`,
+		`tock_delivery_lateness_seconds_count{topic="m"} 1`, `tock_store_write_duration_seconds_count{op="batch"} 1`,
 		`tock_due_lateness_seconds{quantile="0.99"}`} {
 		if !strings.Contains(string(r.body), want) {
 			t.Errorf("metrics lack %q", want)

@@ -118,6 +118,7 @@ type config struct {
 	shutdownTimeout   time.Duration
 	tlsCert, tlsKey   string
 	origins, hosts    listFlag
+	metricsTopics     int
 }
 
 // listFlag is a flag that may be given several times, each time with one
@@ -178,6 +179,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&c.conns.IdleTimeout, "idle-timeout", time.Minute, "close a connection idle between requests for this `duration`")
 	fs.IntVar(&c.conns.MaxConns, "max-conns", server.DefaultMaxConns(), "most connections open at once; at the limit the idlest or slowest makes room")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 5*time.Second, "on SIGTERM, let requests in flight finish for this long, then close them")
+	fs.IntVar(&c.metricsTopics, "metrics-topics", server.DefaultMetricsTopics, "label at most this many topics by name in /metrics; the others count as topic=\"other\"")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -199,6 +201,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		if d <= 0 {
 			return c, fmt.Errorf("tockd: %s %v must be positive", name, d)
 		}
+	}
+	if c.metricsTopics < 0 {
+		return c, fmt.Errorf("tockd: -metrics-topics %d must be 0 or more", c.metricsTopics)
 	}
 	if c.conns.MaxConns < 1 {
 		return c, fmt.Errorf("tockd: -max-conns %d must be positive", c.conns.MaxConns)
@@ -264,7 +269,7 @@ func run(args []string, stderr io.Writer) int {
 	}
 	srv := server.New(q,
 		server.WithToken(c.token), server.WithLimits(c.limits), server.WithConnLimits(c.conns), server.WithTLS(tlsConfig),
-		server.WithLogger(log), server.WithWheel(wheel),
+		server.WithLogger(log), server.WithWheel(wheel), server.WithMetricsTopics(c.metricsTopics),
 		server.WithAllowedOrigins(c.origins...), server.WithAllowedHosts(c.hosts...))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(tcp) }()
