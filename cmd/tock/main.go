@@ -11,10 +11,13 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tockwheel/tock/internal/buildinfo"
 )
 
 const usage = `usage: tock COMMAND [flags] [args]
 
+  version                             print tock's version (module, VCS revision, Go version)
   bench    [flags]                    measure the tock wheel beside time.AfterFunc
 ` + checkUsage + "\n" + queueUsage + "\n\n" + leaseUsage + "\n\n" + adminUsage + "\n" + limitUsage + "\n\n" + scheduleUsage
 
@@ -23,7 +26,7 @@ const usage = `usage: tock COMMAND [flags] [args]
 type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 func commands() map[string]command {
-	cmds := map[string]command{"bench": benchCommand, "check": checkCommand}
+	cmds := map[string]command{"bench": benchCommand, "check": checkCommand, "version": versionCommand}
 	for name, run := range queueCommands() {
 		cmds[name] = command(run)
 	}
@@ -59,4 +62,19 @@ func main() {
 	code := run(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// versionCommand prints the build of tock: tock version.
+func versionCommand(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("version", "\n\nPrint tock's version: module, VCS revision, Go version and platform.", stderr)
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return parseExit(err)
+	}
+	if len(rest) > 0 {
+		fmt.Fprintf(stderr, "tock version: unexpected argument %q\n", rest[0])
+		return exitUsage
+	}
+	fmt.Fprintln(stdout, buildinfo.Read().String("tock"))
+	return exitOK
 }

@@ -99,12 +99,13 @@ import (
 
 	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/delayq"
+	"github.com/tockwheel/tock/internal/buildinfo"
 	"github.com/tockwheel/tock/redisq"
 	"github.com/tockwheel/tock/server"
 )
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stderr))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
 type config struct {
@@ -119,6 +120,8 @@ type config struct {
 	tlsCert, tlsKey   string
 	origins, hosts    listFlag
 	metricsTopics     int
+	version           bool // print the build and exit
+	healthcheck       bool // ask the tockd at -addr for /healthz and exit
 }
 
 // listFlag is a flag that may be given several times, each time with one
@@ -180,12 +183,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.conns.MaxConns, "max-conns", server.DefaultMaxConns(), "most connections open at once; at the limit the idlest or slowest makes room")
 	fs.DurationVar(&c.shutdownTimeout, "shutdown-timeout", 5*time.Second, "on SIGTERM, let requests in flight finish for this long, then close them")
 	fs.IntVar(&c.metricsTopics, "metrics-topics", server.DefaultMetricsTopics, "label at most this many topics by name in /metrics; the others count as topic=\"other\"")
+	fs.BoolVar(&c.version, "version", false, "print tockd's version (module, VCS revision, Go version) and exit")
+	fs.BoolVar(&c.healthcheck, "healthcheck", false, "ask the tockd serving at -addr (on loopback when it listens on every address) for /healthz; "+
+		"exit 0 if it answers 200, 1 otherwise (a container's HEALTHCHECK, with no curl in the image)")
 	fs.TextVar(&c.logLevel, "log-level", slog.LevelInfo, "log `level`: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("tockd: unexpected argument %q", fs.Arg(0))
+	}
+	if c.version || c.healthcheck {
+		return c, nil // neither opens the engine
 	}
 	if err := checkEngineFlags(fs, &c); err != nil {
 		return c, err
@@ -227,13 +236,24 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 }
 
 // run is tockd's main; it returns the exit code.
-func run(args []string, stderr io.Writer) int {
+func run(args []string, stdout, stderr io.Writer) int {
 	c, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	} else if err != nil {
 		fmt.Fprintln(stderr, err)
 		return 2
+	}
+	switch {
+	case c.version:
+		fmt.Fprintln(stdout, buildinfo.Read().String("tockd"))
+		return 0
+	case c.healthcheck:
+		if err := healthcheck(c); err != nil {
+			fmt.Fprintln(stderr, "tockd: healthcheck:", err)
+			return 1
+		}
+		return 0
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: c.logLevel}))
 
