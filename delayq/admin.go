@@ -38,11 +38,12 @@ func (q *Queue) Topics(ctx context.Context) ([]queue.TopicInfo, error) {
 		return nil, err
 	}
 	out := make([]queue.TopicInfo, 0, len(q.mem.topics))
+	passed := q.disk.duePassedByTopic(time.Now().UnixNano()) // due, not yet loaded: counted as due
 	for _, t := range q.mem.topics {
 		if !t.listed() {
 			continue
 		}
-		ti := queue.TopicInfo{Topic: t.name, Scheduled: int64(t.scheduled) + max(t.disk, 0), Due: int64(t.ready),
+		ti := queue.TopicInfo{Topic: t.name, Scheduled: int64(t.scheduled) + max(t.disk-passed[t], 0), Due: int64(t.ready) + passed[t],
 			Leased: int64(t.leased), Dead: int64(t.deadWaiting), Paused: t.paused,
 			Puts: t.puts, Deliveries: t.deliveries, Acks: t.acks, Nacks: t.nacks, CountsSince: t.since}
 		if t.head != nil {

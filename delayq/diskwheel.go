@@ -161,6 +161,41 @@ func (w *diskWheel) slotOf(ns int64) int64 {
 // slotStart returns the start of slot in Unix nanoseconds.
 func (w *diskWheel) slotStart(slot int64) int64 { return slot * w.slotNs }
 
+// duePassed counts the messages of the lists of slots that ended by now (Unix nanoseconds) and
+// that the loader has not loaded yet, due in their own slot: due, yet in the wheel, after a
+// restart or while the loader catches up. A list's messages held until they roll are not due.
+// It walks the slots from loaded on, none once the loader has caught up.
+func (w *diskWheel) duePassed(now int64) int64 {
+	var n int64
+	w.passed(now, func(l *slotList) { n += l.due })
+	return n
+}
+
+// duePassedByTopic is duePassed by topic; nil when none.
+func (w *diskWheel) duePassedByTopic(now int64) map[*topicState]int64 {
+	var by map[*topicState]int64
+	w.passed(now, func(l *slotList) {
+		for _, lt := range l.topics {
+			if lt.due > 0 {
+				if by == nil {
+					by = make(map[*topicState]int64)
+				}
+				by[lt.t] += lt.due
+			}
+		}
+	})
+	return by
+}
+
+// passed calls f with each list of a slot that ended by now and is not loaded yet.
+func (w *diskWheel) passed(now int64, f func(*slotList)) {
+	for s := w.loaded + 1; s < min(w.slotOf(now), w.loaded+1+w.horizon()); s++ {
+		if l := &w.lists[w.index(s)]; l.head != 0 && l.slot == s {
+			f(l)
+		}
+	}
+}
+
 // listFor returns the list a message of a slot after loaded goes into: its own slot within the
 // horizon, otherwise the last slot within the horizon that shares its wheel index, where it will
 // be rolled forward when loaded.

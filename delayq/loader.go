@@ -32,6 +32,9 @@ func (q *Queue) runLoader() {
 			}
 			continue
 		}
+		if q.cfg.beforeLoad != nil {
+			q.cfg.beforeLoad()
+		}
 		if err := q.load(next); err != nil {
 			q.mu.Lock()
 			q.failLocked(err)

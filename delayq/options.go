@@ -47,6 +47,7 @@ type config struct {
 	compactLive  float64     // see WithCompaction
 	compactRate  int64
 	beforeWrite  func()    // a test's hook into the log writer
+	beforeLoad   func()    // a test's hook into the loader, called before it loads a slot
 	files        wal.Files // a test's full or failing disk; nil: the operating system's files
 }
 

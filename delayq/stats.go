@@ -18,7 +18,9 @@ type Snapshot struct {
 	// them scheduled). A message put twice by a roll that a crash interrupted counts twice until
 	// its slot is loaded.
 	Pending int64
-	// Due counts messages due and waiting for Receive.
+	// Due counts messages due and waiting for Receive, and those due in slots of the disk wheel
+	// that have passed but that the loader has not moved into memory yet (just after Open, or
+	// while the loader catches up): Receive gets them once it has.
 	Due int
 	// Leased counts messages delivered and not yet acked, nacked or expired.
 	Leased int
@@ -123,14 +125,16 @@ func (q *Queue) Stats(ctx context.Context) (queue.Stats, error) {
 	}
 	return queue.Stats{
 		Scheduled: q.pendingLocked(),
-		Due:       int64(q.mem.ready),
+		Due:       int64(q.mem.ready) + q.disk.duePassed(time.Now().UnixNano()),
 		Leased:    int64(q.mem.leased),
 		Lateness:  q.mem.lateness.summary(),
 	}, nil
 }
 
+// pendingLocked counts the messages not yet due: those of the disk wheel, less those due in slots
+// that have passed (see diskWheel.duePassed), and those waiting in memory.
 func (q *Queue) pendingLocked() int64 {
-	return q.disk.pending + int64(len(q.mem.byOrigin)-q.mem.ready-q.mem.leased)
+	return q.disk.pending - q.disk.duePassed(time.Now().UnixNano()) + int64(len(q.mem.byOrigin)-q.mem.ready-q.mem.leased)
 }
 
 // Snapshot returns q's state and counters. It works after Close too.
@@ -142,7 +146,7 @@ func (q *Queue) Snapshot() Snapshot {
 	defer q.mu.Unlock()
 	st := Snapshot{
 		Pending:        q.pendingLocked(),
-		Due:            q.mem.ready,
+		Due:            q.mem.ready + int(q.disk.duePassed(time.Now().UnixNano())),
 		Leased:         q.mem.leased,
 		Puts:           q.stats.puts,
 		Delivered:      q.stats.delivered,

@@ -3,6 +3,7 @@ package delayq
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -163,6 +164,68 @@ func TestFailureMakesTheQueueUnavailable(t *testing.T) {
 		}
 		if _, err := q.Put(ctx, Message{Topic: "t"}); !errors.Is(err, ErrUnavailable) {
 			t.Fatalf("Put after a failure: %v; want ErrUnavailable", err)
+		}
+	})
+}
+
+// TestDueOnDiskIsNotPending reopens a queue after its messages' due time passed while it was
+// closed, with the loader held before it loads their slot: they are due, not pending, in
+// Snapshot, Stats and Topics, and Receive gets them once the loader goes on. Before, they counted
+// as pending until the loader had moved them: after kill -9 with 1,000,000 daily schedules, an
+// Open that ended after the fires' time (09:00 in Paris) found 1,015,360 pending: today's
+// 1,000,000 fires still on disk, and the 15,360 fires of the next day planned so far.
+func TestDueOnDiskIsNotPending(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		opts := []Option{WithSlot(time.Second), WithHorizon(10 * time.Second), WithPreload(time.Second)}
+		q, err := Open(dir, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 10
+		at := time.Now().Add(5 * time.Second)
+		for range n {
+			if _, err := q.Put(ctx, Message{Topic: "t", DeliverAt: at}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if s := q.Snapshot(); s.Pending != n || s.Due != 0 {
+			t.Fatalf("before their time: pending %d, due %d; want %d and 0", s.Pending, s.Due, n)
+		}
+		q.Close()
+		time.Sleep(10 * time.Second)
+
+		held, let := make(chan struct{}), make(chan struct{})
+		var once sync.Once
+		hold := func(c *config) {
+			c.beforeLoad = func() {
+				once.Do(func() {
+					close(held)
+					<-let
+				})
+			}
+		}
+		q = open(t, dir, append(opts, hold)...)
+		letGo := sync.OnceFunc(func() { close(let) })
+		defer letGo()
+		<-held
+		if s := q.Snapshot(); s.Pending != 0 || s.Due != n {
+			t.Errorf("due on disk, not loaded: Snapshot pending %d, due %d; want 0 and %d", s.Pending, s.Due, n)
+		}
+		if st, err := q.Stats(ctx); err != nil || st.Scheduled != 0 || st.Due != n {
+			t.Errorf("due on disk, not loaded: Stats %+v, %v; want 0 scheduled and %d due", st, err, n)
+		}
+		if ts, err := q.Topics(ctx); err != nil || len(ts) != 1 || ts[0].Scheduled != 0 || ts[0].Due != n {
+			t.Errorf("due on disk, not loaded: Topics %+v, %v; want t with 0 scheduled and %d due", ts, err, n)
+		}
+		letGo()
+		for got := 0; got < n; {
+			ds, err := q.Receive(ctx, "t", n, time.Minute)
+			if err != nil {
+				t.Fatalf("Receive after %d of %d: %v", got, n, err)
+			}
+			got += len(ds)
 		}
 	})
 }
