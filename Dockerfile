@@ -10,13 +10,19 @@ ARG GO_IMAGE=docker.io/library/golang:1.25-bookworm
 FROM ${GO_IMAGE} AS build
 WORKDIR /src
 COPY go.mod go.sum ./
-RUN go mod download
+RUN ["go", "mod", "download"]
 COPY . .
 # The context has no .git (.dockerignore): the revision comes in as TOCK_REVISION ("REV" or
-# "REV-dirty"), which tockd -version prints. cmd/tockd's TestDockerfileBuild runs this line.
+# "REV-dirty"), which tockd -version prints. The RUN lines are exec form, with their settings in
+# ENV, so that the build stage needs the go command and nothing else (not even a shell).
+# cmd/tockd's TestDockerfileBuild runs this build with these settings.
 ARG TOCK_REVISION=
-RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false -ldflags="-s -w -X github.com/tockwheel/tock/internal/buildinfo.revision=${TOCK_REVISION}" -o /out/ ./cmd/tockd ./cmd/tock
-RUN mkdir -p /out/data
+ENV CGO_ENABLED=0 GOFLAGS="-trimpath -buildvcs=false -ldflags=-X=github.com/tockwheel/tock/internal/buildinfo.revision=${TOCK_REVISION}"
+RUN ["go", "build", "-o", "/out/", "./cmd/tockd", "./cmd/tock"]
+# The data directory of the final stage, made by a RUN in it (a WORKDIR alone leaves none behind
+# under buildah): the image has no shell to mkdir with.
+WORKDIR /out/data
+RUN ["go", "version"]
 
 FROM scratch
 # Root certificates for rediss:// and for a Sentinel or Cluster over TLS; the time zones that

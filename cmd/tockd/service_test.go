@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"debug/elf"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -110,42 +111,82 @@ func dockerfile(t *testing.T) []string {
 	return out
 }
 
+// envPairs parses the KEY=value pairs of an ENV instruction, values quoted or not.
+func envPairs(t *testing.T, line string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	rest := strings.TrimSpace(strings.TrimPrefix(line, "ENV "))
+	for rest != "" {
+		k, v, ok := strings.Cut(rest, "=")
+		if !ok || strings.ContainsAny(k, " \t\"") {
+			t.Fatalf("ENV %q: want KEY=value pairs", line)
+		}
+		if strings.HasPrefix(v, `"`) {
+			end := strings.Index(v[1:], `"`)
+			if end < 0 {
+				t.Fatalf("ENV %q: an unclosed quote", line)
+			}
+			out[k], rest = v[1:1+end], strings.TrimSpace(v[2+end:])
+			continue
+		}
+		val, after, _ := strings.Cut(v, " ")
+		out[k], rest = val, strings.TrimSpace(after)
+	}
+	return out
+}
+
 // TestDockerfileBuild keeps the Dockerfile from rotting where no container engine can build it:
-// it runs the build stage's go build line as the image would (the context's files, no .git, the
-// revision as a build argument), checks that the binaries are static (the final stage is
-// scratch: no dynamic loader, no libc) and that tockd says the revision given; and checks what the
-// final stage promises: a user that is not root, the data directory a volume and tockd's
-// default, a health check tockd answers itself, and an entrypoint it copied.
+// it runs the build stage's go build as the image would (its exec-form RUN line with the
+// stage's ENV, the context's files, no .git, the revision as a build argument), checks that the
+// binaries are static (the final stage is scratch: no dynamic loader, no libc) and that tockd says
+// the revision given; and checks what the final stage promises: a user that is not root, the
+// data directory a volume and tockd's default, a health check tockd answers itself, and an
+// entrypoint it copied. .ci/container builds and runs the image where podman can.
 func TestDockerfileBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds tockd; skipped with -short")
 	}
-	lines := dockerfile(t)
-	var build string
+	var build []string
+	env := map[string]string{}
 	stages := 0
 	var final []string
-	for _, l := range lines {
+	for _, l := range dockerfile(t) {
 		if strings.HasPrefix(l, "FROM ") {
 			stages++
 			final = nil
 		}
 		final = append(final, l)
-		if strings.HasPrefix(l, "RUN ") && strings.Contains(l, "go build") {
-			build = strings.TrimPrefix(l, "RUN ")
+		if stages == 1 && strings.HasPrefix(l, "ENV ") {
+			for k, v := range envPairs(t, l) {
+				env[k] = v
+			}
+		}
+		if cmd, ok := strings.CutPrefix(l, "RUN "); ok && strings.Contains(cmd, `"build"`) {
+			if err := json.Unmarshal([]byte(cmd), &build); err != nil {
+				t.Fatalf("the go build line %q is not exec form: %v", l, err)
+			}
 		}
 	}
-	if stages < 2 || build == "" || final[0] != "FROM scratch" {
+	if stages < 2 || len(build) < 2 || build[0] != "go" || final[0] != "FROM scratch" {
 		t.Fatalf("Dockerfile: %d stages, go build line %q, final stage %q; want a build stage with go build and a final one from scratch", stages, build, final[0])
+	}
+	if env["CGO_ENABLED"] != "0" {
+		t.Errorf("the build stage sets CGO_ENABLED=%q; want 0, for a static binary", env["CGO_ENABLED"])
 	}
 	out := t.TempDir()
 	const rev = "0123456789abcdef0123456789abcdef01234567-dirty"
-	line := strings.ReplaceAll(build, "/out/", out+"/")
-	line = strings.ReplaceAll(line, "${TOCK_REVISION}", rev)
-	cmd := exec.Command("/bin/sh", "-c", line)
+	args := make([]string, len(build)-1)
+	for i, a := range build[1:] {
+		args[i] = strings.ReplaceAll(a, "/out/", out+"/")
+	}
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), args...)
 	cmd.Dir = repoRoot
-	cmd.Env = append(os.Environ(), "PATH="+filepath.Join(runtime.GOROOT(), "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
+	cmd.Env = os.Environ()
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+strings.ReplaceAll(v, "${TOCK_REVISION}", rev))
+	}
 	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("the Dockerfile's %q: %v\n%s", line, err, b)
+		t.Fatalf("the Dockerfile's go build %q: %v\n%s", args, err, b)
 	}
 	for _, name := range []string{"tockd", "tock"} {
 		f, err := elf.Open(filepath.Join(out, name))
