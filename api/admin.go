@@ -117,6 +117,8 @@ type MessageInfo struct {
 	// put as: null for none, and a JSON string for a payload put through the Go API that is not
 	// JSON.
 	Payload json.RawMessage `json:"payload,omitempty"`
+	// Headers are the message's headers, whole in a page too; absent when it has none.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // MovedResponse is the answer of [RouteDeliver] and [RouteRequeue]: how many messages were moved.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -40,6 +41,29 @@ func (r *PutRequest) AppendJSON(buf []byte) []byte {
 	}
 	if r.Replace {
 		field(`"replace":true`)
+	}
+	if len(r.Headers) > 0 {
+		field(`"headers":`)
+		buf = appendHeaders(buf, r.Headers)
+	}
+	return append(buf, '}')
+}
+
+// appendHeaders appends h as encoding/json writes a map of strings: an object, its keys in order.
+func appendHeaders(buf []byte, h map[string]string) []byte {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	buf = append(buf, '{')
+	for i, k := range keys {
+		if i > 0 {
+			buf = append(buf, ',')
+		}
+		buf = appendString(buf, k)
+		buf = append(buf, ':')
+		buf = appendString(buf, h[k])
 	}
 	return append(buf, '}')
 }
@@ -138,6 +162,10 @@ func (r *ReceiveResponse) AppendJSON(buf []byte) []byte {
 		buf = appendString(buf, d.Receipt)
 		buf = append(buf, `,"attempt":`...)
 		buf = strconv.AppendInt(buf, int64(d.Attempt), 10)
+		if len(d.Headers) > 0 {
+			buf = append(buf, `,"headers":`...)
+			buf = appendHeaders(buf, d.Headers)
+		}
 		buf = append(buf, '}')
 	}
 	return append(buf, "]}"...)

@@ -17,6 +17,9 @@ var appendCases = []PutRequest{
 	{ID: "x", Payload: json.RawMessage(`[1,2,3]`), DeliverAt: ptr("2030-01-02T15:04:05.123456789Z")},
 	{ID: "é\"\\<>&\x00\n", Delay: ptr(""), DeliverAt: ptr("")},
 	{ID: "\xff", Payload: json.RawMessage(`null`)},
+	{ID: "h", Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}},
+	{Payload: json.RawMessage(`1`), Headers: map[string]string{"b": "<&>", "a": "é\"\\", "c": "", "\xff": "\x00\n"}},
+	{Headers: map[string]string{}},
 }
 
 // htmlEscaped returns b as encoding/json would write it: with <, > and &
@@ -66,7 +69,7 @@ func FuzzAppendJSON(f *testing.F) {
 		f.Add(r.ID, string(r.Payload), d, a)
 	}
 	f.Fuzz(func(t *testing.T, id, payload, delay, at string) {
-		r := PutRequest{ID: id, Delay: &delay, DeliverAt: &at}
+		r := PutRequest{ID: id, Delay: &delay, DeliverAt: &at, Headers: map[string]string{delay: at, id: payload}}
 		var compact bytes.Buffer
 		if json.Compact(&compact, []byte(payload)) == nil {
 			r.Payload = compact.Bytes()

@@ -46,6 +46,9 @@
 // partial ack ([AckErrorBody]) and a partial extension ([ExtendErrorBody]). Its Code, one of the
 // Code constants, is what programs compare; the message is for people and may change.
 //
+// A message may carry headers ([PutRequest].Headers), strings delivered with it ([Delivery].Headers)
+// and shown by the routes that operate the queue ([MessageInfo].Headers).
+//
 // Times are RFC 3339 with nanoseconds ([TimeFormat]). Answers write them in UTC, as
 // encoding/json writes a [time.Time] in UTC; requests may use any offset. Durations are Go
 // duration strings such as "250ms", "10s" or "1h30m".

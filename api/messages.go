@@ -25,7 +25,20 @@ type PutRequest struct {
 	// instead of failing with 409; a leased message is not replaced, and the 409 says "leased". A
 	// batch refuses it.
 	Replace bool `json:"replace,omitempty"`
+	// Headers are strings delivered with the message, such as a trace context ("traceparent"):
+	// at most [MaxHeaders], their keys and values together at most [MaxHeadersSize] bytes, and
+	// counted with the payload in the server's payload limit. A key is 1 to [MaxHeaderKey]
+	// characters of an HTTP header's name (letters, digits and !#$%&'*+-.^_`|~), case-sensitive;
+	// a value any text without control characters other than tab.
+	Headers map[string]string `json:"headers,omitempty"`
 }
+
+// Bounds of a message's headers (queue.MaxHeaders, queue.MaxHeaderKey, queue.MaxHeadersSize).
+const (
+	MaxHeaders     = 64
+	MaxHeaderKey   = 128
+	MaxHeadersSize = 16 << 10
+)
 
 // PutResponse is the answer of [RoutePut]: the message's ID and when it is due, the later of the
 // time asked for and the server's now at the put.
@@ -74,6 +87,8 @@ type Delivery struct {
 	Receipt string `json:"receipt"`
 	// Attempt counts deliveries of the message, 1 the first time.
 	Attempt int `json:"attempt"`
+	// Headers are the headers it was put with, absent when it has none.
+	Headers map[string]string `json:"headers,omitempty"`
 }
 
 // AckRequest is the body of [RouteAck]. See [AckErrorBody] for the answer when some receipts are

@@ -139,6 +139,10 @@ type Message struct {
 	// Replace, with an ID, replaces the message waiting under it, unless it
 	// is leased (see queue.Message.Replace). PutBatch refuses it.
 	Replace bool
+	// Headers are strings delivered with the message (see [queue.Message.Headers] for what is
+	// valid). Put refuses headers [queue.CheckHeaders] refuses without a request, with its
+	// error. The map is read, not kept: the caller may change it once Put returns.
+	Headers map[string]string
 }
 
 // A PutResult is the server's answer to a put: the message's ID, and
@@ -180,6 +184,12 @@ type rawBody []byte
 
 func (m Message) request() (api.PutRequest, error) {
 	r := api.PutRequest{ID: m.ID, Payload: m.Payload, Replace: m.Replace}
+	if len(m.Headers) > 0 {
+		if err := queue.CheckHeaders(m.Headers); err != nil {
+			return r, fmt.Errorf("client: message %q: %w", m.ID, err)
+		}
+		r.Headers = m.Headers
+	}
 	switch {
 	case m.Delay != 0 && !m.DeliverAt.IsZero():
 		return r, fmt.Errorf("client: message %q sets both Delay and DeliverAt", m.ID)

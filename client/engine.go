@@ -112,7 +112,7 @@ func (e *Engine) result(err error) error {
 
 func toWire(m queue.Message) (Message, error) {
 	p, err := EncodePayload(m.Payload)
-	return Message{ID: m.ID, DeliverAt: m.DeliverAt, Payload: p, Replace: m.Replace}, err
+	return Message{ID: m.ID, DeliverAt: m.DeliverAt, Payload: p, Replace: m.Replace, Headers: m.Headers}, err
 }
 
 // Put puts m through [Client.Put]; see [queue.Engine.Put].
@@ -209,7 +209,7 @@ func (e *Engine) Receive(ctx context.Context, topic string, max int, visibility 
 			if err != nil {
 				return nil, fmt.Errorf("client: delivery of %q: %w", d.ID, err)
 			}
-			out[i] = queue.Delivery{Message: queue.Message{ID: d.ID, Topic: topic, Payload: p, DeliverAt: d.DeliverAt},
+			out[i] = queue.Delivery{Message: queue.Message{ID: d.ID, Topic: topic, Payload: p, Headers: d.Headers, DeliverAt: d.DeliverAt},
 				Receipt: d.Receipt, Attempt: d.Attempt}
 		}
 		return out, nil

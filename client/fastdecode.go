@@ -108,6 +108,10 @@ func fastDelivery(r *wirejson.Reader, d *api.Delivery) bool {
 			n, ok := r.Int()
 			d.Attempt = n
 			return wirejson.Field(ok, 4)
+		case "headers":
+			h, ok := r.StringMap()
+			d.Headers = h
+			return wirejson.Field(ok, 5)
 		}
 		return -1
 	})

@@ -23,6 +23,7 @@ func answers() []answer {
 		{ID: "a", Payload: json.RawMessage(`{"n":[1,"<b>",{"c":null}]}`), DeliverAt: at, Receipt: "000000010000007a1c765278caf9b347", Attempt: 1},
 		{ID: "b", Payload: json.RawMessage(`"é \"x\""`), DeliverAt: at.Add(time.Second), Receipt: "r", Attempt: 12},
 		{ID: "c", DeliverAt: at, Receipt: "r2", Attempt: 3},
+		{ID: "d", DeliverAt: at, Receipt: "r3", Attempt: 1, Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "e": ""}},
 	}}
 	empty := api.ReceiveResponse{Messages: []api.Delivery{}}
 	pr := api.PutResponse{ID: "order-7", DeliverAt: at}

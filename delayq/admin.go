@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -153,12 +154,12 @@ func (q *Queue) deliverNowLocked(rec *format.Record, pos wal.Pos, slot int64) (w
 	list := q.disk.listFor(slot)
 	cancel := format.Record{Kind: format.KindCancel, ID: rec.ID, Topic: rec.Topic, Threaded: true, ListSlot: list,
 		Prev: q.disk.peek(list).head}
-	put := format.Record{Kind: format.KindPut, ID: rec.ID, Topic: rec.Topic, Payload: rec.Payload}
+	put := format.Record{Kind: format.KindPut, ID: rec.ID, Topic: rec.Topic, Payload: rec.Payload, Headers: rec.Headers}
 	q.log.Reserve(frameSize(&cancel) + frameSize(&put))
 	if _, err := q.commitGroupLocked(&cancel, true, nil); err != nil {
 		return 0, err
 	}
-	_, end, err := q.putLocked(rec.ID, rec.Topic, rec.Payload, time.Now().UnixNano(), rec.Attempt, originOf(rec.Origin, pos), false)
+	_, end, err := q.putLocked(rec.ID, rec.Topic, rec.Payload, rec.Headers, time.Now().UnixNano(), rec.Attempt, originOf(rec.Origin, pos), false)
 	return end, err
 }
 
@@ -480,7 +481,7 @@ func (q *Queue) stateOf(e *entry) queue.State {
 // or has failed only before it was written again by a version of delayq that did not keep it).
 func (q *Queue) infoLocked(e *entry, state queue.State, preview bool) queue.MessageInfo {
 	m := queue.MessageInfo{ID: e.id, Topic: e.home.name, State: state, DeliverAt: time.Unix(0, e.deliverAt),
-		Attempts: int(e.attempt), Payload: e.payload, Size: len(e.payload)}
+		Attempts: int(e.attempt), Payload: e.payload, Size: len(e.payload), Headers: maps.Clone(e.headers)}
 	if e.st == leased {
 		m.Attempts++
 		if e.bucket != nil {
@@ -509,7 +510,7 @@ func (q *Queue) infoLocked(e *entry, state queue.State, preview bool) queue.Mess
 // diskInfo returns what is known of the scheduled message whose Put record rec is at pos.
 func diskInfo(rec *format.Record, pos wal.Pos, preview bool) queue.MessageInfo {
 	return queue.MessageInfo{ID: rec.ID, Topic: rec.Topic, State: queue.Scheduled, DeliverAt: time.Unix(0, rec.DeliverAt),
-		Attempts: int(rec.Attempt), Payload: clip(rec.Payload, preview), Size: len(rec.Payload)}
+		Attempts: int(rec.Attempt), Payload: clip(rec.Payload, preview), Size: len(rec.Payload), Headers: rec.Headers}
 }
 
 // clip returns a copy of p, cut to queue.PreviewLen bytes when preview is set.

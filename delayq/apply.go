@@ -244,7 +244,7 @@ func (q *Queue) pendingIn(recs []listRecord) []*entry {
 func (q *Queue) payMovingLocked() error {
 	for _, origin := range sortedKeys(q.moving) {
 		e := q.moving[origin]
-		if _, _, err := q.putLocked(e.id, e.t.name, e.payload, e.deliverAt, e.attempt, e.origin, false); err != nil {
+		if _, _, err := q.putLocked(e.id, e.t.name, e.payload, e.headers, e.deliverAt, e.attempt, e.origin, false); err != nil {
 			return err
 		}
 	}

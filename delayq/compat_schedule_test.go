@@ -22,11 +22,12 @@ func scheduleFixtureOptions() []Option {
 }
 
 // TestOpensScheduleDirectories opens the schedule fixtures of every version that kept schedules
-// (testdata/v10/schedules, written on the commit that added checkpoint version 10),
+// (testdata/v10/schedules, written on the commit that added checkpoint version 10, and
+// testdata/v11/schedules, by version 11),
 // at the moment each was taken: the schedules must be those SCHEDULES lists, with their state, and
 // the messages as many; then again after a Close, from the checkpoint this version writes.
 func TestOpensScheduleDirectories(t *testing.T) {
-	for _, name := range []string{"v10/schedules/crashed", "v10/schedules/closed"} {
+	for _, name := range []string{"v10/schedules/crashed", "v10/schedules/closed", "v11/schedules/crashed", "v11/schedules/closed"} {
 		t.Run(name, func(t *testing.T) {
 			src := filepath.Join("testdata", name)
 			b, err := os.ReadFile(filepath.Join(src, "SCHEDULES"))

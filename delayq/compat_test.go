@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,13 +29,16 @@ import (
 // kept the topics Cancels and Purges took messages of (v7, by TestWriteFixture of
 // fixture_gen_test.go run on commit fcb1137), and before it kept the damaged places accounted for
 // (v8, by the same test run on commit 2ce04ce), and by version 9, which keeps them (v9, by the
-// same test run on commit 5c4a900): for each, one copied while the queue was open, with log to
-// replay after its checkpoint, and one after Close. Exactly the messages their PENDING file lists
-// must be delivered, with their payloads and none early, and the queue must reopen from the
+// same test run on commit 5c4a900), and by version 11, whose Puts carry headers (v11, by the same
+// test, which puts messages with headers in every place a message can be; version 10 added
+// schedules, whose directories TestOpensScheduleDirectories opens): for each, one copied while the
+// queue was open, with log to replay after its checkpoint, and one after Close. Exactly the
+// messages their PENDING file lists must be delivered, with their payloads and headers (none
+// before version 11) and none early, and the queue must reopen from the
 // checkpoint it writes in the new format. The fixtures were written in a synctest bubble, so their times are the bubble's.
 func TestOpensOlderDirectories(t *testing.T) {
 	for _, name := range []string{"v3/crashed", "v3/closed", "v4/crashed", "v4/closed", "v5/crashed", "v5/closed", "v6/crashed", "v6/closed",
-		"v7/crashed", "v7/closed", "v8/crashed", "v8/closed", "v9/crashed", "v9/closed", "v10/crashed", "v10/closed"} {
+		"v7/crashed", "v7/closed", "v8/crashed", "v8/closed", "v9/crashed", "v9/closed", "v10/crashed", "v10/closed", "v11/crashed", "v11/closed"} {
 		t.Run(name, func(t *testing.T) {
 			version, err := strconv.Atoi(strings.TrimPrefix(filepath.Dir(name), "v"))
 			if err != nil {
@@ -104,6 +109,8 @@ func TestOpensOlderDirectories(t *testing.T) {
 								t.Fatalf("%s delivered: not pending, or twice", d.ID)
 							case d.Topic != w.Topic || !bytes.Equal(d.Payload, w.Payload):
 								t.Fatalf("%s delivered on %s with %d bytes; want %s with %d", d.ID, d.Topic, len(d.Payload), w.Topic, len(w.Payload))
+							case !maps.Equal(d.Headers, w.Headers) || (d.Headers == nil) != (w.Headers == nil):
+								t.Fatalf("%s delivered with headers %q; want %q", d.ID, d.Headers, w.Headers)
 							case time.Now().Before(w.DeliverAt):
 								t.Fatalf("%s delivered %v early", d.ID, w.DeliverAt.Sub(time.Now()))
 							}
@@ -140,13 +147,25 @@ func readPending(t *testing.T, path string) map[string]Message {
 		if strings.HasPrefix(line, "#") {
 			continue
 		}
-		fs := append(strings.Fields(line), "") // an empty payload has no field
-		ns, err1 := strconv.ParseInt(fs[2], 10, 64)
-		p, err2 := hex.DecodeString(fs[3])
-		if len(fs) < 4 || err1 != nil || err2 != nil {
+		fs := strings.Fields(line)
+		var h map[string]string
+		if last := fs[len(fs)-1]; strings.HasPrefix(last, "h=") { // headers, from version 11
+			b, err := hex.DecodeString(last[2:])
+			if err != nil || json.Unmarshal(b, &h) != nil || len(h) == 0 {
+				t.Fatalf("bad headers in line %q", line)
+			}
+			fs = fs[:len(fs)-1]
+		}
+		fs = append(fs, "") // an empty payload has no field
+		if len(fs) < 4 {
 			t.Fatalf("bad line %q", line)
 		}
-		out[fs[0]] = Message{ID: fs[0], Topic: fs[1], DeliverAt: time.Unix(0, ns), Payload: p}
+		ns, err1 := strconv.ParseInt(fs[2], 10, 64)
+		p, err2 := hex.DecodeString(fs[3])
+		if err1 != nil || err2 != nil {
+			t.Fatalf("bad line %q", line)
+		}
+		out[fs[0]] = Message{ID: fs[0], Topic: fs[1], DeliverAt: time.Unix(0, ns), Payload: p, Headers: h}
 	}
 	return out
 }

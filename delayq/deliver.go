@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -97,7 +98,7 @@ func (q *Queue) leaseLocked(e *entry, deadline int64) Delivery {
 	q.stats.delivered++
 	e.t.deliveries++
 	return Delivery{
-		Message: Message{ID: e.id, Topic: e.t.name, Payload: bytes.Clone(e.payload), DeliverAt: time.Unix(0, e.deliverAt)},
+		Message: Message{ID: e.id, Topic: e.t.name, Payload: bytes.Clone(e.payload), Headers: maps.Clone(e.headers), DeliverAt: time.Unix(0, e.deliverAt)},
 		Receipt: q.makeReceipt(e.origin, e.lease),
 		Attempt: int(e.attempt) + 1,
 	}

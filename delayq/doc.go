@@ -112,14 +112,17 @@
 // Ordering is by due time, to the millisecond; messages due at the same moment have no promised
 // order. A message may be delivered more than once: after a crash, an expired lease, or a lost ack.
 // A message put with a chosen ID costs about 60 bytes of memory while it waits on disk; generated
-// IDs cost nothing. Due messages that no consumer receives stay in memory, with their payloads,
-// until received. A delivery interrupted by a crash does not count as an attempt. Leases end when
+// IDs cost nothing. Due messages that no consumer receives stay in memory, with their payloads
+// and headers, until received. A delivery interrupted by a crash does not count as an attempt. Leases end when
 // the queue closes: after a restart, the receipt of a message still waiting is stale. Damage to a
 // Cancel or Ack record loses the cancel or the ack (the message is delivered after all, or again).
 // The counters of [Queue.Topics] (puts, deliveries, acks) count since Open. Directories written
 // by versions of delayq before the operator's actions are opened (each slot list is read once to
 // count its messages by topic), but logs written since cannot be read by those versions, nor, once
 // a delivery limit or a Nack's reason was written (a Limit record, an Update's reason, checkpoint
-// version 6), by the versions before them. The directory belongs to one Queue at a time (an flock enforces it on Unix). Nothing is replicated:
+// version 6), or a message with headers (a Put record's headers, checkpoint version 11), by the
+// versions before them: such a version finds a checkpoint of a version it does not know, calls it
+// damaged and rebuilds from the log, where it counts each Put with headers as a damaged record.
+// The directory belongs to one Queue at a time (an flock enforces it on Unix). Nothing is replicated:
 // losing the disk loses the queue.
 package delayq

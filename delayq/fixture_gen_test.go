@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,7 +20,8 @@ import (
 // TestWriteFixture writes a testdata directory of the checkpoint version this code writes: queue
 // directories as this version of delayq leaves them (every record kind including Pause and Purge,
 // Cancels naming their topic, Updates with the cause and reason of the failure, a delivery limit,
-// the receipt secret), one copied while the queue was open and one after Close, for
+// the receipt secret, messages with headers in memory, in the disk wheel, rolled, in a batch,
+// dead-lettered, made due and put after the checkpoint), one copied while the queue was open and one after Close, for
 // TestOpensOlderDirectories of every later version; and, in its subdirectory schedules, those of
 // writeScheduleFixture, for TestOpensScheduleDirectories. It runs only when DELAYQ_WRITE_FIXTURE
 // names the directory to write into (testdata/vN, N the version).
@@ -46,6 +48,7 @@ func writeMessageFixture(t *testing.T, out string) {
 			topic   string
 			due     time.Time
 			payload []byte
+			headers map[string]string
 		}
 		pending := map[string]want{}
 		put := func(m Message) string {
@@ -58,7 +61,7 @@ func writeMessageFixture(t *testing.T, out string) {
 			if due.Before(time.Now()) {
 				due = time.Now()
 			}
-			pending[id] = want{m.Topic, due, m.Payload}
+			pending[id] = want{m.Topic, due, m.Payload, m.Headers}
 			return id
 		}
 		cancel := func(id string) {
@@ -68,23 +71,30 @@ func writeMessageFixture(t *testing.T, out string) {
 			}
 			delete(pending, id)
 		}
+		// headers returns the headers of the ith message of a kind, every other one none.
+		headers := func(i int) map[string]string {
+			if i%2 == 1 {
+				return nil
+			}
+			return map[string]string{"traceparent": fmt.Sprintf("00-%032x-%016x-01", i+1, i+1), "n": fmt.Sprint(i), "empty": ""}
+		}
 		var near, wheel []string
 		for i := range 6 {
-			near = append(near, put(Message{Topic: "t", Payload: fmt.Appendf(nil, "near-%d", i), DeliverAt: t0.Add(time.Duration(i) * 10 * time.Millisecond)}))
+			near = append(near, put(Message{Topic: "t", Payload: fmt.Appendf(nil, "near-%d", i), Headers: headers(i), DeliverAt: t0.Add(time.Duration(i) * 10 * time.Millisecond)}))
 		}
 		for i := range 12 {
-			m := Message{Topic: "t", Payload: fmt.Appendf(nil, "wheel-%d", i), DeliverAt: t0.Add(2*time.Second + time.Duration(i)*500*time.Millisecond)}
+			m := Message{Topic: "t", Payload: fmt.Appendf(nil, "wheel-%d", i), Headers: headers(i + 1), DeliverAt: t0.Add(2*time.Second + time.Duration(i)*500*time.Millisecond)}
 			if i%3 == 0 {
 				m.ID = fmt.Sprintf("user-%d", i)
 			}
 			wheel = append(wheel, put(m))
 		}
-		put(Message{ID: "user-far", Topic: "t", Payload: []byte("far chosen"), DeliverAt: t0.Add(25 * time.Second)})
+		put(Message{ID: "user-far", Topic: "t", Payload: []byte("far chosen"), Headers: headers(0), DeliverAt: t0.Add(25 * time.Second)})
 		put(Message{Topic: "t", Payload: []byte("far generated"), DeliverAt: t0.Add(41 * time.Second)})
 		put(Message{Topic: "big", Payload: bytes.Repeat([]byte("big!"), 2600), DeliverAt: t0.Add(4 * time.Second)})
 		batch := []Message{
 			{Topic: "b", Payload: []byte("batch-0"), DeliverAt: t0.Add(3 * time.Second)},
-			{ID: "user-batch", Topic: "b", Payload: []byte("batch-1"), DeliverAt: t0.Add(6 * time.Second)},
+			{ID: "user-batch", Topic: "b", Payload: []byte("batch-1"), Headers: headers(2), DeliverAt: t0.Add(6 * time.Second)},
 			{Topic: "b", Payload: []byte("batch-2"), DeliverAt: t0.Add(30 * time.Second)},
 		}
 		ids, err := q.PutBatch(ctx, batch)
@@ -92,7 +102,7 @@ func writeMessageFixture(t *testing.T, out string) {
 			t.Fatal(err)
 		}
 		for i, id := range ids {
-			pending[id] = want{batch[i].Topic, batch[i].DeliverAt, batch[i].Payload}
+			pending[id] = want{batch[i].Topic, batch[i].DeliverAt, batch[i].Payload, batch[i].Headers}
 		}
 		cancel(near[1])
 		cancel(wheel[1]) // a Cancel threaded into a list, naming its topic
@@ -125,7 +135,7 @@ func writeMessageFixture(t *testing.T, out string) {
 			t.Fatal(err)
 		}
 		// A message nacked to its dead-letter topic (Updates with the cause), and one requeued back.
-		dl := put(Message{Topic: "dl", Payload: []byte("dead letter")})
+		dl := put(Message{Topic: "dl", Payload: []byte("dead letter"), Headers: headers(4)})
 		rq := put(Message{Topic: "dl", Payload: []byte("requeued")})
 		for range 2 {
 			ds, err := q.Receive(ctx, "dl", 2, time.Minute)
@@ -141,8 +151,8 @@ func writeMessageFixture(t *testing.T, out string) {
 		if n, err := q.Requeue(ctx, "dl", rq); err != nil || n != 1 {
 			t.Fatalf("Requeue = %d, %v", n, err)
 		}
-		pending[dl] = want{"dl.dead", time.Now(), []byte("dead letter")}
-		pending[rq] = want{"dl", time.Now(), []byte("requeued")}
+		pending[dl] = want{"dl.dead", time.Now(), []byte("dead letter"), headers(4)}
+		pending[rq] = want{"dl", time.Now(), []byte("requeued"), nil}
 		// Made due now: one from the disk wheel (a Cancel and a copy in one group).
 		if ok, err := q.DeliverNow(ctx, wheel[7]); !ok || err != nil {
 			t.Fatalf("DeliverNow = %v, %v", ok, err)
@@ -176,7 +186,7 @@ func writeMessageFixture(t *testing.T, out string) {
 		// After the checkpoint: more puts, a cancel, an ack, a nack and an expired lease for the
 		// replay.
 		for i := range 4 {
-			put(Message{Topic: "t", Payload: fmt.Appendf(nil, "after-%d", i), DeliverAt: time.Now().Add(time.Duration(i) * 3 * time.Second)})
+			put(Message{Topic: "t", Payload: fmt.Appendf(nil, "after-%d", i), Headers: headers(i), DeliverAt: time.Now().Add(time.Duration(i) * 3 * time.Second)})
 		}
 		put(Message{ID: "user-after", Topic: "t", Payload: []byte("after chosen"), DeliverAt: time.Now().Add(7 * time.Second)})
 		cancel(wheel[5])
@@ -203,10 +213,15 @@ func writeMessageFixture(t *testing.T, out string) {
 			t.Fatal(err)
 		}
 		var b strings.Builder
-		fmt.Fprintf(&b, "# id topic due-unix-nano payload-hex: the messages pending in this directory\n")
+		fmt.Fprintf(&b, "# id topic due-unix-nano payload-hex [h=headers-json-hex]: the messages pending in this directory\n")
 		for _, id := range slices.Sorted(mapKeys(pending)) {
 			w := pending[id]
-			fmt.Fprintf(&b, "%s %s %d %s\n", id, w.topic, w.due.UnixNano(), hex.EncodeToString(w.payload))
+			fmt.Fprintf(&b, "%s %s %d %s", id, w.topic, w.due.UnixNano(), hex.EncodeToString(w.payload))
+			if len(w.headers) > 0 {
+				h, _ := json.Marshal(w.headers)
+				fmt.Fprintf(&b, " h=%s", hex.EncodeToString(h))
+			}
+			b.WriteByte('\n')
 		}
 		writeFixtureDir(t, dir, filepath.Join(out, "crashed"), "PENDING", b.String()) // the log goes on after the checkpoint
 		if err := q.Close(); err != nil {

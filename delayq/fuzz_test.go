@@ -27,7 +27,8 @@ var (
 )
 
 // fuzzTemplate builds, once, a queue directory with messages in memory and in the disk wheel,
-// acks, a cancel and a checkpoint, closed uncleanly: its log goes on after the checkpoint.
+// some with headers, acks, a cancel and a checkpoint, closed uncleanly: its log goes on after the
+// checkpoint.
 func fuzzTemplate() (string, error) {
 	templateOnce.Do(func() {
 		templateDir, templateErr = os.MkdirTemp("", "delayq-fuzz-template")
@@ -43,7 +44,11 @@ func fuzzTemplate() (string, error) {
 		now := time.Now()
 		var ids []string
 		for i := range 60 {
-			id, err := q.Put(ctx, Message{Topic: "t", Payload: []byte(fmt.Sprint("payload ", i)), DeliverAt: now.Add(time.Duration(i%3-1) * time.Hour)})
+			m := Message{Topic: "t", Payload: []byte(fmt.Sprint("payload ", i)), DeliverAt: now.Add(time.Duration(i%3-1) * time.Hour)}
+			if i%4 == 0 {
+				m.Headers = map[string]string{"traceparent": fmt.Sprintf("00-%032x-%016x-01", i+1, i+1), "n": fmt.Sprint(i)}
+			}
+			id, err := q.Put(ctx, m)
 			if err != nil {
 				templateErr = err
 				return
@@ -62,7 +67,8 @@ func fuzzTemplate() (string, error) {
 		q.PauseSchedule(ctx, "hourly")
 		templateErr = q.checkpoint()
 		for i := range 10 {
-			q.Put(ctx, Message{ID: fmt.Sprint("user", i), Topic: "u", DeliverAt: now.Add(time.Duration(i) * time.Minute)})
+			q.Put(ctx, Message{ID: fmt.Sprint("user", i), Topic: "u", DeliverAt: now.Add(time.Duration(i) * time.Minute),
+				Headers: map[string]string{"k": fmt.Sprint(i)}})
 		}
 		q.SetSchedule(ctx, queue.Schedule{Name: "daily", Topic: "s", Payload: []byte("p2"), Spec: "30 9 * * *", TimeZone: "Europe/Paris"})
 		q.SetSchedule(ctx, queue.Schedule{Name: "new", Topic: "s", Spec: "@daily"})

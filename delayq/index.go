@@ -114,8 +114,9 @@ type entry struct {
 	// whose t is a dead-letter topic (not the one in the record at pos).
 	t, home   *topicState
 	payload   []byte
-	deliverAt int64  // Unix nanoseconds
-	attempt   uint32 // failed deliveries so far
+	headers   map[string]string // nil for none
+	deliverAt int64             // Unix nanoseconds
+	attempt   uint32            // failed deliveries so far
 	// failure says why the last delivery failed (format.FailureNacked, FailureExpired or
 	// FailureDeadLettered), and
 	// failedAt when; failure is 0 for an entry that has not failed, or whose cause is not known
@@ -155,7 +156,7 @@ func (e *entry) dead() bool { return e.t != e.home }
 func (x *deliveryIndex) newEntry(pos wal.Pos, rec *format.Record) *entry {
 	t := x.topics.get(rec.Topic)
 	return &entry{pos: pos, origin: originOf(rec.Origin, pos), id: rec.ID, t: t, home: t, payload: rec.Payload,
-		deliverAt: rec.DeliverAt, attempt: rec.Attempt}
+		headers: rec.Headers, deliverAt: rec.DeliverAt, attempt: rec.Attempt}
 }
 
 // originOf returns the first record of a message whose Put record at pos names origin.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/tockwheel/tock/delayq/internal/format"
@@ -140,7 +141,7 @@ func (q *Queue) putBatchLocked(msgs []Message, repeats []bool, now int64) ([]str
 			continue
 		}
 		m := &msgs[i]
-		id, e, err := q.putLocked(m.ID, m.Topic, m.Payload, dueAt(m, now), 0, 0, i < last)
+		id, e, err := q.putLocked(m.ID, m.Topic, m.Payload, m.Headers, dueAt(m, now), 0, 0, i < last)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -232,6 +233,9 @@ func (q *Queue) checkIDsLocked(msgs []Message, now int64, read map[string]readRe
 // Cancel and the Put as one atomic group. It returns m's ID and the end of the group.
 func (q *Queue) replaceLocked(m *Message, cancel *format.Record, now int64) ([]string, wal.Pos, error) {
 	put := format.Record{Kind: format.KindPut, ID: m.ID, Topic: m.Topic, Payload: bytes.Clone(m.Payload), DeliverAt: dueAt(m, now)}
+	if len(m.Headers) > 0 {
+		put.Headers = maps.Clone(m.Headers)
+	}
 	end, err := q.commitAllLocked([]format.Record{*cancel, put})
 	if err != nil {
 		return nil, 0, err
@@ -280,7 +284,7 @@ func putSize(m *Message) int {
 	if idLen == 0 {
 		idLen = generatedIDLen
 	}
-	r := format.Record{Kind: format.KindPut, Topic: m.Topic, Payload: m.Payload}
+	r := format.Record{Kind: format.KindPut, Topic: m.Topic, Payload: m.Payload, Headers: m.Headers}
 	return frameSize(&r) + idLen
 }
 
@@ -299,6 +303,14 @@ func (q *Queue) validate(m *Message) error {
 	case len(m.Payload) > q.cfg.maxPayload:
 		return fmt.Errorf("payload of %d bytes over %d: %w", len(m.Payload), q.cfg.maxPayload, ErrTooLarge)
 	}
+	if len(m.Headers) > 0 {
+		if err := queue.CheckHeaders(m.Headers); err != nil {
+			return err
+		}
+		if n := len(m.Payload) + queue.HeadersSize(m.Headers); n > q.cfg.maxPayload {
+			return fmt.Errorf("payload and headers of %d bytes over %d: %w", n, q.cfg.maxPayload, ErrTooLarge)
+		}
+	}
 	_, err := queue.DueAt(m.DeliverAt, time.Time{})
 	return err
 }
@@ -308,16 +320,20 @@ func (q *Queue) validate(m *Message) error {
 // position of the message's first record for a copy (a roll or a relocation), else 0; more says
 // that more records of the caller's atomic group follow. It returns the ID and the end of the
 // record.
-func (q *Queue) putLocked(id, topic string, payload []byte, deliverAt int64, attempt uint32, origin wal.Pos, more bool) (string, wal.Pos, error) {
-	rec := format.Record{Kind: format.KindPut, ID: id, Topic: topic, Payload: payload, DeliverAt: deliverAt, Attempt: attempt, Origin: origin}
+func (q *Queue) putLocked(id, topic string, payload []byte, headers map[string]string, deliverAt int64, attempt uint32, origin wal.Pos, more bool) (string, wal.Pos, error) {
+	if len(headers) == 0 {
+		headers = nil
+	}
+	rec := format.Record{Kind: format.KindPut, ID: id, Topic: topic, Payload: payload, Headers: headers, DeliverAt: deliverAt, Attempt: attempt, Origin: origin}
 	w := &q.disk
 	if slot := w.slotOf(deliverAt); slot > w.loaded {
 		list := w.listFor(slot)
 		rec.Threaded, rec.ListSlot, rec.Prev = true, list, w.peek(list).head
 	} else if origin == 0 {
-		// Into memory, where the message keeps the payload: the caller may reuse its buffer once
-		// Put returns. (A copy's payload was read from the log.)
+		// Into memory, where the message keeps the payload and headers: the caller may reuse its
+		// buffer and change its map once Put returns. (A copy's were read from the log.)
 		rec.Payload = bytes.Clone(payload)
+		rec.Headers = maps.Clone(headers)
 	}
 	if id == "" {
 		// The ID holds the record's own position, which is known before appending because

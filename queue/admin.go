@@ -135,4 +135,7 @@ type MessageInfo struct {
 	// its whole length.
 	Payload []byte
 	Size    int
+	// Headers are the message's headers, whole in a page too (they are bounded by
+	// MaxHeadersSize); nil when it has none.
+	Headers map[string]string
 }

@@ -17,13 +17,15 @@ type Engine interface {
 	//
 	// When m.ID names a message that is still waiting (scheduled, due or leased), Put stores
 	// nothing: it returns m.ID and nil if the waiting message has the same topic, payload and
-	// DeliverAt (a retried Put), and an error matching ErrDuplicate otherwise, unless m.Replace
+	// DeliverAt (a retried Put; headers are not compared, and the waiting message keeps its
+	// own), and an error matching ErrDuplicate otherwise, unless m.Replace
 	// asks to replace it (see [Message.Replace]). An ID is free again
 	// once its message is acked or cancelled. A dead letter keeps its ID: it waits on the
 	// dead-letter topic until it is received and acked, or cancelled.
 	//
-	// Put refuses with ErrInvalid an empty topic or a DeliverAt after MaxDeliverAt, and with
-	// ErrTooLarge a payload over the engine's limit.
+	// Put refuses with ErrInvalid an empty topic, a DeliverAt after MaxDeliverAt or headers that
+	// [CheckHeaders] refuses as invalid, and with ErrTooLarge a payload over the engine's limit
+	// (the payload's bytes and [HeadersSize] together) or headers over their bounds.
 	Put(ctx context.Context, m Message) (id string, err error)
 
 	// PutBatch stores every message of ms or none of them, and returns their IDs in order. Each

@@ -14,12 +14,21 @@ type Message struct {
 	Topic string
 	// Payload is delivered as it is. It may be empty.
 	Payload []byte
+	// Headers are pairs of strings delivered with the message, as those of NATS, Kafka or AMQP:
+	// metadata such as a trace context ("traceparent") or a content type, which the engine keeps
+	// and never reads. Nil or empty means none; deliveries carry nil then. [CheckHeaders] says
+	// what keys and values are valid; there are at most [MaxHeaders] of them and
+	// [MaxHeadersSize] bytes, and their bytes count in the engine's payload limit with the
+	// payload's. Headers are not compared when a Put repeats a waiting message's ID: a retried
+	// Put with other headers (another trace, say) is still a retried Put, and the waiting
+	// message keeps its own.
+	Headers map[string]string
 	// DeliverAt is when the message becomes due. The zero time, or any time before the Put, means
 	// at the Put. Times after [MaxDeliverAt] are refused. A monotonic clock reading, if any, is
 	// ignored: due times are wall-clock times.
 	DeliverAt time.Time
 	// Replace makes a Put with a chosen ID replace the message waiting under that ID, atomically,
-	// with this one (new topic, payload and due time, attempts counted from zero), instead of
+	// with this one (new topic, payload, headers and due time, attempts counted from zero), instead of
 	// failing with ErrDuplicate: a debounce ("remind me 30 minutes after the last change") in
 	// one call. A leased message is not replaced: the Put fails with a *DuplicateError whose
 	// Leased field is set. A scheduled, due or dead message is replaced. Without a waiting

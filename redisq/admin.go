@@ -162,7 +162,7 @@ func (q *Queue) Message(ctx context.Context, id string) (queue.MessageInfo, erro
 // deliveries there counted, and in state Dead unless it is leased.
 func messageInfo(id string, state queue.State, score int64, size int, rec record, reason string) queue.MessageInfo {
 	mi := queue.MessageInfo{ID: id, Topic: rec.topic, State: state, DeliverAt: time.UnixMilli(rec.due),
-		Attempts: rec.att, Payload: rec.payload, Size: size, Reason: reason}
+		Attempts: rec.att, Payload: rec.payload, Size: size, Reason: reason, Headers: rec.headers}
 	mi.LastFailure, mi.FailedAt = rec.failure()
 	if state == queue.Leased {
 		mi.LeaseDeadline = time.UnixMilli(score)

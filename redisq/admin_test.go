@@ -727,7 +727,7 @@ func TestOpenRefusesLayoutVersion1(t *testing.T) {
 	if !errors.Is(err, ErrIncompatible) || !errors.Is(err, ErrMismatch) {
 		t.Fatalf("Open of a deployment of layout version 1: %v; want ErrIncompatible", err)
 	}
-	for _, want := range []string{"layout version 1", "only layout version 4", "does not migrate", "delete its keys", "WithPrefix"} {
+	for _, want := range []string{"layout version 1", "only layout version 5", "does not migrate", "delete its keys", "WithPrefix"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Open of a deployment of layout version 1: %q; want it to say %q", err, want)
 		}
@@ -736,11 +736,11 @@ func TestOpenRefusesLayoutVersion1(t *testing.T) {
 		t.Errorf("the refused deployment's version is now %q", v)
 	}
 	newer := newPrefix()
-	rdb.HSet(ctx, "{"+newer+"}:config", "version", "5", "shards", "16", "secret", "00112233445566778899aabbccddeeff")
+	rdb.HSet(ctx, "{"+newer+"}:config", "version", "6", "shards", "16", "secret", "00112233445566778899aabbccddeeff")
 	if _, err := Open(ctx, rdb, WithPrefix(newer)); !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), "newer version") {
-		t.Fatalf("Open of a deployment of layout version 5: %v; want ErrIncompatible", err)
+		t.Fatalf("Open of a deployment of layout version 6: %v; want ErrIncompatible", err)
 	}
-	// Version 4 only adds to version 3: Open upgrades it in place.
+	// Versions 4 and 5 only add to version 3: Open upgrades it in place.
 	older := newPrefix()
 	rdb.HSet(ctx, "{"+older+"}:config", "version", "3", "shards", "16", "secret", "00112233445566778899aabbccddeeff")
 	q, err := Open(ctx, rdb, WithPrefix(older))
@@ -748,8 +748,8 @@ func TestOpenRefusesLayoutVersion1(t *testing.T) {
 		t.Fatalf("Open of a deployment of layout version 3: %v; want it upgraded", err)
 	}
 	q.Close()
-	if v, _ := rdb.HGet(ctx, "{"+older+"}:config", "version").Result(); v != "4" {
-		t.Errorf("the upgraded deployment's version is %q; want 4", v)
+	if v, _ := rdb.HGet(ctx, "{"+older+"}:config", "version").Result(); v != layoutVersion {
+		t.Errorf("the upgraded deployment's version is %q; want %s", v, layoutVersion)
 	}
 }
 

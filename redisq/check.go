@@ -38,6 +38,8 @@ const checkPause = 10 * time.Second
 //   - the dead-letter sets hold exactly the dead letters that are not leased, at their death;
 //   - the shard's and the topics' counters match what they count, and topics names the topics
 //     with ready messages;
+//   - every record decodes, and the headers of those that have some are a JSON object of headers
+//     the engine would take;
 //   - why holds a reason for exactly the records whose fail kind says they have one;
 //   - each shard that holds messages carries the stamp of the deployment's configuration;
 //   - every schedule's record decodes and names a valid schedule homed in its shard; snames

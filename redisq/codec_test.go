@@ -76,6 +76,25 @@ func TestDecodeRecord(t *testing.T) {
 		dead.diedAt != 1700000000900 || dead.diedAtt != 3 || why != "lease expired" || at.UnixMilli() != 1700000000500 {
 		t.Fatalf("decodeRecord of a dead letter = %+v, %v", dead, err)
 	}
+	h, err := decodeRecord(`1,,0,,,,,,1,1,26;ot{"k":"v","traceparent":""}pay`)
+	if err != nil || h.origin != "o" || h.topic != "t" || string(h.payload) != "pay" || len(h.headers) != 2 || h.headers["k"] != "v" {
+		t.Fatalf("decodeRecord of a message with headers = %+v, %v", h, err)
+	}
+	for _, bad := range []string{
+		`1,,0,,,,,,0,1,0;t`,             // headers of no length
+		`1,,0,,,,,,0,1,9;t{"k":"v"`,     // headers past the end
+		`1,,0,,,,,,0,1,5;t{"k":`,        // headers not JSON
+		`1,,0,,,,,,0,1,2;t{}`,           // no headers
+		`1,,0,,,,,,0,1,10;t{"k k":"v"}`, // a key the engine refuses
+		`1,,0,,,,,,0,1,x;t{}`,           // length
+		`1,,0,,,,,,0,1,7;t["a","b"]`,    // not an object
+		`1,,0,,,,,,0,1,9;t{"k":1}`,      // not a string
+		`1,,0,,,,,,0,1,9,9;t{"k":"v"}`,  // a field more
+	} {
+		if _, err := decodeRecord(bad); err == nil {
+			t.Errorf("decodeRecord(%q) accepted it", bad)
+		}
+	}
 	for _, bad := range []string{
 		"",
 		"1,,0,,,,,,0,1",                     // no body
@@ -103,6 +122,7 @@ func FuzzDecodeRecord(f *testing.F) {
 	f.Add("1700000000123,-5,2,tok,,n,,,0,5;topicpayload")
 	f.Add("1700000000999,1700000000000,1,,,,x1700000000500,1700000000900.3,1,3;tt.dpay")
 	f.Add("1,,0,,,,,,0,0;")
+	f.Add(`1,,0,,,,,,1,1,26;ot{"k":"v","traceparent":""}pay`)
 	f.Fuzz(func(t *testing.T, s string) {
 		rec, err := decodeRecord(s)
 		if err == nil && len(rec.origin)+len(rec.topic)+len(rec.payload) > len(s) {

@@ -112,8 +112,13 @@ return v
 // new version in {p}:config. Version 3 only added keys ({T}:why, the limits' {T}:lim,
 // {T}:lb:<topic> and {T}:lp:<topic>, the stamp in {T}:meta) and fail kinds ('d', 'N', 'D') that a
 // record of version 2 does not have; version 4 only added the schedules' keys, and homes the IDs
-// of schedules' fires ("<name>@<time>") with their schedule's name.
-var upgradable = []string{"2", "3"}
+// of schedules' fires ("<name>@<time>") with their schedule's name; version 5 only added the
+// optional headers of a record, which no record of version 4 has. Version 5 is a version of its
+// own, not written over version 4 as it is, because a process of version 4 cannot parse a record
+// with headers: its scripts would fail on every such record they touch (a receive, a tick, a
+// nack), and its Check would call the deployment damaged. Bumping the version makes such a
+// process refuse the deployment at Open instead of sharing it.
+var upgradable = []string{"2", "3", "4"}
 
 // stampScript gives a shard the deployment's stamp (ARGV[1]) in its meta (KEYS[1]; KEYS[2] is the
 // guard, so that a migrating shard is refused). It replies 0 when the shard had it, 1 when it had

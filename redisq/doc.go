@@ -119,7 +119,7 @@
 //
 // A record is text, then bytes:
 //
-//	<due>,<req>,<att>,<tok>,<aux>,<nonce>,<fail>,<dead>,<origin length>,<topic length>;<origin><topic><payload>
+//	<due>,<req>,<att>,<tok>,<aux>,<nonce>,<fail>,<dead>,<origin length>,<topic length>[,<headers length>];<origin><topic>[<headers>]<payload>
 //
 // due is when the message is (or was) due, in Unix milliseconds by the clock of the Redis server
 // (DeliverAt rounded up to the millisecond, never down, or the time of the Put if later); req is
@@ -134,6 +134,13 @@
 // scripts that end a message look there only when there is something to remove. A dead letter's topic is its dead-letter topic; origin is the
 // topic it died on, and dead "<ms>.<attempts>" when it died and after how many deliveries there
 // (its attempts count from 0 again on the dead-letter topic); both are empty for any other message.
+// A message with headers (queue.Message.Headers) has an eleventh field, their length, and the
+// headers themselves between its topic and its payload: a JSON object of strings, keys in order,
+// as {"traceparent":"00-..."}; a message without has neither, so records written before headers
+// existed read as they did. The scripts carry the headers along wherever they rewrite a record,
+// and compare no headers (a retried Put is one whatever its headers). Processes of a version
+// before headers refuse records that have them (a malformed record): upgrade every process of a
+// deployment before putting messages with headers.
 //
 // # Scripts
 //
@@ -545,18 +552,20 @@
 // Message: queue.ErrNotFound means never stored or already done alike. A Put with a generated ID
 // repeated by its caller always stores another message.
 //
-// The layout has a version, in {p}:config: this package reads and writes version 4. Version 2 added
+// The layout has a version, in {p}:config: this package reads and writes version 5. Version 2 added
 // the topics' wheels, leases, dead letters, counters and pauses, and the last failure and origin in
 // the records; version 3 the reasons of failures ({T}:why), the fail kinds 'd', 'N' and 'D', the
 // extend script, the delivery limits ({T}:lim, {T}:lb:<topic>, {T}:lp:<topic>) and the shards'
-// stamps; version 4 the schedules, and the home of their fires' IDs (see Schedules). Open upgrades
-// a deployment of version 2 or 3 in place: each version only adds keys (and, in 3, fail kinds) to
-// the one before, so the upgrade writes the new version in {p}:config and nothing else, and logs
+// stamps; version 4 the schedules, and the home of their fires' IDs (see Schedules); version 5 a
+// message's headers, an optional field of its record. Open upgrades a deployment of version 2, 3
+// or 4 in place: each version only adds keys (and, in 3, fail kinds; in 5, an optional field of a
+// record) to the one before, so the upgrade writes the new version in {p}:config and nothing
+// else, and logs
 // it (level WARN). Stop the processes of the older version first: they check the version only
 // when they open, and one still running would go on writing in the old layout (version 3 homes a
 // chosen ID of the form of a fire elsewhere; version 2 could not read a record with a fail kind it
-// does not know). TestUpgradeFromLayout2 and TestUpgradeFromLayout3 open deployments that those
-// versions wrote (testdata/layout2, testdata/layout3). Open refuses a deployment of any other
+// does not know; version 4 could not parse a record with headers). TestUpgradeFromLayout2, 3 and
+// 4 open deployments that those versions wrote (testdata/layout2, layout3, layout4). Open refuses a deployment of any other
 // version with ErrIncompatible (which matches ErrMismatch), naming both versions, and a process of
 // an older version refuses one of a newer, so that two versions never share a deployment once
 // opened. A deployment of version 1 is not migrated: drain it with the processes of that version

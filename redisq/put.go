@@ -43,6 +43,15 @@ func (q *Queue) item(m queue.Message) (putItem, error) {
 		return putItem{}, fmt.Errorf("redisq: %w", err)
 	}
 	it := putItem{id: m.ID, req: strconv.FormatInt(ceilMillis(m.DeliverAt), 10), topic: m.Topic, payload: m.Payload}
+	if len(m.Headers) > 0 {
+		if err := queue.CheckHeaders(m.Headers); err != nil {
+			return putItem{}, fmt.Errorf("redisq: %w", err)
+		}
+		if n := len(m.Payload) + queue.HeadersSize(m.Headers); n > q.cfg.maxPayload {
+			return putItem{}, fmt.Errorf("redisq: payload and headers of %d bytes, over %d: %w", n, q.cfg.maxPayload, queue.ErrTooLarge)
+		}
+		it.headers = encodeHeaders(m.Headers)
+	}
 	if it.payload == nil {
 		it.payload = []byte{}
 	}

@@ -23,9 +23,11 @@ import (
 // last failure of a message to its record; version 3 the reasons of failures ({T}:why), the
 // failures of a consumer's dead letter ('d'), the extend script and the delivery limits; version 4
 // added schedules, and made the home shard of a schedule's fire ID the home of the schedule's name
-// (see the package doc). Open upgrades a deployment of version 2 or 3 in place (see upgradable),
-// and refuses one of any other version, as a process of an older version then refuses it.
-const layoutVersion = "4"
+// (see the package doc); version 5 a message's headers in its record (an eleventh field of its
+// header, and the headers between its topic and its payload). Open upgrades a deployment of
+// version 2, 3 or 4 in place (see upgradable), and refuses one of any other version, as a process
+// of an older version then refuses it.
+const layoutVersion = "5"
 
 // A Queue is a delay queue in Redis: a [queue.Engine] and a [queue.Reporter]. Open one per process
 // and share it; it is safe for concurrent use by any number of goroutines, and any number of

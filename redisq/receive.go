@@ -365,7 +365,7 @@ func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis 
 			return out, err
 		}
 		out = append(out, queue.Delivery{
-			Message: queue.Message{ID: id, Topic: rec.topic, Payload: rec.payload, DeliverAt: time.UnixMilli(rec.due)},
+			Message: queue.Message{ID: id, Topic: rec.topic, Payload: rec.payload, Headers: rec.headers, DeliverAt: time.UnixMilli(rec.due)},
 			Receipt: q.signer().issue(s, rec.tok, id),
 			Attempt: rec.att,
 		})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -111,6 +112,31 @@ func TestUpgradeFromLayout3(t *testing.T) {
 	}
 }
 
+// TestUpgradeFromLayout4 loads into a real redis-server a deployment that the redisq of layout
+// version 4 wrote (testdata/layout4: that of version 3, and a paused schedule; see make.go there),
+// and opens it: see testUpgrade. The schedule is kept, and this version puts headers beside the
+// old version's records.
+func TestUpgradeFromLayout4(t *testing.T) {
+	rdb, q := testUpgrade(t, "4", 88)
+	ctx := testCtx(t, time.Minute)
+	si, err := q.Schedule(ctx, "yearly")
+	if err != nil || !si.Paused || si.Spec != "0 0 1 1 *" || si.Topic != "sched" {
+		t.Fatalf("the schedule of version 4: %+v, %v; want \"yearly\", paused", si, err)
+	}
+	h := map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	id, err := q.Put(ctx, queue.Message{Topic: "due", Payload: []byte("with headers"), Headers: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := q.Receive(ctx, "due", 1, time.Minute)
+	if err != nil || len(ds) != 1 || ds[0].ID != id || !maps.Equal(ds[0].Headers, h) {
+		t.Fatalf("a message with headers put after the upgrade: %+v, %v; want it with %q", ds, err, h)
+	}
+	if rep, err := Check(ctx, rdb, "v4"); err != nil || len(rep.Problems) > 0 {
+		t.Fatalf("Check at the end: %+v, %v", rep, err)
+	}
+}
+
 // testUpgrade loads testdata/layout<version>/deployment.json, a deployment (prefix
 // "v<version>") holding messages messages that the redisq of that layout version wrote, into a
 // real redis-server, and opens it: Open upgrades it in place to this version's layout; Check
@@ -174,7 +200,7 @@ func testUpgrade(t *testing.T, version string, messages int) (*redis.Client, *Qu
 		{"due", 0, 30, 0, 0, false},
 		{"nacked", 0, 10, 0, 0, false},
 		{"doomed", 0, 0, 0, 5, false},
-		{"dead", 0, map[string]int64{"2": 5, "3": 6}[version], 0, 0, false}, // version 3's has a dead letter of "why"
+		{"dead", 0, map[string]int64{"2": 5, "3": 6, "4": 6}[version], 0, 0, false}, // from version 3, a dead letter of "why"
 		{"stopped", 0, 3, 0, 0, true},
 	} {
 		ti := got[want.topic]

@@ -60,6 +60,7 @@ const (
 type putItem struct {
 	id, req, topic string
 	payload        []byte
+	headers        string // the message's headers, encoded (see encodeHeaders); "" for none
 	home           string // the ID's home shard when it is not the request's, else ""
 	nonce          string // the Put call's nonce for a chosen ID; "" for a generated one
 	replace        bool   // replace a waiting message that is not leased (single Puts only)
@@ -74,7 +75,7 @@ func (it putItem) append(args []any, retry bool) []any {
 	if it.replace {
 		flag += "x"
 	}
-	return append(args, it.id, it.req, it.topic, it.payload, it.home, it.nonce, flag)
+	return append(args, it.id, it.req, it.topic, it.payload, it.home, it.nonce, flag, it.headers)
 }
 
 // An ackItem is one receipt of an ack request.
@@ -532,7 +533,7 @@ func (w *writer) group(reqs []*request) []*call {
 			for _, r := range c.reqs {
 				n += len(r.items)
 			}
-			c.args = make([]any, 0, 4+7*n)
+			c.args = make([]any, 0, 4+8*n)
 			c.args = append(c.args, "1", "", 0, n)
 			for _, r := range c.reqs {
 				for _, it := range r.items {

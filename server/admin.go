@@ -142,6 +142,7 @@ func messageInfo(m *queue.MessageInfo) api.MessageInfo {
 		LeaseDeadline: m.LeaseDeadline.UTC(),
 		Size:          m.Size,
 		Preview:       preview, Truncated: truncated,
+		Headers: m.Headers,
 	}
 }
 

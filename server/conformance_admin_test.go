@@ -37,7 +37,7 @@ func (e httpAdmin) Topics(ctx context.Context) ([]queue.TopicInfo, error) {
 
 // fromWire returns m as the contract has it, its payload decoded as a client.Engine decodes it.
 func fromWire(m client.MessageInfo, payload []byte) (queue.MessageInfo, error) {
-	out := queue.MessageInfo{ID: m.ID, Topic: m.Topic, State: queue.State(m.State), DeliverAt: m.DeliverAt,
+	out := queue.MessageInfo{ID: m.ID, Topic: m.Topic, State: queue.State(m.State), DeliverAt: m.DeliverAt, Headers: m.Headers,
 		Attempts: m.Attempts, LastFailure: m.LastFailure, FailedAt: m.FailedAt, Reason: m.Reason, LeaseDeadline: m.LeaseDeadline}
 	p, err := client.DecodePayload(payload)
 	if err != nil {

@@ -109,6 +109,10 @@ func fastPut(r *wirejson.Reader, p *api.PutRequest) bool {
 			v, ok := r.Bool()
 			p.Replace = v
 			return wirejson.Field(ok, 4)
+		case "headers":
+			h, ok := r.StringMap()
+			p.Headers = h
+			return wirejson.Field(ok, 5)
 		}
 		return -1
 	})

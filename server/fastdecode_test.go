@@ -24,6 +24,7 @@ func sentBodies() []struct {
 		{Payload: json.RawMessage(`"` + strings.Repeat("x", 98) + `"`), DeliverAt: strp("2030-01-02T15:04:05.123456789Z")},
 		{Payload: json.RawMessage(`"a \"quoted\" <string> \u00e9"`)},
 		{ID: "remind-ada", Payload: json.RawMessage(`1`), Delay: strp("30m"), Replace: true},
+		{ID: "h", Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "lang": "é", "empty": ""}},
 	}
 	var out []struct {
 		body []byte
@@ -113,6 +114,8 @@ func TestDecodeFastLeavesTheRest(t *testing.T) {
 		`{"receipts":["a",null]}`, `{"receipts":"a"}`, "{\"id\":\"\xff\"}", `{"payload":01}`,
 		`{"payload":`+strings.Repeat("[", 100)+strings.Repeat("]", 100)+`}`,
 		`{"max":1.5}`, `{"max":"10"}`, `{"max":null}`, `{"wait":2}`, `{"max":99999999999999999999}`,
+		`{"headers":{"k":"a","k":"b"}}`, `{"headers":{"k":1}}`, `{"headers":null}`, `{"headers":{"k":"a\u0062"}}`,
+		`{"headers":["k"]}`, `{"headers":{"k":"a"},"headers":{}}`,
 	)
 	for _, body := range bodies {
 		for _, v := range []any{new(api.PutRequest), new(api.BatchRequest), new(api.AckRequest), new(api.ReceiveRequest)} {

@@ -27,7 +27,7 @@ func (s *Server) handlePut(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	start := time.Now()
-	id, err := s.engine.Put(r.Context(), queue.Message{ID: m.ID, Topic: topic, Payload: m.Payload, DeliverAt: m.DeliverAt, Replace: req.Replace})
+	id, err := s.engine.Put(r.Context(), queue.Message{ID: m.ID, Topic: topic, Payload: m.Payload, Headers: m.Headers, DeliverAt: m.DeliverAt, Replace: req.Replace})
 	s.metrics.wrote("put", start)
 	if err != nil {
 		return err
@@ -80,7 +80,7 @@ func (s *Server) handleBatch(w http.ResponseWriter, r *http.Request) error {
 			}
 			ids[m.ID] = i
 		}
-		ms[i] = queue.Message{ID: m.ID, Topic: topic, Payload: m.Payload, DeliverAt: m.DeliverAt}
+		ms[i] = queue.Message{ID: m.ID, Topic: topic, Payload: m.Payload, Headers: m.Headers, DeliverAt: m.DeliverAt}
 	}
 	start := time.Now()
 	out, err := s.engine.PutBatch(r.Context(), ms)
@@ -180,6 +180,7 @@ func (s *Server) handleReceive(w http.ResponseWriter, r *http.Request) error {
 			DeliverAt: d.DeliverAt.UTC(),
 			Receipt:   d.Receipt,
 			Attempt:   d.Attempt,
+			Headers:   d.Headers,
 		}
 		if d.Attempt <= 1 {
 			l := now.Sub(d.DeliverAt)

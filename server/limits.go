@@ -3,6 +3,8 @@ package server
 import (
 	"fmt"
 	"time"
+
+	"github.com/tockwheel/tock/queue"
 )
 
 // Limits bounds what one request may ask for and how long it may take to
@@ -92,8 +94,9 @@ func (l Limits) withDefaults() Limits {
 }
 
 // bodySlack is the room a request body has beyond its payloads: the other
-// fields and whitespace.
-const bodySlack = 64 << 10
+// fields and whitespace, and the headers escaped as JSON may escape them
+// (six bytes for one, as \u003c).
+const bodySlack = 64<<10 + 6*queue.MaxHeadersSize
 
 // bodyLimit is the largest request body a single put may send.
 func (l Limits) bodyLimit() int64 { return l.MaxPayload + bodySlack }

@@ -96,6 +96,9 @@ func decodeJSON(r io.Reader, v any, allowEmpty bool) error {
 		case errors.As(err, &syntaxErr):
 			return badRequest("malformed JSON at byte %d: %v", syntaxErr.Offset, err)
 		case errors.As(err, &typeErr):
+			if f := typeErr.Field; (f == "headers" || strings.HasSuffix(f, ".headers")) && typeErr.Type.Kind().String() == "string" {
+				return badRequest("field %q must be an object of strings, not one holding a JSON %s", f, typeErr.Value)
+			}
 			if typeErr.Field != "" {
 				return badRequest("field %q must be %s, not a JSON %s", typeErr.Field, jsonKind(typeErr.Type.Kind().String()), typeErr.Value)
 			}
@@ -195,6 +198,7 @@ func parseDuration(field, s string) (time.Duration, error) {
 type message struct {
 	ID        string
 	Payload   []byte
+	Headers   map[string]string
 	DeliverAt time.Time
 }
 
@@ -256,6 +260,18 @@ func toMessage(p *api.PutRequest, now time.Time, maxPayload int64) (message, err
 		if string(payload) != "null" {
 			m.Payload = payload
 		}
+	}
+	if len(p.Headers) > 0 {
+		if err := queue.CheckHeaders(p.Headers); err != nil {
+			if errors.Is(err, queue.ErrTooLarge) {
+				return message{}, tooLarge("field \"headers\": %v", err)
+			}
+			return message{}, badRequest("field \"headers\": %v", err)
+		}
+		if n := int64(len(m.Payload) + queue.HeadersSize(p.Headers)); n > maxPayload {
+			return message{}, tooLarge("payload and headers are %d bytes (the payload as compact JSON, the headers' keys and values); the limit is %d", n, maxPayload)
+		}
+		m.Headers = p.Headers
 	}
 	return m, nil
 }

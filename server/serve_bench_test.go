@@ -29,6 +29,8 @@ func BenchmarkServeHTTP(b *testing.B) {
 	for _, tc := range []struct{ name, method, path, body string }{
 		{"healthz", "GET", "/healthz", ""},
 		{"put", "POST", "/v1/topics/bench/messages", `{"payload":{"user":12345,"event":"reminder"},"delay":"1h"}`},
+		{"put-headers", "POST", "/v1/topics/bench/messages", `{"payload":{"user":12345,"event":"reminder"},"delay":"1h",` +
+			`"headers":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}`},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()

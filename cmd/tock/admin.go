@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -413,6 +414,9 @@ func messageCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	if !m.LeaseDeadline.IsZero() {
 		fmt.Fprintf(tw, "lease ends\t%s (%s)\n", m.LeaseDeadline.Local().Format(time.RFC3339), ago(m.LeaseDeadline, now))
+	}
+	for _, k := range slices.Sorted(maps.Keys(m.Headers)) {
+		fmt.Fprintf(tw, "header %s\t%s\n", k, strconv.Quote(m.Headers[k]))
 	}
 	fmt.Fprintf(tw, "size\t%d bytes\n", m.Size)
 	if err := tw.Flush(); err != nil {

@@ -241,11 +241,30 @@ func putCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	delay := duration(qc.fs, "delay", 0, "deliver after this `duration`, such as 10s or 1h30m")
 	asString := qc.fs.Bool("string", false, "send PAYLOAD as a JSON string whatever it looks like")
 	at := qc.fs.String("at", "", "deliver at this RFC 3339 `time` instead")
+	var headers map[string]string
+	qc.fs.Func("header", "add the header `key=value` to the message (repeat for more)", func(s string) error {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok {
+			return fmt.Errorf("%q is not key=value", s)
+		}
+		if _, dup := headers[k]; dup {
+			return fmt.Errorf("header %q given twice", k)
+		}
+		if headers == nil {
+			headers = make(map[string]string)
+		}
+		headers[k] = v
+		return nil
+	})
 	pos, code, ok := qc.parse(args, 1, 2)
 	if !ok {
 		return code
 	}
-	m := client.Message{ID: *id, Delay: *delay}
+	if err := queue.CheckHeaders(headers); err != nil {
+		fmt.Fprintf(stderr, "tock put: --header: %v\n", err)
+		return exitUsage
+	}
+	m := client.Message{ID: *id, Delay: *delay, Headers: headers}
 	if *at != "" {
 		if *delay != 0 {
 			fmt.Fprintln(stderr, "tock put: give --delay or --at, not both")

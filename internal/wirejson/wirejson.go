@@ -137,6 +137,33 @@ func (r *Reader) Object(field func(key []byte) int) bool {
 	}
 }
 
+// StringMap reads an object whose keys and values are strings, each as String reads it, into a
+// new map, as encoding/json decodes one into a map[string]string. It reports false for a key met
+// twice (encoding/json keeps the last) and for any value that is not such a string.
+func (r *Reader) StringMap() (map[string]string, bool) {
+	if !r.Byte('{') {
+		return nil, false
+	}
+	m := map[string]string{}
+	if r.Byte('}') {
+		return m, true
+	}
+	for {
+		k, ok := r.Key()
+		if !ok {
+			return nil, false
+		}
+		v, ok := r.String()
+		if _, dup := m[string(k)]; !ok || dup {
+			return nil, false
+		}
+		m[string(k)] = string(v)
+		if !r.Byte(',') {
+			return m, r.Byte('}')
+		}
+	}
+}
+
 // Array reads an array, each element with elem, which reports whether it could.
 func (r *Reader) Array(elem func() bool) bool {
 	if !r.Byte('[') {

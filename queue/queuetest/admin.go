@@ -28,6 +28,7 @@ var adminCases = []struct {
 	{"AdminPurge", testAdminPurge},
 	{"AdminPause", testAdminPause},
 	{"AdminFailureReasons", testFailureReasons},
+	{"AdminHeaders", testAdminHeaders},
 }
 
 // kill fails the message of id MaxAttempts times, so that it dies on topic.

@@ -2,7 +2,7 @@
 // manner of testing/fstest and golang.org/x/net/nettest: an engine's tests call [Run] with a
 // function that opens a new, empty engine, and Run tests every behaviour of the contract against
 // it (delays, never early, leases, nack, backoff, dead letters, cancel, ack idempotency, forged
-// receipts, duplicate IDs, batches, ordering by due time, limits, stats, close), and, when the
+// receipts, duplicate IDs, batches, headers, ordering by due time, limits, stats, close), and, when the
 // engine is a [queue.Admin], a [queue.Limiter] or a [queue.Scheduler], every operation of those
 // interfaces.
 //
@@ -130,6 +130,9 @@ var cases = []struct {
 	{"IDFreeAfterAck", testIDFreeAfterAck},
 	{"Batch", testBatch},
 	{"BatchAllOrNone", testBatchAllOrNone},
+	{"Headers", testHeaders},
+	{"HeadersRetriedPut", testHeadersRetriedPut},
+	{"HeadersRefused", testHeadersRefused},
 	{"Limits", testLimits},
 	{"Stats", testStats},
 	{"DueCounts", testDueCounts},

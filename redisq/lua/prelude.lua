@@ -77,23 +77,28 @@ local function xckey(topic, bound)
   return p .. bound
 end
 
--- parse decodes a record's header; its payload starts at byte r.body.
+-- parse decodes a record's header; its headers (hdr, the message's headers as the engine encoded
+-- them, '' for none) are kept as they are, and its payload starts at byte r.body.
 local function parse(rec)
-  local due, req, att, tok, aux, nonce, fail, dead, olen, tlen, p = string.match(rec,
-    '^(%-?%d+),(%-?%d*),(%d+),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),(%d+),(%d+);()')
+  local due, req, att, tok, aux, nonce, fail, dead, olen, tlen, hlen, p = string.match(rec,
+    '^(%-?%d+),(%-?%d*),(%d+),([^,]*),([^,]*),([^,]*),([^,]*),([^,]*),(%d+),(%d+),?(%d*);()')
   if not due then error('redisq: malformed record') end
-  olen, tlen = tonumber(olen), tonumber(tlen)
+  olen, tlen, hlen = tonumber(olen), tonumber(tlen), tonumber(hlen) or 0
+  local t = p + olen
+  local b = t + tlen
   return {due = tonumber(due), req = req, att = tonumber(att), tok = tok, aux = aux, nonce = nonce,
-    fail = fail, dead = dead, origin = string.sub(rec, p, p + olen - 1),
-    topic = string.sub(rec, p + olen, p + olen + tlen - 1), body = p + olen + tlen}
+    fail = fail, dead = dead, origin = string.sub(rec, p, t - 1), topic = string.sub(rec, t, b - 1),
+    hdr = string.sub(rec, b, b + hlen - 1), body = b + hlen}
 end
 
 local function payload(rec, r) return string.sub(rec, r.body) end
 
 local function encode(r, pl)
+  local h = ''
+  if r.hdr ~= '' then h = ',' .. fmt(#r.hdr) end
   return fmt(r.due) .. ',' .. r.req .. ',' .. fmt(r.att) .. ',' .. r.tok .. ',' .. r.aux .. ','
-    .. r.nonce .. ',' .. r.fail .. ',' .. r.dead .. ',' .. fmt(#r.origin) .. ',' .. fmt(#r.topic) .. ';'
-    .. r.origin .. r.topic .. pl
+    .. r.nonce .. ',' .. r.fail .. ',' .. r.dead .. ',' .. fmt(#r.origin) .. ',' .. fmt(#r.topic) .. h .. ';'
+    .. r.origin .. r.topic .. r.hdr .. pl
 end
 
 -- died returns when a dead letter died (ms), from its record's dead field "<ms>.<attempts>".

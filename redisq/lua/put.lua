@@ -4,7 +4,7 @@
 -- requested due time (ms), topic, payload, the home shard of its ID when that is another shard (''
 -- otherwise), the nonce of the Put call ('' for a generated ID, which is one), and flags: 'r' when
 -- an earlier attempt of this call may have stored it, 'x' to replace a waiting message that is not
--- leased (mode '1' only).
+-- leased (mode '1' only), and its headers as the engine encodes them ('' for none).
 -- Replies {NOW, ver, code1, value1, ...}: per message 'new' (stored; value: 'r' ready, 'p' ready in
 -- a paused topic, or 'w' in the wheel), 'same' (a retried Put, or a retry of this call whose message
 -- is done already; value: its due time or ''), 'dup' (value: the waiting one's due time), 'leased'
@@ -12,7 +12,7 @@
 -- (value: the alias to resolve first); or {NOW, ver, 'aborted'} when the batch token is aborted or
 -- too old.
 local mode, token, xsame, n = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local BASE, F = 4, 7
+local BASE, F = 4, 8
 local aliased = nil
 XDEFER = true
 -- TH caches, per topic, the end of a new record's header: the empty fail, dead and origin fields,
@@ -70,11 +70,17 @@ local function write(i, how)
   local dues = req
   if due ~= rq then rqf, dues = req, fmt(due) end
   if home ~= '' then aux = home .. '.' .. token end
-  -- The record of a new message, as encode would write it, with the topic's part built once.
-  local th = TH[topic]
-  if not th then
-    th = ',,,0,' .. fmt(#topic) .. ';' .. topic
-    TH[topic] = th
+  -- The record of a new message, as encode would write it, with the topic's part built once for
+  -- messages without headers.
+  local hdr, th = ARGV[o + 8], nil
+  if hdr == '' then
+    th = TH[topic]
+    if not th then
+      th = ',,,0,' .. fmt(#topic) .. ';' .. topic
+      TH[topic] = th
+    end
+  else
+    th = ',,,0,' .. fmt(#topic) .. ',' .. fmt(#hdr) .. ';' .. topic .. hdr
   end
   local rec = dues .. ',' .. rqf .. ',0,,' .. aux .. ',' .. nonce .. th .. pl
   if how == 'defer' then

@@ -40,7 +40,7 @@ local function putfire(s, id, nominal)
   local req = ''
   if due ~= nominal then req = fmt(nominal) end
   place(id, {due = due, req = req, att = 0, tok = '', aux = '', nonce = '', fail = '', dead = '', origin = '',
-    topic = s.topic}, s.pl)
+    topic = s.topic, hdr = ''}, s.pl)
   tcount('p', s.topic, 1)
   if s.last ~= id then s.prev, s.last = s.last, id end
   s.fires = s.fires + 1

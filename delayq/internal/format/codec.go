@@ -1,7 +1,10 @@
 package format
 
 import (
+	"bytes"
 	"encoding/binary"
+	"fmt"
+	"slices"
 
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
@@ -58,6 +61,27 @@ func (e *encoder) name(s string) {
 		return
 	}
 	e.b = append(e.b, s...)
+}
+
+// headers writes a Put's headers, checked by checkHeaders: their count, then each key and value
+// as names, in the order of the keys.
+func (e *encoder) headers(h map[string]string) {
+	e.u16(uint16(len(h)))
+	if e.count {
+		for k, v := range h {
+			e.n += 4 + len(k) + len(v)
+		}
+		return
+	}
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		e.name(k)
+		e.name(h[k])
+	}
 }
 
 // rest writes p as the last field, whose length is what is left of the body.
@@ -131,6 +155,39 @@ func (d *decoder) name() string {
 
 // nameLen reads a name and returns its length, for checks that do not keep it.
 func (d *decoder) nameLen() int { return len(d.take(int(d.u16()))) }
+
+// headers reads what encoder.headers writes: the headers (nil without keep), the bytes of their
+// keys and values, and why they are malformed ("" when they are not, or when the body ran out,
+// which sets bad).
+func (d *decoder) headers() (h map[string]string, size int, why string) {
+	n := int(d.u16())
+	if n == 0 || n > MaxHeaders {
+		return nil, 0, fmt.Sprintf("%d headers: 1 to %d", n, MaxHeaders)
+	}
+	if d.keep {
+		h = make(map[string]string, n)
+	}
+	var prev []byte
+	for i := range n {
+		k := d.take(int(d.u16()))
+		v := d.take(int(d.u16()))
+		if d.bad {
+			return nil, 0, ""
+		}
+		if len(k) == 0 {
+			return nil, 0, fmt.Sprintf("header %d has an empty key", i)
+		}
+		if i > 0 && bytes.Compare(prev, k) >= 0 {
+			return nil, 0, fmt.Sprintf("header %d: key %.64q is not after %.64q", i, k, prev)
+		}
+		prev = k
+		size += len(k) + len(v)
+		if d.keep {
+			h[string(k)] = string(v)
+		}
+	}
+	return h, size, ""
+}
 
 // rest reads the rest of the body: a copy with keep (nil when empty), else nil.
 func (d *decoder) rest() []byte {

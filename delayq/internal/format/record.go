@@ -17,7 +17,8 @@ import (
 //
 // Put (kind 1): a message, its first write or a rewrite (a rolled or relocated copy).
 //
-//	0   1  flags      bit 0: threaded (listSlot and prev are meaningful); other bits zero
+//	0   1  flags      bit 0: threaded (listSlot and prev are meaningful); bit 1: headers follow
+//	                  the topic; other bits zero
 //	1   8  listSlot   absolute disk-wheel slot whose list this record is threaded into
 //	9   8  prev       position of the previous record of the same list; 0 ends the list
 //	17  8  deliverAt  Unix nanoseconds
@@ -25,6 +26,10 @@ import (
 //	29  8  origin     position of the message's first Put; 0 means this record is the first
 //	37     id         name
 //	..     topic      name
+//	..  2  count      (flag bit 1 only) the number of headers, 1 to MaxHeaders
+//	..     headers    (flag bit 1 only) count pairs of names, key then value, the keys not empty,
+//	                  in increasing byte order and each once, so that a message's headers have
+//	                  one encoding
 //	..     payload    the rest of the body
 //
 // Cancel (kind 2): a cancel of every earlier Put with the ID in the same list (threaded), or of
@@ -156,19 +161,23 @@ const (
 
 // Limits of what records hold.
 const (
-	// MaxPayload is the largest message payload a record holds.
+	// MaxPayload is the largest message payload a record holds, with the bytes of its headers'
+	// keys and values.
 	MaxPayload = 16 << 20
 	// MaxName is the longest ID or topic, in bytes.
 	MaxName = 1<<16 - 1
+	// MaxHeaders is the most headers a Put holds.
+	MaxHeaders = 1024
 )
 
-// The largest record, a Put of the largest names and payload, fits in a frame.
-const _ = uint(wal.MaxBody - (37 + 2 + MaxName + 2 + MaxName + MaxPayload))
+// The largest record, a Put of the largest names, headers and payload, fits in a frame.
+const _ = uint(wal.MaxBody - (37 + 2 + MaxName + 2 + MaxName + 2 + 4*MaxHeaders + MaxPayload))
 
 // Flag bits of the records that have flags. Frozen.
 const (
 	flagThreaded = 1 << 0 // Put, Cancel, Purge
 	flagTopic    = 1 << 1 // Cancel: the topic follows the ID
+	flagHeaders  = 1 << 1 // Put: headers follow the topic
 	flagPaused   = 1 << 0 // Pause
 )
 
@@ -190,6 +199,8 @@ type Record struct {
 	// paused or purged (Pause, Purge).
 	Topic   string
 	Payload []byte // Put
+	// Headers are a Put's message headers: nil or empty for none (decoded as nil).
+	Headers map[string]string
 
 	Target wal.Pos // Ack, Update
 	Slot   int64   // Advance, Relocate
@@ -241,6 +252,14 @@ func (r *Record) encode(e *encoder) error {
 	if len(r.Payload) > MaxPayload {
 		return fmt.Errorf("%w: payload of %d bytes is over %d", errMalformed, len(r.Payload), MaxPayload)
 	}
+	if len(r.Headers) > 0 {
+		if r.Kind != KindPut {
+			return fmt.Errorf("%w: headers in a %v record", errMalformed, r.Kind)
+		}
+		if err := checkHeaders(r.Headers, len(r.Payload)); err != nil {
+			return err
+		}
+	}
 	threaded := func(flags byte) {
 		if r.Threaded {
 			flags |= flagThreaded
@@ -251,12 +270,19 @@ func (r *Record) encode(e *encoder) error {
 	}
 	switch r.Kind {
 	case KindPut:
-		threaded(0)
+		var flags byte
+		if len(r.Headers) > 0 {
+			flags |= flagHeaders
+		}
+		threaded(flags)
 		e.i64(r.DeliverAt)
 		e.u32(r.Attempt)
 		e.pos(r.Origin)
 		e.name(r.ID)
 		e.name(r.Topic)
+		if len(r.Headers) > 0 {
+			e.headers(r.Headers)
+		}
 		e.rest(r.Payload)
 	case KindCancel:
 		var flags byte
@@ -351,7 +377,8 @@ func decode(k Kind, d *decoder) (Record, error) {
 	}
 	switch k {
 	case KindPut:
-		if flags := threaded(flagThreaded); flags&^flagThreaded != 0 {
+		flags := threaded(flagThreaded | flagHeaders)
+		if flags&^(flagThreaded|flagHeaders) != 0 {
 			return bad("unknown flags %#x", flags)
 		}
 		r.DeliverAt = d.i64()
@@ -359,6 +386,16 @@ func decode(k Kind, d *decoder) (Record, error) {
 		r.Origin = d.pos()
 		r.ID = d.name()
 		r.Topic = d.name()
+		size := 0
+		if flags&flagHeaders != 0 {
+			var why string
+			if r.Headers, size, why = d.headers(); why != "" && !d.bad {
+				return bad("%s", why)
+			}
+		}
+		if n := d.left() + size; n > MaxPayload && !d.bad {
+			return bad("payload and headers of %d bytes, over %d", n, MaxPayload)
+		}
 		r.Payload = d.rest()
 	case KindCancel:
 		flags := threaded(flagThreaded | flagTopic)
@@ -450,7 +487,7 @@ func Describe(k Kind, body []byte) string {
 	}
 	switch r.Kind {
 	case KindPut:
-		return fmt.Sprintf("put of %q on topic %q due %s (%d bytes of payload)", r.ID, r.Topic, time.Unix(0, r.DeliverAt).UTC().Format(time.RFC3339Nano), len(r.Payload))
+		return fmt.Sprintf("put of %q on topic %q due %s (%d bytes of payload, %d headers)", r.ID, r.Topic, time.Unix(0, r.DeliverAt).UTC().Format(time.RFC3339Nano), len(r.Payload), len(r.Headers))
 	case KindCancel:
 		return fmt.Sprintf("cancel of %q", r.ID)
 	case KindAck:
@@ -468,4 +505,22 @@ func Describe(k Kind, body []byte) string {
 	default:
 		return fmt.Sprintf("%v of slot %d", r.Kind, r.Slot)
 	}
+}
+
+// checkHeaders checks that a Put's headers, beside a payload of payload bytes, have an encoding.
+func checkHeaders(h map[string]string, payload int) error {
+	if len(h) > MaxHeaders {
+		return fmt.Errorf("%w: %d headers, over %d", errMalformed, len(h), MaxHeaders)
+	}
+	size := payload
+	for k, v := range h {
+		if k == "" || len(k) > MaxName || len(v) > MaxName {
+			return fmt.Errorf("%w: a header of key %d and value %d bytes", errMalformed, len(k), len(v))
+		}
+		size += len(k) + len(v)
+	}
+	if size > MaxPayload {
+		return fmt.Errorf("%w: payload and headers of %d bytes, over %d", errMalformed, size, MaxPayload)
+	}
+	return nil
 }

@@ -14,6 +14,9 @@ var sampleRecords = []Record{
 	{Kind: KindPut, Threaded: true, ListSlot: 1 << 40, Prev: wal.MakePos(3, 99), DeliverAt: -5, Attempt: 7, Origin: wal.MakePos(1, 16), ID: "id", Topic: "topic", Payload: []byte("payload")},
 	{Kind: KindPut, DeliverAt: 1, ID: "", Topic: "t"},
 	{Kind: KindPut, ID: strings.Repeat("i", MaxName), Topic: strings.Repeat("t", MaxName), Payload: bytes.Repeat([]byte{0xff}, 1000)},
+	{Kind: KindPut, Threaded: true, ListSlot: 9, DeliverAt: 3, ID: "h", Topic: "t", Payload: []byte("p"),
+		Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "empty": "", "Zz": "ü"}},
+	{Kind: KindPut, Topic: "t", Headers: map[string]string{"only": "headers"}},
 	{Kind: KindCancel, Threaded: true, ListSlot: 12, Prev: wal.MakePos(1, 16), ID: "gone"},
 	{Kind: KindCancel, ID: "direct"},
 	{Kind: KindAck, Target: wal.MakePos(9, 1234)},
@@ -72,6 +75,10 @@ func TestRecordLimits(t *testing.T) {
 		{Kind: KindPut, ID: strings.Repeat("i", MaxName+1)},
 		{Kind: KindPut, Topic: strings.Repeat("t", MaxName+1)},
 		{Kind: KindPut, Payload: make([]byte, MaxPayload+1)},
+		{Kind: KindPut, Payload: make([]byte, MaxPayload), Headers: map[string]string{"k": ""}},
+		{Kind: KindPut, Headers: map[string]string{"": "empty key"}},
+		{Kind: KindPut, Headers: manyHeaders(MaxHeaders + 1)},
+		{Kind: KindCancel, ID: "x", Headers: map[string]string{"k": "v"}},
 		{Kind: KindPurge, Topic: "not threaded"},
 		{Kind: KindUpdate, Failure: FailureDeadLettered + 1},
 		{Kind: KindUpdate, Failure: FailureExpired, Reason: "a reason of an expiry"},
@@ -89,10 +96,23 @@ func TestRecordLimits(t *testing.T) {
 			t.Errorf("%v with id %d topic %d payload %d: err %v, buffer %q, size %d", r.Kind, len(r.ID), len(r.Topic), len(r.Payload), err, b, r.Size())
 		}
 	}
-	big := Record{Kind: KindPut, ID: strings.Repeat("i", MaxName), Topic: strings.Repeat("t", MaxName), Payload: make([]byte, MaxPayload)}
+	big := Record{Kind: KindPut, ID: strings.Repeat("i", MaxName), Topic: strings.Repeat("t", MaxName), Payload: make([]byte, MaxPayload-MaxHeaders*2),
+		Headers: manyHeaders(MaxHeaders)}
 	if n := big.Size(); n > wal.MaxBody {
 		t.Fatalf("the largest Put takes %d bytes, over a frame's %d", n, wal.MaxBody)
 	}
+	if _, err := big.Append(nil); err != nil {
+		t.Fatalf("the largest Put: %v", err)
+	}
+}
+
+// manyHeaders returns n headers of two bytes each.
+func manyHeaders(n int) map[string]string {
+	h := make(map[string]string, n)
+	for i := range n {
+		h[string(rune('A'+i/64))+string(rune('0'+i%64))] = ""
+	}
+	return h
 }
 
 // A malformedBody is a body that is not a valid record of its kind.
@@ -106,7 +126,7 @@ func malformedBodies() []malformedBody {
 		{0, nil},
 		{42, []byte{1, 2, 3}},
 		{KindPut, make([]byte, 36)},
-		{KindPut, append([]byte{2}, make([]byte, 40)...)},                            // unknown flag
+		{KindPut, append([]byte{4}, make([]byte, 40)...)},                            // unknown flag
 		{KindPut, append(make([]byte, 37), 0xff, 0xff)},                              // id longer than body
 		{KindCancel, make([]byte, 18)},                                               // id length cut short
 		{KindAck, make([]byte, 7)},                                                   // short
@@ -135,6 +155,14 @@ func malformedBodies() []malformedBody {
 		{KindFire, make([]byte, 28)},                                                 // name cut short
 		{KindUnschedule, []byte{4, 0, 0}},                                            // unknown flag
 		{KindUnschedule, []byte{0, 1, 0}},                                            // name cut short
+		{KindPut, append(append([]byte{2}, make([]byte, 40)...), 0, 0)},              // headers flag, no header
+		{KindPut, append(append([]byte{2}, make([]byte, 40)...), 1, 0, 0, 0, 0, 0)},  // an empty key
+		{KindPut, append(append([]byte{2}, make([]byte, 40)...), 1, 0, 1, 0)},        // header cut short
+		{KindPut, append(append([]byte{2}, make([]byte, 40)...),
+			2, 0, 1, 0, 'b', 0, 0, 1, 0, 'a', 0, 0)}, // keys out of order
+		{KindPut, append(append([]byte{2}, make([]byte, 40)...),
+			2, 0, 1, 0, 'a', 0, 0, 1, 0, 'a', 0, 0)}, // a key twice
+		{KindPut, append(append([]byte{2}, make([]byte, 40)...), 0x01, 0x04)}, // over MaxHeaders
 	}
 }
 
@@ -196,6 +224,9 @@ func recordOf(k Kind, n int64, p wal.Pos, s1, s2 string, payload []byte) Record 
 		r.Threaded, r.ListSlot, r.Prev, r.DeliverAt, r.Attempt, r.Origin, r.ID, r.Topic = n&1 != 0, n, p, -n, uint32(n), p+1, s1, s2
 		if len(payload) > 0 {
 			r.Payload = payload
+		}
+		if n&2 != 0 {
+			r.Headers = map[string]string{s2: s1, "k": string(payload)}
 		}
 	case KindCancel:
 		r.Threaded, r.ListSlot, r.Prev, r.ID, r.Topic = n&1 != 0, n, p, s1, s2

@@ -14,6 +14,7 @@ package format
 //	Update failure 4, reason  a consumer's reason, and its failure for good (dead-lettered)
 //	kind 9                    Limit: delivery limits per topic
 //	kinds 10-12               Schedule, Fire, Unschedule: schedules (schedule.go)
+//	Put flag bit 1            a message's headers
 //
 // Checkpoint files (checkpoint.go), by the version in their header:
 //
@@ -27,8 +28,10 @@ package format
 //	8  the topics of lists that Cancels or Purges took messages of
 //	9  the damaged places of the log accounted for
 //	10 schedules, the schedules removed, and their counts
+//	11 no new edit: written once Put records may carry headers (Put flag bit 1), so that a version
+//	   before them refuses the directory rather than take those Puts for damage
 //
 // The secret file (secret.go): one version, magic "tocksec1".
 
 // CheckpointVersion is the version of the checkpoint files written.
-const CheckpointVersion = 10
+const CheckpointVersion = 11
