@@ -117,7 +117,9 @@ func testAckPartial(ctx context.Context, h *env) {
 func testForgedReceipts(ctx context.Context, h *env) {
 	h.put(ctx, queue.Message{Topic: "t"})
 	h.put(ctx, queue.Message{Topic: "t"})
-	ds := h.receiveAll(ctx, "t", 2, time.Minute)
+	// Leases of an hour: the forgeries are a few thousand calls, which on a busy machine (over
+	// HTTP, under the race detector) took longer than a minute, and the leases must outlast them.
+	ds := h.receiveAll(ctx, "t", 2, time.Hour)
 	own, victim := ds[0], ds[1]
 
 	alphabet := map[byte]bool{}
