@@ -142,6 +142,12 @@ type Message struct {
 	// Headers are strings delivered with the message (see [queue.Message.Headers] for what is
 	// valid). Put refuses headers [queue.CheckHeaders] refuses without a request, with its
 	// error. The map is read, not kept: the caller may change it once Put returns.
+	//
+	// When the context of Put or PutBatch carries an OpenTelemetry span, the W3C trace context
+	// of that span ("traceparent", and "tracestate" when it has one) is added to the headers
+	// sent (not to this map), unless the caller set either header itself, so that the worker
+	// that handles the message continues the trace (see package worker). The HTTP request
+	// carries the same trace context in its own headers, for tockd's span of it.
 	Headers map[string]string
 }
 
@@ -217,6 +223,7 @@ func ptr[T any](v T) *T { return &v }
 // [*queue.DuplicateError] giving the waiting message's due time; the error
 // matches [queue.ErrDuplicate].
 func (c *Client) Put(ctx context.Context, topic string, m Message) (PutResult, error) {
+	m.Headers = traceHeaders(ctx, m.Headers)
 	r, err := m.request()
 	if err != nil {
 		return PutResult{}, err
@@ -235,6 +242,7 @@ func (c *Client) PutBatch(ctx context.Context, topic string, ms []Message) ([]st
 	b := api.BatchRequest{Messages: make([]api.PutRequest, len(ms))}
 	size := 16
 	for i, m := range ms {
+		m.Headers = traceHeaders(ctx, m.Headers)
 		r, err := m.request()
 		if err != nil {
 			return nil, err
@@ -546,6 +554,7 @@ func (c *Client) once(ctx context.Context, method, path string, body []byte, out
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
+	injectHTTP(ctx, req.Header)
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}

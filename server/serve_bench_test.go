@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/delayq"
 	"github.com/tockwheel/tock/queue"
@@ -19,6 +21,9 @@ import (
 // costs a millisecond of disk time that hides everything else.
 //
 //	go test ./server -run '^$' -bench ServeHTTP -count 5
+//
+// put is the anchor of put-headers (the same put with a traceparent header in its body) and
+// put-traced (that put, its request carrying the trace context too, to a server that traces).
 func BenchmarkServeHTTP(b *testing.B) {
 	q, err := delayq.Open(b.TempDir(), delayq.WithNoSync())
 	if err != nil {
@@ -26,21 +31,35 @@ func BenchmarkServeHTTP(b *testing.B) {
 	}
 	defer q.Close()
 	s := New(q)
+	// A server that traces every request (spans recorded, none exported), for a put whose
+	// request carries a caller's trace context; s, without WithTracerProvider, is the anchor.
+	tp := sdktrace.NewTracerProvider()
+	defer tp.Shutdown(context.Background())
+	traced := New(q, WithTracerProvider(tp))
 	for _, tc := range []struct{ name, method, path, body string }{
 		{"healthz", "GET", "/healthz", ""},
 		{"put", "POST", "/v1/topics/bench/messages", `{"payload":{"user":12345,"event":"reminder"},"delay":"1h"}`},
 		{"put-headers", "POST", "/v1/topics/bench/messages", `{"payload":{"user":12345,"event":"reminder"},"delay":"1h",` +
 			`"headers":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}`},
+		{"put-traced", "POST", "/v1/topics/bench/messages", `{"payload":{"user":12345,"event":"reminder"},"delay":"1h",` +
+			`"headers":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}`},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
+			srv := s
+			if tc.name == "put-traced" {
+				srv = traced
+			}
 			for b.Loop() {
 				req := httptest.NewRequest(tc.method, tc.path, strings.NewReader(tc.body))
 				if tc.body != "" {
 					req.Header.Set("Content-Type", "application/json")
 				}
+				if srv == traced {
+					req.Header.Set("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+				}
 				rec := httptest.NewRecorder()
-				s.ServeHTTP(rec, req)
+				srv.ServeHTTP(rec, req)
 				if rec.Code >= 300 {
 					b.Fatalf("%s %s: %d %s", tc.method, tc.path, rec.Code, rec.Body)
 				}

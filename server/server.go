@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/api"
 	"github.com/tockwheel/tock/queue"
@@ -34,6 +36,7 @@ type Server struct {
 	now      func() time.Time // time.Now; tests move it to look at the stats later
 
 	mux      *http.ServeMux
+	tracer   trace.Tracer // nil: no spans (see WithTracerProvider)
 	metrics  *metrics
 	activity activity
 	rates    rates
@@ -61,6 +64,7 @@ type config struct {
 	now     func() time.Time
 	conns   ConnLimits
 	tls     *tls.Config
+	tracer  trace.TracerProvider
 
 	metricsTopics *int // nil: DefaultMetricsTopics
 }
@@ -154,6 +158,9 @@ func New(engine queue.Engine, opts ...Option) *Server {
 		mux:     http.NewServeMux(),
 		drained: make(chan struct{}),
 	}
+	if c.tracer != nil {
+		s.tracer = c.tracer.Tracer(tracerName)
+	}
 	s.admin, _ = engine.(queue.Admin)
 	s.limiter, _ = engine.(queue.Limiter)
 	if c.token != "" {
@@ -225,6 +232,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	aw := &answerWriter{ResponseWriter: w, status: http.StatusOK}
 	aw.watchBody(r, start.Add(s.limits.BodyTimeout))
+	if s.tracer != nil {
+		route := ""
+		if rm.matched {
+			route = pattern
+		}
+		var span trace.Span
+		r, span = traceStart(s.tracer, r, route)
+		defer func() { traceEnd(span, aw.status) }()
+	}
 	s.serve(aw, r, rm.matched)
 	aw.finish()
 	rm.duration.Observe(time.Since(start).Seconds())

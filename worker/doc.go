@@ -43,6 +43,18 @@
 // tock_worker_extends_total and tock_worker_errors_total (calls to the engine that failed, by
 // call).
 //
+// # Traces
+//
+// Each handler runs in an OpenTelemetry span ([WithTracerProvider]; by default the global
+// provider, which makes none until the program sets one), a "process <topic>" span of kind
+// consumer with the messaging attributes (messaging.system "tock", messaging.destination.name the
+// topic, messaging.message.id, and tock.delivery.attempt). When the message's headers carry a W3C
+// trace context ("traceparent", "tracestate"), as the Go client puts there when its caller's
+// context has a span (see package client's Message), the handler's span is a child of that producer's span
+// and links to it, so that one trace runs from the producer through the delay to the consumer;
+// without one it is the root of a trace of its own. A handler that fails marks its span with an
+// error. Spans of the handler's own work are children of its span: use the handler's context.
+//
 // # Caveats
 //
 // Delivery is at least once, as the engine's: a handler may see a message again after a crash,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tockwheel/tock"
 )
@@ -23,6 +24,7 @@ type config struct {
 	reg         prometheus.Registerer
 	logger      *slog.Logger
 	wheel       *tock.Wheel
+	tracer      trace.TracerProvider
 }
 
 func defaultConfig() config {
@@ -79,6 +81,11 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // WithWheel times the lease extensions on w, which the Worker never stops. A nil w, the default,
 // means a wheel of the Worker's own, stopped when Run returns.
 func WithWheel(w *tock.Wheel) Option { return func(c *config) { c.wheel = w } }
+
+// WithTracerProvider makes the spans of the handlers with tp (see the package doc's Traces). A nil
+// tp, the default, means OpenTelemetry's global provider (otel.GetTracerProvider), which makes
+// none until the program sets one.
+func WithTracerProvider(tp trace.TracerProvider) Option { return func(c *config) { c.tracer = tp } }
 
 // DefaultBackoff is the backoff of a failed attempt: 1s after the first, doubling up to an hour,
 // each drawn at random between half and all of it (full jitter in its upper half), so that

@@ -189,7 +189,9 @@ func (r *run) start(topic string, h Handler, d queue.Delivery, asked time.Time, 
 		m := r.w.m
 		m.inFlight.WithLabelValues(topic).Inc()
 		began := time.Now()
-		err := r.call(h, j)
+		ctx, span := startSpan(j.ctx, r.w.tracer, topic, j.d)
+		err := r.call(h, ctx, j)
+		endSpan(span, err)
 		m.duration.WithLabelValues(topic).Observe(time.Since(began).Seconds())
 		m.inFlight.WithLabelValues(topic).Dec()
 		// The handler's place is free: its ack or nack goes on beside the next receive, so that
@@ -199,8 +201,9 @@ func (r *run) start(topic string, h Handler, d queue.Delivery, asked time.Time, 
 	}()
 }
 
-// call runs the handler, turning a panic into a *PanicError.
-func (r *run) call(h Handler, j *job) (err error) {
+// call runs the handler in ctx (j's, with the handler's span), turning a panic into a
+// *PanicError.
+func (r *run) call(h Handler, ctx context.Context, j *job) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			pe := &PanicError{Value: v, Stack: debug.Stack()}
@@ -208,7 +211,7 @@ func (r *run) call(h Handler, j *job) (err error) {
 			err = pe
 		}
 	}()
-	return h.Handle(j.ctx, j.d)
+	return h.Handle(ctx, j.d)
 }
 
 // armLocked sets j's next extension at at.

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/tockwheel/tock/queue"
 )
 
@@ -27,9 +30,10 @@ func (f HandlerFunc) Handle(ctx context.Context, d queue.Delivery) error { retur
 // A Worker runs handlers on the messages of an engine's topics. Register handlers with Handle,
 // then call Run. Its methods are safe for concurrent use.
 type Worker struct {
-	e   queue.Engine
-	cfg config
-	m   *metrics
+	e      queue.Engine
+	cfg    config
+	m      *metrics
+	tracer trace.Tracer
 
 	mu       sync.Mutex
 	handlers map[string]Handler
@@ -55,7 +59,11 @@ func New(e queue.Engine, opts ...Option) *Worker {
 	if err := cfg.validate(); err != nil {
 		panic(err.Error())
 	}
-	return &Worker{e: e, cfg: cfg, m: newMetrics(cfg.reg), handlers: make(map[string]Handler)}
+	tp := cfg.tracer
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return &Worker{e: e, cfg: cfg, m: newMetrics(cfg.reg), tracer: tp.Tracer(tracerName), handlers: make(map[string]Handler)}
 }
 
 // Handle registers h for the messages of topic. It panics on an empty topic, a nil h, a topic

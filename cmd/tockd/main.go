@@ -72,6 +72,19 @@
 // or else of the one slowest to send its request; only when every
 // connection is busy serving a request is it turned away with a 503.
 //
+// # Traces
+//
+// When the standard OpenTelemetry environment names an OTLP endpoint
+// (OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT), tockd
+// makes a span of every request, a child of the trace context the request
+// carries ("traceparent": the Go client sends its caller's), and exports the
+// spans over OTLP/HTTP (http/protobuf) to it; the other OTEL_EXPORTER_OTLP_*,
+// OTEL_TRACES_SAMPLER, OTEL_BSP_*, OTEL_SERVICE_NAME (by default "tockd") and
+// OTEL_RESOURCE_ATTRIBUTES variables apply as the OpenTelemetry SDK reads
+// them. OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none turns tracing
+// off; another exporter or protocol is refused at start. Without an
+// endpoint tockd makes no span and looks at no trace context.
+//
 // On SIGTERM or SIGINT tockd stops accepting connections, ends long polls at
 // once, lets other requests finish for up to -shutdown-timeout and then
 // closes the connections still open, closes the queue (delayq flushes and
@@ -281,6 +294,24 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	defer release()
 
+	tp, stopTracing, err := tracing(ctx, os.Getenv)
+	if err != nil {
+		log.Error("cannot trace: " + err.Error())
+		_ = q.Close()
+		return 1
+	}
+	if tp != nil {
+		defer func() {
+			// Spans still batched go out, for up to the shutdown timeout.
+			sctx, cancel := context.WithTimeout(context.Background(), c.shutdownTimeout)
+			defer cancel()
+			if err := stopTracing(sctx); err != nil {
+				log.Warn("flushing the last spans", "err", err)
+			}
+		}()
+		log.Info("tracing requests to the OTLP endpoint of the environment")
+	}
+
 	tcp, err := net.Listen("tcp", c.addr)
 	if err != nil {
 		log.Error("cannot listen", "addr", c.addr, "err", err)
@@ -289,7 +320,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	srv := server.New(q,
 		server.WithToken(c.token), server.WithLimits(c.limits), server.WithConnLimits(c.conns), server.WithTLS(tlsConfig),
-		server.WithLogger(log), server.WithWheel(wheel), server.WithMetricsTopics(c.metricsTopics),
+		server.WithLogger(log), server.WithWheel(wheel), server.WithMetricsTopics(c.metricsTopics), server.WithTracerProvider(tp),
 		server.WithAllowedOrigins(c.origins...), server.WithAllowedHosts(c.hosts...))
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(tcp) }()
