@@ -661,7 +661,7 @@ func TestOneCallPuttingAnIDTwiceStoresItOnce(t *testing.T) {
 	req := fmt.Sprint(time.Now().Add(time.Hour).UnixMilli())
 	args := []any{"1", "", 0, 4}
 	for _, m := range []struct{ id, payload string }{{"a", "x"}, {"a", "x"}, {"b", "y"}, {"a", "z"}} {
-		args = append(args, m.id, req, "t", m.payload, "", "nonce", "")
+		args = append(args, m.id, req, "t", m.payload, "", "nonce", "", "") // no flags, no headers
 	}
 	reply, err := putScript.Run(ctx, rdb, q.lay.keys(0), q.withStamp(args...)...).Slice()
 	if err != nil {
