@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -34,7 +35,10 @@ import (
 //   - of the messages a Put with Replace replaces (topic r, chosen IDs, never received by the
 //     children), exactly one survives each ID: delivered once, it is the message of the last
 //     Replace that returned or of one that began after it, never an older one beside it, never
-//     none.
+//     none;
+//   - every message delivered, by a child or in the drain, carries exactly the headers it was put
+//     with (crashHeaders derives them from its ID, and from its payload in topic r), and none if
+//     it was put without.
 //
 // Reports carry a sequence number the child takes from one counter, after an operation returns
 // (put, ack, cancel) or before it begins (receive), so "began after returned" is exact even
@@ -98,11 +102,16 @@ func crashChild(dir string, seed uint64) {
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(seed, uint64(g)))
-			for {
+			for n := 0; ; n++ {
 				var batch []Message
-				for range 1 + rng.IntN(4) {
+				for i := range 1 + rng.IntN(4) {
 					delay := time.Duration(rng.IntN(5000)-500) * time.Millisecond
-					batch = append(batch, Message{Topic: "t", Payload: []byte(strconv.Itoa(rng.Int())), DeliverAt: time.Now().Add(delay)})
+					m := Message{Topic: "t", Payload: []byte(strconv.Itoa(rng.Int())), DeliverAt: time.Now().Add(delay)}
+					if rng.IntN(2) == 0 { // an ID of the child's, for headers derived from it
+						m.ID = fmt.Sprintf("c-%d-%d-%d-%d", seed, g, n, i)
+						m.Headers = crashHeaders(m.ID, "")
+					}
+					batch = append(batch, m)
 				}
 				got, err := q.PutBatch(ctx, batch)
 				if err != nil {
@@ -143,7 +152,7 @@ func crashChild(dir string, seed uint64) {
 			payload := fmt.Sprintf("%016x", rng.Uint64())
 			delay := time.Duration(rng.IntN(4500)-500) * time.Millisecond
 			report("replace %s %s", id, payload)
-			m := Message{ID: id, Topic: "r", Payload: []byte(payload), DeliverAt: time.Now().Add(delay), Replace: true}
+			m := Message{ID: id, Topic: "r", Payload: []byte(payload), Headers: crashHeaders(id, payload), DeliverAt: time.Now().Add(delay), Replace: true}
 			if _, err := q.Put(ctx, m); err != nil {
 				r.fatal("replace", err)
 			}
@@ -165,6 +174,9 @@ func crashChild(dir string, seed uint64) {
 				now := time.Now().UnixNano()
 				for _, d := range ds {
 					report("recv %s %d %d", d.ID, now, start)
+					if diff := headersDiff(d.Headers, crashHeaders(d.ID, "")); diff != "" {
+						r.fatal("receive", fmt.Errorf("%s delivered with %s", d.ID, diff))
+					}
 					switch n := rng.IntN(10); {
 					case n < 7:
 						report("try %s", d.ID)
@@ -204,8 +216,68 @@ type crashLog struct {
 	cutShort int
 }
 
+// headersOwed reports whether the final drain must deliver a message put with headers: one whose
+// put returned and no Ack or Cancel of it began.
+func (l *crashLog) headersOwed() bool {
+	for id := range l.deliverAt {
+		if !l.tried[id] && crashHeaders(id, "") != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // crashReplaceIDs is how many IDs the crash children's Puts with Replace take turns at.
 const crashReplaceIDs = 16
+
+// crashHeaders returns the headers a crash child puts on the message of topic t with ID id (payload
+// ""), or on the message of a Replace (topic r) with ID id and the given payload, so that the
+// parent knows from a delivery alone what it must carry. A Replace's depend on its payload too, so
+// that a replacement carrying the headers of a message it replaced is told apart. An ID the queue
+// generated (no "c-" or "r-") and three keys in eight get none; the others take turns at a trace
+// context, several keys of every sort of value, and MaxHeaders headers of MaxHeaderKey-byte keys
+// that fill MaxHeadersSize exactly, every bound at once.
+func crashHeaders(id, payload string) map[string]string {
+	if !strings.HasPrefix(id, "c-") && !strings.HasPrefix(id, "r-") {
+		return nil
+	}
+	f := fnv.New64a()
+	f.Write([]byte(id + " " + payload))
+	sum := f.Sum64()
+	traceparent := fmt.Sprintf("00-%016x%016x-%016x-01", sum, ^sum, sum>>1)
+	switch sum % 8 {
+	case 0, 1, 2:
+		return nil
+	case 3:
+		h := make(map[string]string, queue.MaxHeaders)
+		value := strings.Repeat(fmt.Sprintf("%016x", sum), queue.MaxHeadersSize)[:queue.MaxHeadersSize/queue.MaxHeaders-queue.MaxHeaderKey]
+		for i := range queue.MaxHeaders {
+			k := fmt.Sprintf("b%02d-", i)
+			h[k+strings.Repeat("x", queue.MaxHeaderKey-len(k))] = value
+		}
+		return h
+	case 4, 5:
+		return map[string]string{"traceparent": traceparent, "tracestate": fmt.Sprintf("tock=%x", sum), "k": id, "p": payload, "empty": "", "text": "é\t✓ " + id}
+	default:
+		return map[string]string{"traceparent": traceparent, "k": id}
+	}
+}
+
+// headersDiff returns "" when got holds exactly the headers of want, and otherwise the first
+// difference found, cut short: headers at their bounds are 16 KiB.
+func headersDiff(got, want map[string]string) string {
+	if len(got) != len(want) {
+		return fmt.Sprintf("%d headers, put with %d", len(got), len(want))
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok {
+			return fmt.Sprintf("no header %.40q, put with it", k)
+		} else if g != v {
+			return fmt.Sprintf("header %.40q = %.40q, put with %.40q", k, g, v)
+		}
+	}
+	return ""
+}
 
 type crashRecv struct {
 	id         string
@@ -389,7 +461,9 @@ func TestCrash(t *testing.T) {
 	dir := t.TempDir()
 	l := &crashLog{deliverAt: map[string]int64{}, acked: map[string]int64{}, cancelled: map[string]int64{}, tried: map[string]bool{},
 		replaces: map[string][]string{}, replaced: map[string]int{}}
-	exercised := func() bool { return len(l.acked) > 0 && len(l.cancelled) > 0 && len(l.replaced) > 0 }
+	exercised := func() bool {
+		return len(l.acked) > 0 && len(l.cancelled) > 0 && len(l.replaced) > 0 && l.headersOwed()
+	}
 	gens := killRounds(rng, 6, exercised, func(gen int, inOpen bool) {
 		// The child's sequence numbers restart at 1; make them global by offsetting each child's.
 		env := []string{crashEnv + "=" + dir, fmt.Sprintf("DELAYQ_CRASH_SEED=%d", seed+uint64(gen))}
@@ -412,9 +486,16 @@ func TestCrash(t *testing.T) {
 			outstanding[id] = at
 		}
 	}
+	withHeaders := 0 // deliveries in the drain that carried headers
 	drainWanted(t, q, "t", time.Hour, outstanding, func(d Delivery) {
 		l.recvs = append(l.recvs, crashRecv{id: d.ID, at: time.Now().UnixNano(), start: 1 << 62, generation: gens})
 		delete(outstanding, d.ID)
+		if diff := headersDiff(d.Headers, crashHeaders(d.ID, "")); diff != "" {
+			t.Errorf("%s delivered in the drain with %s", d.ID, diff)
+		}
+		if len(d.Headers) > 0 {
+			withHeaders++
+		}
 	}, nil)
 	nrecv := make([]int, gens+1)
 	for _, r := range l.recvs {
@@ -429,9 +510,19 @@ func TestCrash(t *testing.T) {
 			t.Errorf("%s delivered after its cancel (child %d)", r.id, r.generation)
 		}
 	}
-	t.Logf("%d children; %d puts, %d acks, %d cancels; deliveries per child and drain: %v", gens, len(l.deliverAt), len(l.acked), len(l.cancelled), nrecv)
+	putWithHeaders := 0
+	for id := range l.deliverAt {
+		if crashHeaders(id, "") != nil {
+			putWithHeaders++
+		}
+	}
+	t.Logf("%d children; %d puts (%d with headers), %d acks, %d cancels; deliveries per child and drain: %v (%d in the drain with headers)",
+		gens, len(l.deliverAt), putWithHeaders, len(l.acked), len(l.cancelled), nrecv, withHeaders)
 	if !exercised() {
 		t.Errorf("the children acked %d, cancelled %d and replaced %d messages: the test exercised too little", len(l.acked), len(l.cancelled), len(l.replaced))
+	}
+	if withHeaders == 0 {
+		t.Errorf("of %d puts with headers, none was delivered in the drain: their headers were not checked after a crash", putWithHeaders)
 	}
 	checkReplaced(t, q, l)
 }
@@ -446,6 +537,9 @@ func checkReplaced(t *testing.T, q *Queue, l *crashLog) {
 	drain := func(want map[string]int64) {
 		drainWanted(t, q, "r", time.Hour, want, func(d Delivery) {
 			got[d.ID] = append(got[d.ID], string(d.Payload))
+			if diff := headersDiff(d.Headers, crashHeaders(d.ID, string(d.Payload))); diff != "" {
+				t.Errorf("%s (payload %s) delivered in the drain with %s", d.ID, d.Payload, diff)
+			}
 			delete(want, d.ID)
 		}, nil)
 	}
@@ -489,7 +583,15 @@ func checkReplaced(t *testing.T, q *Queue, l *crashLog) {
 			t.Errorf("after every replaced ID was delivered, topic r still holds %d scheduled and %d due messages: replaced ones survived", ti.Scheduled, ti.Due)
 		}
 	}
-	t.Logf("%d IDs replaced %d times, %d children killed during a Replace", len(l.replaces), countAll(l.replaces), l.cutShort)
+	withHeaders := 0
+	for id, ps := range l.replaces {
+		for _, p := range ps {
+			if crashHeaders(id, p) != nil {
+				withHeaders++
+			}
+		}
+	}
+	t.Logf("%d IDs replaced %d times (%d with headers), %d children killed during a Replace", len(l.replaces), countAll(l.replaces), withHeaders, l.cutShort)
 }
 
 func countAll(m map[string][]string) int {
