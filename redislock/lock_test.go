@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock/internal/redistest"
+	"github.com/tockwheel/tock/internal/testwait"
 )
 
 // waitClosed fails the test unless c is closed within limit, a bound on a bug rather than a timing
@@ -171,19 +172,13 @@ func TestLockContextEnds(t *testing.T) {
 	// A waiter that leaves before Redis confirmed its subscription leaves the topic to be dropped
 	// when the confirmation comes (on a busy machine, after the 100 ms): so the state is waited
 	// for, and what is still there after a minute was left behind.
-	deadline := time.Now().Add(time.Minute)
-	for {
+	wctx, wcancel := context.WithTimeout(context.Background(), time.Minute)
+	defer wcancel()
+	testwait.Until(t, wctx, "the waiter's state to go (pub/sub connection and topics)", func() bool {
 		b.sub.mu.Lock()
-		ps, topics := b.sub.mu.ps, len(b.sub.mu.topics)
-		b.sub.mu.Unlock()
-		if ps == nil && topics == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiter state left behind: ps=%v topics=%d", ps, topics)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer b.sub.mu.Unlock()
+		return b.sub.mu.ps == nil && len(b.sub.mu.topics) == 0
+	})
 }
 
 // TestWatchdogKeepsShortLeaseAlive holds a lock with a short lease for eight leases while another

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock/internal/redistest"
+	"github.com/tockwheel/tock/internal/testwait"
 	"github.com/tockwheel/tock/queue"
 )
 
@@ -148,12 +149,7 @@ func TestIdleOwnerGivesShardsUp(t *testing.T) {
 		put(lead)
 		receiveN(t, ctx, q, "t", 1)
 	}
-	for q.metrics.owned.Load() != 0 {
-		if ctx.Err() != nil {
-			t.Fatalf("still owns %d shards with nothing due within the hour", q.metrics.owned.Load())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testwait.Until(t, ctx, "the process to give up its shards, with nothing due within the hour", func() bool { return q.metrics.owned.Load() == 0 })
 	rdb := singleClient(t, s.Addr)
 	// The locks are gone; their fence keys stay, as redislock keeps them.
 	if n, err := rdb.Keys(ctx, "tock:lock:{"+q.cfg.prefix+"/*}").Result(); err != nil || len(n) != 0 {
@@ -433,9 +429,7 @@ func TestPubSubConnectionsKilled(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		// Both processes subscribed again after the previous round's kill (on a busy machine
 		// that can take longer than the Receive takes to wait): the premise of this round.
-		for subscribers(t, ctx, rdb) < 2 {
-			time.Sleep(10 * time.Millisecond)
-		}
+		testwait.Until(t, ctx, "both processes to subscribe again", func() bool { return subscribers(t, ctx, rdb) >= 2 })
 		if n, err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n < 2 {
 			t.Fatalf("CLIENT KILL TYPE pubsub: %d, %v; want the two processes' connections", n, err)
 		}

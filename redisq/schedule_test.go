@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tockwheel/tock/internal/testwait"
 	"github.com/tockwheel/tock/queue"
 )
 
@@ -169,22 +170,11 @@ func TestScheduleDriverAfterRedisForgets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// waitFor polls cond until it holds; the test's context bounds it.
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		for !cond() {
-			select {
-			case <-ctx.Done():
-				t.Fatalf("%s: %v", what, ctx.Err())
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}
 	firing()
 	if err := rdb.FlushAll(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor("the schedule driver reconciles", func() bool { return metricOf(t, q, "redis_deployment_lost_total") > 0 })
+	testwait.Until(t, ctx, "the schedule driver reconciles", func() bool { return metricOf(t, q, "redis_deployment_lost_total") > 0 })
 	if strings.Contains(log.String(), "firing schedules failed") {
 		t.Errorf("the schedule driver logged the refusal of the stamp rather than reconcile:\n%s", log.String())
 	}
@@ -198,14 +188,14 @@ func TestScheduleDriverAfterRedisForgets(t *testing.T) {
 	}
 	openQueue(t, fresh, WithPrefix(prefix), WithShards(8))
 	g.open()
-	waitFor("the process refuses the deployment", func() bool { return q.staleErr() != nil })
+	testwait.Until(t, ctx, "the process refuses the deployment", func() bool { return q.staleErr() != nil })
 	if err := q.Ready(ctx); !errors.Is(err, queue.ErrUnavailable) || !strings.Contains(err.Error(), "8 shards") {
 		t.Errorf("Ready of the process of 4 shards: %v; want it to name the deployment of 8", err)
 	}
 	// Its drivers stop: no run and no timer, for good (before, the schedule's driver retried its
 	// read every half second, and logged it, as long as the process lived).
 	sd := q.sched[q.lay.home("s")]
-	waitFor("the schedule driver stops", func() bool {
+	testwait.Until(t, ctx, "the schedule driver stops", func() bool {
 		sd.mu.Lock()
 		defer sd.mu.Unlock()
 		return !sd.mu.run.busy && sd.mu.run.timerAt == 0

@@ -646,20 +646,6 @@ func dueAtLaterOf(due, asked, start, done time.Time) bool {
 	}
 }
 
-// waitUntil polls cond until it holds, and fails the test if ctx ends first: for a state that
-// processes reach in their own time, bounded by the test's context alone, never by a guess of how
-// long a busy machine takes.
-func waitUntil(t *testing.T, ctx context.Context, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v", what, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
 // waitInFlight polls /metrics until it shows line, so a test can act while
 // a request is known to be in flight.
 func waitInFlight(t *testing.T, d *daemon, line string) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tockwheel/tock/client"
 	"github.com/tockwheel/tock/internal/disktest"
+	"github.com/tockwheel/tock/internal/testwait"
 )
 
 // TestFullDiskComesBackByItself fills a real disk (a small tmpfs) under a tockd while producers
@@ -59,7 +60,7 @@ func TestFullDiskComesBackByItself(t *testing.T) {
 			}()
 		}
 		ballast := filepath.Join(disk, "ballast")
-		waitUntil(t, ctx, "the producers' first puts", func() bool { // puts in flight
+		testwait.Until(t, ctx, "the producers' first puts", func() bool { // puts in flight
 			mu.Lock()
 			defer mu.Unlock()
 			return len(acked) > before
@@ -84,7 +85,7 @@ func TestFullDiskComesBackByItself(t *testing.T) {
 		}
 		// Still out while the disk is full, however long: tockd tries its directory first. Each try
 		// that fails is logged (its probe file's name, and so its error, is new each time).
-		waitUntil(t, ctx, "a try to reopen the queue on the full disk", func() bool {
+		testwait.Until(t, ctx, "a try to reopen the queue on the full disk", func() bool {
 			return strings.Count(d.logs(), notYet) > tries
 		})
 		if _, err := c.Put(ctx, "full", client.Message{Payload: json.RawMessage(`1`)}); !errors.Is(err, client.ErrUnavailable) {

@@ -11,6 +11,7 @@ import (
 	"github.com/tockwheel/tock/client"
 	"github.com/tockwheel/tock/internal/redistest"
 	"github.com/tockwheel/tock/internal/testlong"
+	"github.com/tockwheel/tock/internal/testwait"
 	"github.com/tockwheel/tock/queue"
 )
 
@@ -62,7 +63,7 @@ func TestSchedulesSurviveKills(t *testing.T) {
 	waitFires := func(what string, before map[string]int, more int) map[string]int {
 		t.Helper()
 		var now map[string]int
-		waitUntil(t, ctx, what, func() bool {
+		testwait.Until(t, ctx, what, func() bool {
 			var ok bool
 			ok, now = firedEach(before, more)
 			return ok
@@ -122,7 +123,7 @@ func TestSchedulesSurviveKills(t *testing.T) {
 		}
 	}
 	// What was put before the pauses is received and acked: nothing of the topic is left.
-	waitUntil(t, ctx, "every fire put to be received", func() bool {
+	testwait.Until(t, ctx, "every fire put to be received", func() bool {
 		ts, err := survivor.Topics(ctx)
 		if err != nil {
 			return false
