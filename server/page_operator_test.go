@@ -211,9 +211,17 @@ func TestPageUptime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var skew atomic.Int64
-	start := time.Now()
-	p := servePage(t, q, withClock(func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }))
+	// The server's clock stands still at its start plus up: its uptime is exactly up, however long
+	// the browser takes to ask, which a running clock plus a skew left to chance.
+	var up atomic.Int64
+	var srv atomic.Pointer[Server]
+	p := servePage(t, q, withClock(func() time.Time {
+		if s := srv.Load(); s != nil {
+			return s.started.Add(time.Duration(up.Load()))
+		}
+		return time.Now()
+	}))
+	srv.Store(p.h.Load())
 	b := newBrowser(t, 1200, 900, "")
 	b.open(p.ts.URL + "/")
 	for _, tc := range []struct {
@@ -223,9 +231,7 @@ func TestPageUptime(t *testing.T) {
 		{813 * time.Second, `up 13m3[3-9]s · `}, {2*time.Hour + 5*time.Minute + 7*time.Second, `up 2h5m · `},
 		{3*24*time.Hour + 4*time.Hour + 30*time.Minute, `up 3d4h · `},
 	} {
-		// The server's uptime is its clock less its start: make it tc.up now, and a second or
-		// so more when the page next asks.
-		skew.Store(int64(tc.up - time.Since(start)))
+		up.Store(int64(tc.up))
 		b.waitFor(tc.want, `/`+tc.want+`/.test(document.getElementById("conn").textContent)`)
 	}
 }
