@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -339,15 +340,10 @@ func TestCoalescedBatchServerError(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := openQueue(t)
 		c, g := coalescing(t, q)
-		real := g.h
-		g.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == api.BatchPath("t") {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusInternalServerError)
-				fmt.Fprint(w, `{"error":"engine failed","code":"internal"}`)
-				return
-			}
-			real.ServeHTTP(w, r)
+		g.intercept(isBatchOfT, func(w http.ResponseWriter, _ *http.Request, _ http.Handler) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			fmt.Fprint(w, `{"error":"engine failed","code":"internal"}`)
 		})
 		_, out := putWhileHeld(t, c, g, context.Background(), make([]client.Message, 3))
 		for i, o := range out {
@@ -371,19 +367,19 @@ func TestCoalescedBatchStoredAnswerLost(t *testing.T) {
 	at := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name string
-		lose func(rec *responseRecorder, w http.ResponseWriter) error
+		lose func(rec *httptest.ResponseRecorder, w http.ResponseWriter) error
 	}{
-		{"answer missing an item", func(rec *responseRecorder, w http.ResponseWriter) error {
+		{"answer missing an item", func(rec *httptest.ResponseRecorder, w http.ResponseWriter) error {
 			var res api.BatchResponse
-			if err := json.Unmarshal(rec.body.Bytes(), &res); err != nil {
+			if err := json.Unmarshal(rec.Body.Bytes(), &res); err != nil {
 				return err
 			}
 			res.IDs, res.DeliverAt = res.IDs[1:], res.DeliverAt[1:]
 			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(rec.status)
+			w.WriteHeader(rec.Code)
 			return json.NewEncoder(w).Encode(res)
 		}},
-		{"connection cut", func(*responseRecorder, http.ResponseWriter) error {
+		{"connection cut", func(*httptest.ResponseRecorder, http.ResponseWriter) error {
 			return io.ErrUnexpectedEOF
 		}},
 	} {
@@ -391,16 +387,11 @@ func TestCoalescedBatchStoredAnswerLost(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				q := openQueue(t)
 				c, g := coalescing(t, q)
-				real := g.h
-				g.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if r.URL.Path != api.BatchPath("t") {
-						real.ServeHTTP(w, r)
-						return
-					}
-					rec := &responseRecorder{header: http.Header{}}
+				g.intercept(isBatchOfT, func(w http.ResponseWriter, r *http.Request, real http.Handler) {
+					rec := httptest.NewRecorder()
 					real.ServeHTTP(rec, r)
-					if rec.status/100 != 2 {
-						t.Errorf("the batch was answered %d: %s", rec.status, rec.body.Bytes())
+					if rec.Code/100 != 2 {
+						t.Errorf("the batch was answered %d: %s", rec.Code, rec.Body.Bytes())
 					}
 					if err := tc.lose(rec, w); err != nil {
 						panic(cutConnection{err})
@@ -432,6 +423,25 @@ func TestCoalescedBatchStoredAnswerLost(t *testing.T) {
 	}
 }
 
+// intercept has the gate's server answer the requests take chooses with answer, and the others as
+// before; answer may call real, the server's own handler. take sees the request's body, which
+// stays to be read.
+func (g *gate) intercept(take func(r *http.Request, body []byte) bool, answer func(w http.ResponseWriter, r *http.Request, real http.Handler)) {
+	real := g.h
+	g.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if !take(r, body) {
+			real.ServeHTTP(w, r)
+			return
+		}
+		answer(w, r, real)
+	})
+}
+
+// isBatchOfT takes the batch puts of topic t.
+func isBatchOfT(r *http.Request, _ []byte) bool { return r.URL.Path == api.BatchPath("t") }
+
 // A cutConnection, panicked by a handler behind a gate, makes the gate's
 // round trip fail with err after the handler's work is done, as a
 // connection cut before the answer arrives.
@@ -444,18 +454,13 @@ func TestCoalescedPutsOnAnOlderServer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := openQueue(t)
 		c, g := coalescing(t, q)
-		real := g.h
-		g.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != api.BatchPath("t") {
-				real.ServeHTTP(w, r)
-				return
-			}
-			rec := &responseRecorder{header: http.Header{}}
+		g.intercept(isBatchOfT, func(w http.ResponseWriter, r *http.Request, real http.Handler) {
+			rec := httptest.NewRecorder()
 			real.ServeHTTP(rec, r)
 			var res api.BatchResponse
-			json.Unmarshal(rec.body.Bytes(), &res)
+			json.Unmarshal(rec.Body.Bytes(), &res)
 			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(rec.status)
+			w.WriteHeader(rec.Code)
 			json.NewEncoder(w).Encode(struct {
 				IDs []string `json:"ids"`
 			}{res.IDs})
@@ -475,16 +480,6 @@ func TestCoalescedPutsOnAnOlderServer(t *testing.T) {
 		}
 	})
 }
-
-type responseRecorder struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *responseRecorder) Header() http.Header         { return r.header }
-func (r *responseRecorder) Write(p []byte) (int, error) { return r.body.Write(p) }
-func (r *responseRecorder) WriteHeader(s int)           { r.status = s }
 
 // TestCoalescedAcksSplitTheirOutcomes checks that Acks made while one is
 // in flight share one request, and that each learns which of its own
@@ -634,22 +629,17 @@ func TestCoalescedAcksAndExtendsOnAFailingServer(t *testing.T) {
 					if err != nil || len(ds) != 4 {
 						t.Fatalf("receive: %d, %v", len(ds), err)
 					}
-					real := g.h
 					failed := false
-					g.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-						body, _ := io.ReadAll(r.Body)
-						r.Body = io.NopCloser(bytes.NewReader(body))
+					g.intercept(func(r *http.Request, body []byte) bool {
 						var b struct{ Receipts []string }
-						if failed || r.URL.Path != tc.path || json.Unmarshal(body, &b) != nil || len(b.Receipts) < 2 {
-							real.ServeHTTP(w, r)
-							return
-						}
+						return !failed && r.URL.Path == tc.path && json.Unmarshal(body, &b) == nil && len(b.Receipts) >= 2
+					}, func(w http.ResponseWriter, r *http.Request, real http.Handler) {
 						failed = true
 						if fail == "500" {
 							w.WriteHeader(http.StatusInternalServerError)
 							return
 						}
-						real.ServeHTTP(&responseRecorder{header: http.Header{}}, r)
+						real.ServeHTTP(httptest.NewRecorder(), r)
 						panic(cutConnection{io.ErrUnexpectedEOF})
 					})
 					g.sent()
@@ -746,17 +736,12 @@ func TestExtendBatch(t *testing.T) {
 		}
 
 		// A tockd older than the client refuses "receipts", as a field it does not know.
-		real := g.h
-		g.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			body, _ := io.ReadAll(r.Body)
-			r.Body = io.NopCloser(bytes.NewReader(body))
-			if bytes.Contains(body, []byte(`"receipts"`)) && r.URL.Path == api.PathExtend {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusBadRequest)
-				w.Write([]byte(`{"error":"json: unknown field \"receipts\"","code":"bad_request"}`))
-				return
-			}
-			real.ServeHTTP(w, r)
+		g.intercept(func(r *http.Request, body []byte) bool {
+			return r.URL.Path == api.PathExtend && bytes.Contains(body, []byte(`"receipts"`))
+		}, func(w http.ResponseWriter, _ *http.Request, _ http.Handler) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write([]byte(`{"error":"json: unknown field \"receipts\"","code":"bad_request"}`))
 		})
 		extendBatch("ExtendBatch on an older tockd")
 		if got, want := g.sent(), []string{api.PathExtend + " 4", api.PathExtend, api.PathExtend, api.PathExtend, api.PathExtend}; !slices.Equal(got, want) {
