@@ -655,7 +655,7 @@ func TestOneCallPuttingAnIDTwiceStoresItOnce(t *testing.T) {
 	req := fmt.Sprint(time.Now().Add(time.Hour).UnixMilli())
 	args := []any{"1", "", 0, 4}
 	for _, m := range []struct{ id, payload string }{{"a", "x"}, {"a", "x"}, {"b", "y"}, {"a", "z"}} {
-		args = append(args, m.id, req, "t", m.payload, "", "nonce", "", "") // no flags, no headers
+		args = putItem{id: m.id, req: req, topic: "t", payload: []byte(m.payload), nonce: "nonce"}.append(args, false)
 	}
 	reply, err := putScript.Run(ctx, rdb, q.lay.keys(0), q.withStamp(args...)...).Slice()
 	if err != nil {
