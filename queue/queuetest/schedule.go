@@ -214,12 +214,10 @@ func testScheduleFires(ctx context.Context, h *env, s queue.Scheduler) {
 
 // testScheduleEveryTimeOnce runs a schedule every 50 ms for about 1.5 s, with MisfireAll so that
 // a loaded machine cannot excuse a gap, and checks that its nominal times follow each other without
-// a gap or a repeat. A receive whose reply was lost (an engine on a server may lose one on a busy
-// machine, and a repeated receive leases other messages) leaves its fires leased until their
-// visibility ends: so leases are short, and the drain after the pause waits until it has every
-// fire the schedule counts, or until nothing has come for two visibility timeouts.
+// a gap or a repeat. Its leases are as short as the drain's (see drain): a receive whose reply was
+// lost leaves a gap only until its fires come again.
 func testScheduleEveryTimeOnce(ctx context.Context, h *env, s queue.Scheduler) {
-	const period, visibility = 50 * time.Millisecond, 5 * time.Second
+	const period = 50 * time.Millisecond
 	h.setSchedule(ctx, s, queue.Schedule{Name: "fast", Topic: "fast", Spec: "@every 50ms", Misfire: queue.MisfireAll})
 	end := time.Now().Add(1500 * time.Millisecond)
 	seen := map[string]bool{}
@@ -231,29 +229,17 @@ func testScheduleEveryTimeOnce(ctx context.Context, h *env, s queue.Scheduler) {
 		seen[d.ID] = true
 		_, at, _ := queue.ParseFireID(d.ID)
 		times = append(times, at)
-		h.ack(ctx, d.Receipt)
 	}
 	for time.Now().Before(end) {
-		for _, d := range h.receive(ctx, "fast", 100, visibility) {
+		for _, d := range h.receive(ctx, "fast", 100, drainVisibility) {
 			take(d)
+			h.ack(ctx, d.Receipt)
 		}
 	}
 	if err := s.PauseSchedule(ctx, "fast"); err != nil {
 		h.Fatalf("PauseSchedule: %v", err)
 	}
-	// What fell due before the pause, and what a lost reply left leased.
-	for i, quiet := 0, time.Now(); uint64(len(times)) < h.schedule(ctx, s, "fast").Fires && time.Since(quiet) < 2*visibility; i++ {
-		if i == 100 {
-			h.Fatalf("topic %q still gets fires after its schedule was paused", "fast")
-		}
-		rctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
-		ds, _ := h.e.Receive(rctx, "fast", 100, visibility)
-		cancel()
-		for _, d := range ds {
-			take(d)
-			quiet = time.Now()
-		}
-	}
+	h.drain(ctx, s, "fast", len(times), take)
 	if len(times) < 3 {
 		h.Fatalf("%d fires in 1.5 s of @every 50ms: too few to tell a gap", len(times))
 	}
@@ -347,27 +333,39 @@ func testSchedulePauseResume(ctx context.Context, h *env, s queue.Scheduler) {
 	if err := s.PauseSchedule(ctx, "q"); err != nil {
 		h.Fatal(err)
 	}
-	h.drain(ctx, "q", func(queue.Delivery) {})
+	h.drain(ctx, s, "q", 0, func(queue.Delivery) {})
 }
 
-// drain receives and acks what topic has due, passing each delivery to seen, until nothing comes
-// for 400 ms: the fires of a paused schedule that fell due before the pause. A fire of a paused
-// schedule would keep it going.
-func (h *env) drain(ctx context.Context, topic string, seen func(queue.Delivery)) {
+// drainVisibility is the lease of the fires the schedule cases receive: on a busy machine an
+// engine on a server can lose a receive's reply (and a repeated receive leases other messages),
+// and the fires of the lost reply come again only once their lease ends.
+const drainVisibility = 5 * time.Second
+
+// drain receives and acks the fires of the paused schedule name on its topic, passing each
+// delivery to seen first, until it has every fire the schedule counts (have of them came before)
+// and nothing comes for 400 ms; it waits for fires a lost reply left leased, up to two leases with
+// nothing coming. A paused schedule that kept firing would keep it going: it fails after 100
+// receives.
+func (h *env) drain(ctx context.Context, s queue.Scheduler, name string, have int, seen func(queue.Delivery)) {
 	h.Helper()
+	topic := h.schedule(ctx, s, name).Topic
+	quiet := time.Now()
 	for range 100 {
 		rctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond)
-		ds, _ := h.e.Receive(rctx, topic, 100, time.Minute)
+		ds, _ := h.e.Receive(rctx, topic, 100, drainVisibility)
 		cancel()
-		if len(ds) == 0 {
-			return
-		}
 		for _, d := range ds {
 			seen(d)
 			h.ack(ctx, d.Receipt)
 		}
+		have += len(ds)
+		if len(ds) > 0 {
+			quiet = time.Now()
+		} else if uint64(have) >= h.schedule(ctx, s, name).Fires || time.Since(quiet) >= 2*drainVisibility {
+			return
+		}
 	}
-	h.Fatalf("topic %q still gets fires after its schedule was paused", topic)
+	h.Fatalf("topic %q still gets fires after schedule %q was paused", topic, name)
 }
 
 // testScheduleTrigger fires a schedule once outside its spec.
