@@ -219,7 +219,8 @@ func ptr[T any](v T) *T { return &v }
 // When m.ID names a message still waiting, Put stores nothing: it succeeds
 // with the same ID if that message is the same one (a retried Put: same
 // topic, payload and due time, which only an absolute DeliverAt can give
-// twice), and otherwise fails with an [*Error] whose Err is a
+// twice, or due at once both times: neither Delay nor DeliverAt, or a
+// DeliverAt in the past, while the waiting message is due), and otherwise fails with an [*Error] whose Err is a
 // [*queue.DuplicateError] giving the waiting message's due time; the error
 // matches [queue.ErrDuplicate].
 func (c *Client) Put(ctx context.Context, topic string, m Message) (PutResult, error) {

@@ -19,7 +19,10 @@ type Engine interface {
 	// nothing: it returns m.ID and nil if the waiting message has the same topic, payload and
 	// DeliverAt (a retried Put; headers are not compared, and the waiting message keeps its
 	// own), and an error matching ErrDuplicate otherwise, unless m.Replace
-	// asks to replace it (see [Message.Replace]). An ID is free again
+	// asks to replace it (see [Message.Replace]). Two DeliverAt times that have both come by the
+	// engine's clock at the repeated Put, the zero time included, are the same: both mean due at
+	// the Put, and the retry of a Put due at once (a server's, which resolves "now" on each
+	// request) may carry another. An ID is free again
 	// once its message is acked or cancelled. A dead letter keeps its ID: it waits on the
 	// dead-letter topic until it is received and acked, or cancelled.
 	//

@@ -149,8 +149,9 @@
 // The scripts that change a shard:
 //
 //   - put: stores messages. For each, a message already waiting under its ID makes it a retried
-//     Put (same topic, payload and requested time: nothing is written) or a duplicate (the waiting
-//     one's due time is returned); an alias makes the caller resolve it first. A message due
+//     Put (same topic and payload, and the same requested time or two that have both come by the
+//     script's clock, to the millisecond: nothing is written) or a duplicate (the waiting one's
+//     due time is returned); an alias makes the caller resolve it first. A message due
 //     within a second of the script's clock, or in a second below adv, goes to the ready set of
 //     its topic with its exact due time; any other to its topic's wheel. In a batch nothing is
 //     written unless every message can be.
@@ -541,7 +542,10 @@
 //
 // What a retried Put can tell. A chosen ID makes a Put idempotent while its message waits
 // (scheduled, due, leased, or a dead letter): a Put of it with the same topic, payload and DeliverAt
-// stores nothing and returns nil, whoever repeats it and however late. Once the message is acked,
+// stores nothing and returns nil, whoever repeats it and however late. Due at once is one DeliverAt
+// (queue.Engine.Put), judged by Redis's clock: a tockd whose clock runs ahead of Redis's resolves
+// an absent due time to one still to come there, so a retry of such a Put within that skew of
+// the first is a duplicate. Once the message is acked,
 // cancelled or purged, its ID is free: a Put of it stores a new message, which is delivered again.
 // Only the engine's own repeats of one Put call are told from a new Put then, by the call's nonce
 // and the tombstone the message leaves for 10 s (when it was put due within 10 s, the only messages

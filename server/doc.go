@@ -63,7 +63,10 @@
 // and code "duplicate", with the id and the waiting message's deliver_at
 // ([api.DuplicateBody]); in a batch, nothing of the batch is stored. A put
 // is the same again only if its due time is: a retry-safe put names its id
-// and an absolute deliver_at, since a delay counts from each put's now.
+// and an absolute deliver_at, since a delay counts from each put's now. Due
+// at once is one due time, however it was asked (no delay nor deliver_at, a
+// deliver_at in the past): a retried put of a message due at once is a retry
+// once the waiting one's due time has come too, by the engine's clock.
 //
 // A receive whose client goes away while the engine leases messages for it
 // nacks them (due again at once, the attempt counted), so that they do not

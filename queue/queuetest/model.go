@@ -235,9 +235,8 @@ func (m *Model) PutBatch(ms []queue.Message, ids []string, err error, at Span) e
 		case same && e.asked.Equal(msg.DeliverAt):
 			kinds[i] = isRetry
 		case same && !e.asked.After(at.Start) && !msg.DeliverAt.After(at.Start):
-			// Both due at once: one engine compares the due times asked for, the other those
-			// in effect. Either answer holds.
-			kinds[i] = isRetry | isDup
+			// Both due at once: the same message, whatever past times asked for it.
+			kinds[i] = isRetry
 		default:
 			kinds[i] = isDup
 		}

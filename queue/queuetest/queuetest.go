@@ -127,6 +127,7 @@ var cases = []struct {
 	{"AckPartial", testAckPartial},
 	{"ForgedReceipts", testForgedReceipts},
 	{"DuplicateID", testDuplicateID},
+	{"RetriedPutDueAtOnce", testRetriedPutDueAtOnce},
 	{"IDFreeAfterAck", testIDFreeAfterAck},
 	{"Batch", testBatch},
 	{"BatchAllOrNone", testBatchAllOrNone},

@@ -78,6 +78,71 @@ func testDuplicateID(ctx context.Context, h *env) {
 	h.expectNothing(ctx, "t", 300*time.Millisecond)
 }
 
+// testRetriedPutDueAtOnce checks that a Put repeating a waiting message due at once, with another
+// time that has come or with none, is a retried Put, not a duplicate: every such time means due
+// at the Put, and a Put retried over HTTP (its first reply lost) carries the server's clock of the
+// retry, not the first request's. It does so for messages put with a past time and with none,
+// singly and in a batch, while they wait and once they are leased, and for a message put a little
+// ahead whose time has come since. A due time to come is still a duplicate. One copy of each is
+// delivered.
+func testRetriedPutDueAtOnce(ctx context.Context, h *env) {
+	past := queue.Message{ID: "past", Topic: "t", Payload: payload("past"), DeliverAt: time.Now().Add(-time.Hour)}
+	none := queue.Message{ID: "none", Topic: "t", Payload: payload("none")}
+	soon := queue.Message{ID: "soon", Topic: "t", Payload: payload("soon"), DeliverAt: time.Now().Add(200 * time.Millisecond)}
+	batch := []queue.Message{
+		{ID: "batch-past", Topic: "t", Payload: payload("batch past"), DeliverAt: time.Now().Add(-time.Minute)},
+		{ID: "batch-none", Topic: "t", Payload: payload("batch none")},
+	}
+	for _, m := range []queue.Message{past, none, soon} {
+		h.put(ctx, m)
+	}
+	putBatch := func(what string, ms []queue.Message) {
+		h.Helper()
+		ids, err := h.e.PutBatch(ctx, ms)
+		if err != nil || len(ids) != len(ms) || ids[0] != ms[0].ID || ids[1] != ms[1].ID {
+			h.Fatalf("%s: PutBatch = %q, %v; want [%q %q], nil", what, ids, err, ms[0].ID, ms[1].ID)
+		}
+	}
+	putBatch("batch due at once", batch)
+	// retry puts m again under each of the other times that have come: a retried Put each time.
+	retry := func(state string, m queue.Message) {
+		h.Helper()
+		for _, at := range []time.Time{{}, time.Now().Add(-2 * time.Hour), time.Now().Add(-time.Millisecond)} {
+			r := m
+			r.DeliverAt = at
+			if _, err := h.e.Put(ctx, r); err != nil {
+				h.Fatalf("Put of %s %q (put due %v) again due %v: %v; want a retried Put", state, m.ID, m.DeliverAt, at, err)
+			}
+		}
+	}
+	retry("waiting", past)
+	retry("waiting", none)
+	putBatch("batch retried with other past times", []queue.Message{
+		{ID: "batch-past", Topic: "t", Payload: payload("batch past")},
+		{ID: "batch-none", Topic: "t", Payload: payload("batch none"), DeliverAt: time.Now().Add(-time.Second)},
+	})
+	ds := h.receiveAll(ctx, "t", 5, time.Hour) // soon among them: its time has come
+	got := map[string]bool{}
+	for _, d := range ds {
+		got[d.ID] = true
+	}
+	for _, m := range append([]queue.Message{past, none, soon}, batch...) {
+		if !got[m.ID] {
+			h.Fatalf("delivered %d messages without %q", len(ds), m.ID)
+		}
+	}
+	retry("leased", past)
+	retry("leased", none)
+	retry("leased", soon)
+	retry("leased", batch[0])
+	_, err := h.e.Put(ctx, queue.Message{ID: past.ID, Topic: "t", Payload: past.Payload, DeliverAt: time.Now().Add(time.Hour)})
+	h.wantErr("Put of a message due at once again due in an hour", err, queue.ErrDuplicate)
+	for _, d := range ds {
+		h.ack(ctx, d.Receipt)
+	}
+	h.expectNothing(ctx, "t", 300*time.Millisecond)
+}
+
 // wantDuplicates puts messages with m's ID that differ from m in topic, payload or due time, and
 // checks that each is refused with a *DuplicateError naming the ID and the waiting message's due
 // time, which must lie within [from, to].

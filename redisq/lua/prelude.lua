@@ -93,6 +93,21 @@ end
 
 local function payload(rec, r) return string.sub(rec, r.body) end
 
+-- same_put reports whether a Put of topic, payload pl and requested due time req (ms, as text)
+-- repeats the waiting message r, whose record is rec (a retried Put): the same topic and payload,
+-- and the same requested due time or two that have both come by the script's clock. A message due
+-- at once is one whatever past time asked for it: a retry of its Put may carry another (tockd
+-- resolves an absent or past due time to its own clock on each request), and delayq decides so
+-- too. Requested times are rounded up to the millisecond and NOW down, so a time that has come
+-- may read a millisecond after NOW (as tockd's "now", sent at once, does). r.req, when set, is
+-- the time the message was put with (a failure or DeliverNow keeps it there), else r.due is.
+local function same_put(rec, r, topic, req, pl)
+  if r.topic ~= topic or payload(rec, r) ~= pl then return false end
+  local rq = r.req
+  if rq == '' then rq = fmt(r.due) end
+  return rq == req or (tonumber(rq) <= NOW + 1 and tonumber(req) <= NOW + 1)
+end
+
 local function encode(r, pl)
   local h = ''
   if r.hdr ~= '' then h = ',' .. fmt(#r.hdr) end

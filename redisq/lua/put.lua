@@ -25,9 +25,7 @@ local function check(i)
   local rec = locate(id)
   if rec then
     local r = parse(rec)
-    local rq = r.req
-    if rq == '' then rq = fmt(r.due) end
-    if r.topic == topic and rq == req and payload(rec, r) == ARGV[o + 4] then return 'same', fmt(r.due) end
+    if same_put(rec, r, topic, req, ARGV[o + 4]) then return 'same', fmt(r.due) end
     if string.find(ARGV[o + 7], 'x', 1, true) then
       if redis.call('ZSCORE', LEASE, id) then return 'leased', fmt(r.due) end
       return 'replace', ''

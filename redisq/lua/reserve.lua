@@ -13,9 +13,7 @@ for i = 1, n do
   local c, v = 'ok', ''
   if rec then
     local r = parse(rec)
-    local rq = r.req
-    if rq == '' then rq = fmt(r.due) end
-    if r.topic == topic and rq == req and payload(rec, r) == ARGV[o + 4] then c = 'same' else c = 'dup' end
+    if same_put(rec, r, topic, req, ARGV[o + 4]) then c = 'same' else c = 'dup' end
     v = fmt(r.due)
   else
     local a = redis.call('HGET', ALIAS, id)

@@ -15,9 +15,7 @@ if rec then
       bury(id, r)
       return {NOW, finish('m'), 'cancelled', r.aux}
     end
-    local rq = r.req
-    if rq == '' then rq = fmt(r.due) end
-    if r.topic == ARGV[5] and rq == ARGV[4] and payload(rec, r) == ARGV[6] then
+    if same_put(rec, r, ARGV[5], ARGV[4], ARGV[6]) then
       return {NOW, finish('m'), 'same', fmt(r.due)}
     end
     return {NOW, finish('m'), 'dup', fmt(r.due)}
