@@ -44,7 +44,8 @@ const checkPause = 10 * time.Second
 //   - each shard that holds messages carries the stamp of the deployment's configuration;
 //   - every schedule's record decodes and names a valid schedule homed in its shard; snames
 //     holds exactly their names, sact exactly the running ones, and the counters schn and schp
-//     count them; every fire's ID lives in the home shard of its schedule.
+//     count them; every message whose ID is of a fire's form lives in the home shard of the
+//     schedule's name, or has an aux naming that shard (an alias there).
 //   - every shard holds the same delivery limits, each one that queue.Limit.Check keeps as it
 //     is, and a limited topic's bucket (tok from 0 to its burst, ts) and permits (lease tokens
 //     scored by deadlines) are on its home shard only, and only while it has a limit.

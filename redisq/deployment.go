@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -108,8 +109,9 @@ return v
 `)
 
 // upgradable are the layout versions Open upgrades in place to layoutVersion: those whose keys
-// and records the scripts of this version read as they are, so that the upgrade only writes the
-// new version in {p}:config. Version 3 only added keys ({T}:why, the limits' {T}:lim,
+// and records the scripts of this version read as they are, so that the upgrade writes the new
+// version in {p}:config and, for versions 2 and 3 (rehomed), first makes the messages under
+// chosen IDs of a fire's form found where this version looks (rehomeFires). Version 3 only added keys ({T}:why, the limits' {T}:lim,
 // {T}:lb:<topic> and {T}:lp:<topic>, the stamp in {T}:meta) and fail kinds ('d', 'N', 'D') that a
 // record of version 2 does not have; version 4 only added the schedules' keys, and homes the IDs
 // of schedules' fires ("<name>@<time>") with their schedule's name; version 5 only added the
@@ -160,7 +162,7 @@ func (q *Queue) ensureConfig(ctx context.Context, shards int, secret []byte, upg
 	c := deployConfig{version: str(0), from: str(4)}
 	created, _ := v[3].(int64)
 	c.created = created == 1
-	if c.version != layoutVersion {
+	if c.version != layoutVersion && !slices.Contains(rehomed, c.version) {
 		return c, nil
 	}
 	n, err := strconv.Atoi(str(1))
@@ -186,27 +188,74 @@ func (q *Queue) incompatible(version string) error {
 }
 
 // deployment reads the deployment's configuration, creating it if needed, and checks it; it
-// returns the shard count and the view of the deployment.
-func (q *Queue) deployment(ctx context.Context, shardsGiven bool) (int, *view, error) {
+// returns the shard count and the view of the deployment, and the layout version to upgrade
+// from with finishUpgrade once the shards are stamped ("" when the deployment has this
+// version's layout).
+func (q *Queue) deployment(ctx context.Context, shardsGiven bool) (int, *view, string, error) {
 	var secret [32]byte
 	rand.Read(secret[:])
-	c, err := q.ensureConfig(ctx, q.cfg.shards, secret[:], upgradable)
+	var inPlace []string
+	for _, v := range upgradable {
+		if !slices.Contains(rehomed, v) {
+			inPlace = append(inPlace, v)
+		}
+	}
+	c, err := q.ensureConfig(ctx, q.cfg.shards, secret[:], inPlace)
 	if err != nil {
-		return 0, nil, fmt.Errorf("redisq: Open: %w", err)
+		return 0, nil, "", fmt.Errorf("redisq: Open: %w", err)
 	}
 	if c.from != "" {
-		q.logger().Warn("redisq: upgraded the deployment in place to this version's layout; no process of the older version "+
-			"may serve it any more (one still running writes records this version's scripts do not keep: stop it)",
-			"prefix", q.cfg.prefix, "from", c.from, "to", layoutVersion)
+		q.upgraded(c.from, 0)
 	}
+	pending := ""
 	if c.version != layoutVersion {
-		return 0, nil, q.incompatible(c.version)
+		if !slices.Contains(rehomed, c.version) {
+			return 0, nil, "", q.incompatible(c.version)
+		}
+		pending = c.version
 	}
 	if shardsGiven && c.shards != q.cfg.shards {
-		return 0, nil, fmt.Errorf("%w: deployment %q has %d shards; WithShards(%d) was given",
+		return 0, nil, "", fmt.Errorf("%w: deployment %q has %d shards; WithShards(%d) was given",
 			ErrMismatch, q.cfg.prefix, c.shards, q.cfg.shards)
 	}
-	return c.shards, newView(c.secret), nil
+	return c.shards, newView(c.secret), pending, nil
+}
+
+// finishUpgrade upgrades the deployment, of layout version from (one of rehomed), whose shards
+// are stamped with v: rehomeFires, then the new version in {p}:config, written last so that an
+// upgrade interrupted before is done again by the next Open. Processes opening the deployment
+// meanwhile do the same (rehomeFires writes what they write), and none serves it before its
+// Open has finished the upgrade; one still at it when another has finished and serves finds
+// the messages done since gone, and leaves nothing of theirs.
+func (q *Queue) finishUpgrade(ctx context.Context, from string, v *view) error {
+	n, err := q.rehomeFires(ctx)
+	if err != nil {
+		return fmt.Errorf("redisq: Open: upgrade from layout version %s: %w", from, err)
+	}
+	c, err := q.ensureConfig(ctx, q.lay.shards(), v.secret, []string{from})
+	if err != nil {
+		return fmt.Errorf("redisq: Open: %w", err)
+	}
+	switch {
+	case c.version != layoutVersion:
+		return fmt.Errorf("redisq: Open: deployment %q has layout version %s after the upgrade from %s: %w",
+			q.cfg.prefix, c.version, from, ErrMismatch)
+	case c.shards != q.lay.shards() || !bytes.Equal(c.secret, v.secret):
+		return fmt.Errorf("redisq: Open: deployment %q was made anew during its upgrade; open it again: %w",
+			q.cfg.prefix, ErrMismatch)
+	}
+	if c.from != "" {
+		q.upgraded(c.from, n)
+	}
+	return nil
+}
+
+// upgraded logs the upgrade in place of the deployment from layout version from, which gave
+// rehomed messages an alias on their new home (see rehomeFires).
+func (q *Queue) upgraded(from string, rehomed int) {
+	q.logger().Warn("redisq: upgraded the deployment in place to this version's layout; no process of the older version "+
+		"may serve it any more (one still running writes records this version's scripts do not keep: stop it)",
+		"prefix", q.cfg.prefix, "from", from, "to", layoutVersion, "rehomed", rehomed)
 }
 
 // stampShards gives every shard the stamp of v, and returns the shards that had none (new, or

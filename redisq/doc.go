@@ -126,7 +126,8 @@
 // the DeliverAt it was put with, in milliseconds, when that differs from due (a Put that repeats
 // a chosen ID is compared with it); att counts deliveries; tok is the token of the last lease (16
 // characters of base64url), empty before the first and after a Nack; aux is "<shard>.<batch
-// token>" for a message put by a batch under an alias in another shard, and empty otherwise; nonce
+// token>" for a message put by a batch under an alias in another shard (or given one by the upgrade
+// from layout version 2 or 3), and empty otherwise; nonce
 // is the Put call's random nonce for a chosen ID (8 bytes of base64url), empty for a generated ID,
 // which is a nonce itself. fail is the last failed delivery, "n<ms>" (nacked at) or "x<ms>" (lease
 // expired at), "d<ms>" (nacked to its dead letters at once, queue.WithDeadLetter), empty before the
@@ -309,7 +310,8 @@
 //
 // A Queue is a queue.Scheduler. A schedule lives in the home shard of its name (FNV-1a, as a chosen
 // ID's), and so do its fires: the home shard of an ID of the form "<name>@<RFC 3339 time>" is that
-// of the name (layout version 4). So one script, on one shard, decides that a nominal time fires
+// of the name (layout version 4; a message put under such an ID before, by version 2 or 3, has an
+// alias there: see the upgrade at the end). So one script, on one shard, decides that a nominal time fires
 // and puts its message, and exactly one message per nominal time follows from Redis running each
 // script whole, whatever the number of processes.
 //
@@ -563,13 +565,21 @@
 // stamps; version 4 the schedules, and the home of their fires' IDs (see Schedules); version 5 a
 // message's headers, an optional field of its record. Open upgrades a deployment of version 2, 3
 // or 4 in place: each version only adds keys (and, in 3, fail kinds; in 5, an optional field of a
-// record) to the one before, so the upgrade writes the new version in {p}:config and nothing
-// else, and logs
-// it (level WARN). Stop the processes of the older version first: they check the version only
-// when they open, and one still running would go on writing in the old layout (version 3 homes a
-// chosen ID of the form of a fire elsewhere; version 2 could not read a record with a fail kind it
-// does not know; version 4 could not parse a record with headers). TestUpgradeFromLayout2, 3 and
-// 4 open deployments that those versions wrote (testdata/layout2, layout3, layout4). Open refuses a deployment of any other
+// record) to the one before, so the upgrade writes the new version in {p}:config, and logs it
+// (level WARN). From version 2 or 3 it first gives an alias on its new home to each message under
+// a chosen ID of a fire's form that those versions homed by the whole ID, in another shard than
+// its name's, as a batch does (the message stays in its shard; its record's aux names the alias,
+// whose token is "0-rehome" unless a batch put it), so that Cancel, Put, Message and a schedule
+// of that name find it by its ID: it reads the shards' records with HSCAN, a page at a time, and
+// runs a script per step and message, never one long script; the version is written after, so an
+// upgrade interrupted halfway is done again by the next Open. Stop the processes of the older
+// version first: they check the version only when they open, and one still running would go on
+// writing in the old layout (version 3 homes a chosen ID of the form of a fire elsewhere; version
+// 2 could not read a record with a fail kind it does not know; version 4 could not parse a record
+// with headers). TestUpgradeFromLayout2, 3 and 4 open deployments that those versions wrote
+// (testdata/layout2, layout3, layout4), and TestUpgradeFiresFromLayout3 and
+// TestUpgradeFiresInterrupted one of version 3 with chosen IDs of a fire's form
+// (testdata/layout3/fires.json). Open refuses a deployment of any other
 // version with ErrIncompatible (which matches ErrMismatch), naming both versions, and a process of
 // an older version refuses one of a newer, so that two versions never share a deployment once
 // opened. A deployment of version 1 is not migrated: drain it with the processes of that version

@@ -153,8 +153,22 @@ func (l *layout) home(id string) int {
 	if name, _, ok := queue.ParseFireID(id); ok {
 		id = name
 	}
+	return l.hash(id)
+}
+
+// homeV3 returns the home of id under layout versions 2 and 3, which homed every chosen ID of
+// no generated form by FNV-1a of the whole ID, those of a fire's form included.
+func (l *layout) homeV3(id string) int {
+	if s, _, ok := parseID(id, l.shards()); ok {
+		return s
+	}
+	return l.hash(id)
+}
+
+// hash returns FNV-1a (64 bits) of s modulo the shard count.
+func (l *layout) hash(s string) int {
 	h := fnv.New64a()
-	h.Write([]byte(id))
+	h.Write([]byte(s))
 	return int(h.Sum64() % uint64(l.shards()))
 }
 

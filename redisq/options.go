@@ -54,6 +54,9 @@ type config struct {
 	// schedStepHook is called by a schedule driver's step once it has read its shard's due
 	// schedules (due of them), before it plans them.
 	schedStepHook func(shard, due int)
+	// rehomeStepHook is called before each script of the upgrade's rehomeFire; an error stops
+	// the upgrade with it, as a process that dies there.
+	rehomeStepHook func() error
 }
 
 func defaultConfig() config {
@@ -224,6 +227,12 @@ const defaultGrace = 100 * time.Millisecond
 // before it acts in the owner's place (defaultGrace by default). Tests change it.
 func withGrace(d time.Duration) Option {
 	return func(c *config) { c.grace = d }
+}
+
+// withRehomeStepHook makes the upgrade from layout version 2 or 3 call f before each script of
+// rehomeFire, and stop with the error f returns.
+func withRehomeStepHook(f func() error) Option {
+	return func(c *config) { c.rehomeStepHook = f }
 }
 
 // withNoCandidacy makes the Queue take no free shard ahead of its time, only when its owner is

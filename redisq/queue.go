@@ -114,7 +114,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Queu
 	if err := checkVersion(ctx, rdb); err != nil {
 		return nil, err
 	}
-	shards, v, err := q.deployment(ctx, shardsGiven)
+	shards, v, upgrade, err := q.deployment(ctx, shardsGiven)
 	if err != nil {
 		return nil, err
 	}
@@ -148,6 +148,11 @@ func Open(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Queu
 		q.metrics.deploymentLost.Add(1)
 		q.logger().Error("redisq: shards of the deployment had lost their data (a restart of their Redis without persistence, or FLUSHALL); "+
 			"their messages are gone", "prefix", cfg.prefix, "shards", unstamped)
+	}
+	if upgrade != "" {
+		if err := q.finishUpgrade(ctx, upgrade, v); err != nil {
+			return nil, err
+		}
 	}
 	q.wheel = cfg.wheel
 	if q.wheel == nil {

@@ -19,6 +19,7 @@ type record struct {
 	due     int64
 	att     int
 	tok     string
+	aux     string // "<home>.<batch token>" for a message put under an alias in another shard, else ""
 	topic   string
 	payload []byte
 	headers map[string]string // nil for none
@@ -68,7 +69,7 @@ func decodeRecord(s string) (record, error) {
 		return bad()
 	}
 	t, h := olen+tlen, olen+tlen+hlen
-	rec := record{due: due, att: att, tok: f[3], origin: body[:olen], topic: body[olen:t], payload: []byte(body[h:])}
+	rec := record{due: due, att: att, tok: f[3], aux: f[4], origin: body[:olen], topic: body[olen:t], payload: []byte(body[h:])}
 	if hlen > 0 {
 		var err error
 		if rec.headers, err = decodeHeaders(body[t:h]); err != nil {

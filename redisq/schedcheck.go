@@ -17,7 +17,9 @@ import (
 //   - snames holds exactly the schedules' names, and the counters schn and schp count them and
 //     the paused ones;
 //   - sact scores exactly the schedules that are running and have a time left, and no paused one;
-//   - every message whose ID is a fire's lives in the home shard of the schedule's name.
+//   - every message whose ID is a fire's lives in the home shard of the schedule's name, or is
+//     aliased from there (put by a batch in another shard, or homed by layout version 2 or 3
+//     elsewhere: see rehomeFires).
 func checkSchedules(ctx context.Context, rdb *redis.Client, lay *layout, s int, recs map[string]record) error {
 	raw, err := rdb.HGetAll(ctx, lay.schedKey(s)).Result()
 	if err != nil {
@@ -76,9 +78,13 @@ func checkSchedules(ctx context.Context, rdb *redis.Client, lay *layout, s int, 
 	if num(meta[0]) != int64(len(raw)) || num(meta[1]) != paused {
 		return broken("counters schn, schp = %v; counted %d, %d", meta, len(raw), paused)
 	}
-	for id := range recs {
-		if name, _, ok := queue.ParseFireID(id); ok && lay.home(name) != s {
-			return broken("fire %q in shard %d; its schedule's home is %d", id, s, lay.home(name))
+	for id, r := range recs {
+		name, _, ok := queue.ParseFireID(id)
+		if !ok || lay.home(name) == s {
+			continue
+		}
+		if home, _, ok := parseAlias(r.aux, lay.shards()); !ok || home != lay.home(name) {
+			return broken("fire %q in shard %d, not aliased from its schedule's home %d (aux %q)", id, s, lay.home(name), r.aux)
 		}
 	}
 	return nil

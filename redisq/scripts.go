@@ -62,6 +62,7 @@ var (
 	cancelScript     = newScript("cancel", "allow-oom")
 	tickScript       = newScript("tick", "allow-oom")
 	unaliasScript    = newScript("unalias", "allow-oom")
+	rehomeScript     = newScript("rehome", "allow-oom")
 	deliverNowScript = newScript("delivernow", "allow-oom")
 	requeueScript    = newScript("requeue", "allow-oom")
 	purgeScript      = newScript("purge", "allow-oom")

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -315,4 +316,144 @@ func testUpgrade(t *testing.T, version string, messages int) (*redis.Client, *Qu
 		t.Fatalf("layout version after another Open: %q, %v; want %s", v, err, layoutVersion)
 	}
 	return rdb, q
+}
+
+// TestUpgradeFiresFromLayout3 loads a deployment that the redisq of layout version 3 wrote
+// (testdata/layout3/fires.json; see fires.go there) holding messages whose chosen IDs have the
+// form of a schedule's fire, "<name>@<time>": version 3 homed them by the whole ID, this version
+// by the name. Two processes open it at once, and both upgrade it: see checkFiresUpgraded.
+func TestUpgradeFiresFromLayout3(t *testing.T) {
+	ctx := testCtx(t, 2*time.Minute)
+	s := startServer(t)
+	rdb := singleClient(t, s.Addr)
+	loadDump(t, ctx, rdb, "testdata/layout3/fires.json")
+	var qs [2]*Queue
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i := range qs {
+		wg.Go(func() {
+			qs[i], errs[i] = Open(ctx, rdb, WithPrefix("v3f"), WithMaxAttempts(2), WithDeadLetterTopic("dead"),
+				WithBackoff(time.Millisecond, time.Millisecond))
+		})
+	}
+	wg.Wait()
+	for i, q := range qs {
+		if errs[i] != nil {
+			t.Fatalf("Open %d of 2 at once: %v", i+1, errs[i])
+		}
+		defer q.Close()
+	}
+	checkFiresUpgraded(t, ctx, rdb, qs[0])
+}
+
+// TestUpgradeFiresInterrupted is TestUpgradeFiresFromLayout3 with the upgrade stopped before its
+// k-th script, for every k, as by a process that dies there: the deployment keeps its version,
+// and the next Open upgrades it whole.
+func TestUpgradeFiresInterrupted(t *testing.T) {
+	ctx := testCtx(t, 5*time.Minute)
+	s := startServer(t)
+	rdb := singleClient(t, s.Addr)
+	errStop := errors.New("stopped by the test")
+	for k := 0; ; k++ {
+		if err := rdb.FlushAll(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
+		loadDump(t, ctx, rdb, "testdata/layout3/fires.json")
+		steps := 0
+		q, err := Open(ctx, rdb, WithPrefix("v3f"), WithMaxAttempts(2), WithDeadLetterTopic("dead"),
+			WithBackoff(time.Millisecond, time.Millisecond), withRehomeStepHook(func() error {
+				if steps == k {
+					return errStop
+				}
+				steps++
+				return nil
+			}))
+		if err == nil {
+			q.Close()
+			if k < 10 {
+				t.Fatalf("the upgrade took %d scripts; want at least one per message to rehome (7)", k)
+			}
+			t.Logf("the upgrade took %d scripts; stopped before each in turn", k)
+			return
+		}
+		if !errors.Is(err, errStop) {
+			t.Fatalf("Open stopped before script %d: %v; want the hook's error", k, err)
+		}
+		if v, err := rdb.HGet(ctx, "{v3f}:config", "version").Result(); err != nil || v != "3" {
+			t.Fatalf("layout version after an upgrade stopped before script %d: %q, %v; want 3", k, v, err)
+		}
+		t.Run(fmt.Sprint("stopped before script ", k), func(t *testing.T) {
+			q, err := Open(ctx, rdb, WithPrefix("v3f"), WithMaxAttempts(2), WithDeadLetterTopic("dead"),
+				WithBackoff(time.Millisecond, time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer q.Close()
+			checkFiresUpgraded(t, ctx, rdb, q)
+		})
+	}
+}
+
+// checkFiresUpgraded checks the deployment of testdata/layout3/fires.json once q has opened it:
+// each message under an ID of a fire's form is found, cancelled and put again by its ID, a
+// different message with its ID is a duplicate, the same one again stores nothing, and Check
+// finds the deployment sound.
+func checkFiresUpgraded(t *testing.T, ctx context.Context, rdb *redis.Client, q *Queue) {
+	t.Helper()
+	if v, err := rdb.HGet(ctx, "{v3f}:config", "version").Result(); err != nil || v != layoutVersion {
+		t.Fatalf("layout version after Open: %q, %v; want %s", v, err, layoutVersion)
+	}
+	later := time.Date(2100, 1, 1, 0, 0, 0, 0, time.UTC)
+	fires := []struct {
+		id, topic string
+		at        time.Time // what it was put with
+		state     queue.State
+	}{
+		{"later0-a@2100-01-01T00:00:00Z", "later", later, queue.Scheduled},
+		{"later0-b@2100-01-01T00:00:00Z", "later", later, queue.Scheduled},
+		{"later0-c@2100-01-01T00:00:00Z", "later", later, queue.Scheduled},
+		{"due0@2026-01-01T00:00:00Z", "due", time.Time{}, queue.Due},
+		{"doomed0@2026-01-01T00:00:00Z", "doomed", time.Time{}, queue.Dead},
+		{"near2@2100-01-01T00:00:00Z", "batch", later, queue.Scheduled},
+		{"far0@2100-01-01T00:00:00Z", "batch", later, queue.Scheduled},
+		{"same@2100-01-01T00:00:01Z", "same", later, queue.Scheduled},
+	}
+	for _, f := range fires {
+		if _, _, ok := queue.ParseFireID(f.id); !ok {
+			t.Fatalf("%q is not of a fire's form", f.id)
+		}
+		m, err := q.Message(ctx, f.id)
+		if err != nil || m.State != f.state || string(m.Payload) != f.id {
+			t.Errorf("Message(%q): %+v, %v; want it %v with its payload", f.id, m, err, f.state)
+			continue
+		}
+		if f.state != queue.Dead { // a dead letter's topic is its dead-letter topic now
+			if _, err := q.Put(ctx, queue.Message{ID: f.id, Topic: f.topic, Payload: []byte(f.id), DeliverAt: f.at}); err != nil {
+				t.Errorf("Put of %q as it was put: %v; want a retried Put", f.id, err)
+			}
+		}
+		if _, err := q.Put(ctx, queue.Message{ID: f.id, Topic: f.topic, Payload: []byte("other")}); !errors.Is(err, queue.ErrDuplicate) {
+			t.Errorf("Put of another message under %q: %v; want ErrDuplicate", f.id, err)
+		}
+	}
+	if rep, err := Check(ctx, rdb, "v3f"); err != nil || len(rep.Problems) > 0 || rep.Messages != 9 {
+		t.Fatalf("Check after the upgrade: %+v, %v; want 9 messages and no problem", rep, err)
+	}
+	for _, f := range fires {
+		if ok, err := q.Cancel(ctx, f.id); !ok || err != nil {
+			t.Errorf("Cancel(%q): %v, %v; want true", f.id, ok, err)
+		}
+		if ok, err := q.Cancel(ctx, f.id); ok || err != nil {
+			t.Errorf("Cancel(%q) again: %v, %v; want false", f.id, ok, err)
+		}
+		if _, err := q.Message(ctx, f.id); !errors.Is(err, queue.ErrNotFound) {
+			t.Errorf("Message(%q) once cancelled: %v; want ErrNotFound", f.id, err)
+		}
+		if _, err := q.Put(ctx, queue.Message{ID: f.id, Topic: "again", Payload: []byte("again"), DeliverAt: later}); err != nil {
+			t.Errorf("Put of %q once cancelled: %v", f.id, err)
+		}
+	}
+	if rep, err := Check(ctx, rdb, "v3f"); err != nil || len(rep.Problems) > 0 || rep.Messages != 9 {
+		t.Fatalf("Check at the end: %+v, %v; want 9 messages and no problem", rep, err)
+	}
 }
