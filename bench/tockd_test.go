@@ -216,19 +216,40 @@ func selfCPU(b *testing.B) time.Duration {
 }
 
 // cpuPerMessage returns a function that reports the CPU time per message spent since by this
-// process (client-µs/msg) and by tockd p when not nil (tockd-µs/msg).
+// process (client-µs/msg) and by tockd p when not nil (tockd-µs/msg), and how many messages
+// tockd's requests that write carried on average (msgs/req): a request costs tockd and the client
+// more than the messages it carries, so the CPU per message follows it.
 func cpuPerMessage(b *testing.B, p *tockdProcess) func(n int) {
 	self := selfCPU(b)
 	var server time.Duration
+	var writes float64
 	if p != nil {
 		server = p.cpu(b)
+		writes = p.writes(b)
 	}
 	return func(n int) {
 		b.ReportMetric(float64((selfCPU(b)-self).Microseconds())/float64(n), "client-µs/msg")
 		if p != nil {
 			b.ReportMetric(float64((p.cpu(b)-server).Microseconds())/float64(n), "tockd-µs/msg")
+			b.ReportMetric(float64(n)/(p.writes(b)-writes), "msgs/req")
 		}
 	}
+}
+
+var engineWrites = regexp.MustCompile(`(?m)^tock_store_write_duration_seconds_count\{op="[^"]*"\} (\S+)$`)
+
+// writes returns how many writes tockd p has asked of its engine (puts, batches, acks...), one
+// per request that writes, as its /metrics says.
+func (p *tockdProcess) writes(b *testing.B) float64 {
+	var n float64
+	for _, m := range engineWrites.FindAllSubmatch(p.get(b, "/metrics"), -1) {
+		v, err := strconv.ParseFloat(string(m[1]), 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += v
+	}
+	return n
 }
 
 // newTockdClient returns a client of p.
