@@ -200,18 +200,8 @@ func (co *coalescer) do(cl *call, k *kind) (PutResult, error) {
 }
 
 // send sends batch, and then the batches that wait in q after it, in the
-// place of q's request that ended, until none waits.
-//
-// Between two batches it yields the processor once (runtime.Gosched), so
-// that the callers the batch just answered, ready to run, get their turn
-// before the next batch is taken: a caller that puts again at once (a
-// producer in a loop) joins the next batch rather than the one after it.
-// Without the yield, callers that keep putting split into two cohorts
-// that take turns, each waiting for the other's request, and every request
-// carries half of them: 32 producers made batches of 16 puts, 25 with the
-// yield, and a request costs tockd and the client more than its puts do
-// (see the README). The yield sets no timer: when no caller is ready to
-// run it returns at once.
+// place of q's request that ended, until none waits. Between two batches
+// it lets the callers it answered come back (see settle).
 func (co *coalescer) send(q *callQueue, batch []*call, k *kind) {
 	for batch != nil {
 		if len(batch) == 1 {
@@ -219,8 +209,36 @@ func (co *coalescer) send(q *callQueue, batch []*call, k *kind) {
 		} else {
 			k.many(batch)
 		}
-		runtime.Gosched()
+		co.settle(q, len(batch))
 		batch = co.next(q, batch[0].topic, k.fits)
+	}
+}
+
+// settle is called when a batch of n calls of q has been answered, before
+// the next batch is taken: it yields the processor (runtime.Gosched) so
+// that the callers it answered, ready to run, get their turn, and yields
+// again as long as the last yield let more calls join q's waiting ones,
+// until n have joined. A caller that calls again at once (a producer in a
+// loop) so joins the next batch rather than the one after it. Without
+// this, callers that keep putting split into two cohorts that take turns,
+// each waiting for the other's request, and every request carries half of
+// them: 32 producers made batches of 16 puts, 25 with one yield, 28 with
+// these; and a request costs tockd and the client far more than a put it
+// carries (see the README). settle sets no timer: a yield when no caller
+// is ready to run returns at once, and one that brings none ends it.
+func (co *coalescer) settle(q *callQueue, n int) {
+	co.mu.Lock()
+	before := len(q.waiting)
+	co.mu.Unlock()
+	for last := before; ; {
+		runtime.Gosched()
+		co.mu.Lock()
+		now := len(q.waiting)
+		co.mu.Unlock()
+		if now == last || now-before >= n {
+			return
+		}
+		last = now
 	}
 }
 
