@@ -112,10 +112,12 @@ func (q *Queue) planLocked(s *sched, now int64) error {
 		return nil
 	}
 	misfire := misfireOf(s.misfire)
-	if s.overlap == format.OverlapAllow && s.next >= x.openedAt {
+	if s.next >= x.openedAt {
 		// Its times came while the queue was open: planned late (the machine too busy to plan
 		// them within queue.MisfireGrace), not missed. The misfire policy is for times that came
-		// while nothing could fire them; these fire late, each (up to queue.MaxCatchUp).
+		// while nothing could fire them; these fire late, each (up to queue.MaxCatchUp), under
+		// either overlap policy: an OverlapSkip schedule's only differ in being planned at their
+		// time, not ahead, and in being passed over while its previous fire waits, below.
 		misfire = queue.MisfireAll
 	}
 	p := spec.Plan(timeOf(s.next), time.Unix(0, now), misfire, overlapOf(s.overlap))

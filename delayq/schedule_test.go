@@ -255,32 +255,46 @@ func TestScheduleSpringForward(t *testing.T) {
 
 // TestScheduleLateIsNotMissed plans schedules three seconds late while the queue is open, as a
 // machine too busy to run the planner on time would (the planner's step, called with a moment
-// three seconds on), and checks that a schedule of each misfire policy fires every nominal time of
-// those seconds, late, with no misfire: the policies are for times that came while nothing could
-// fire them. In a synctest bubble.
+// three seconds on), and checks that a schedule of each misfire and overlap policy fires every
+// nominal time of those seconds, late, with no misfire: the policies are for times that came while
+// nothing could fire them. An OverlapSkip schedule's times are late as an OverlapAllow one's: it
+// puts each at its time, so it has no fire put ahead to spare it, and its previous fire does not
+// wait. In a synctest bubble.
 func TestScheduleLateIsNotMissed(t *testing.T) {
 	dir := t.TempDir()
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
 		q := open(t, dir, WithLogger(quiet), WithNoSync())
 		defer q.Close()
-		policies := []queue.Misfire{queue.MisfireOnce, queue.MisfireSkip, queue.MisfireAll}
+		var names []string
 		start := time.Now()
-		for _, m := range policies {
-			if _, err := q.SetSchedule(ctx, queue.Schedule{Name: string(m), Topic: string(m), Spec: "@every 100ms", Misfire: m}); err != nil {
-				t.Fatal(err)
+		for _, o := range []queue.Overlap{queue.OverlapAllow, queue.OverlapSkip} {
+			for _, m := range []queue.Misfire{queue.MisfireOnce, queue.MisfireSkip, queue.MisfireAll} {
+				name := string(o) + "-" + string(m)
+				names = append(names, name)
+				if _, err := q.SetSchedule(ctx, queue.Schedule{Name: name, Topic: name, Spec: "@every 100ms", Misfire: m, Overlap: o}); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 		end := start.Add(3 * time.Second)
 		q.mu.Lock()
-		more, err := q.fireDueLocked(end.UnixNano(), len(policies))
+		more, err := q.fireDueLocked(end.UnixNano(), len(names))
 		q.mu.Unlock()
 		if more || err != nil {
 			t.Fatalf("fireDueLocked = %v, %v", more, err)
 		}
+		// The counts of the late plan, before the times after it come (those of an OverlapSkip
+		// schedule are skipped while its late fires wait to be received: misfires of its
+		// overlap policy).
+		for _, name := range names {
+			if info, err := q.Schedule(ctx, name); err != nil || info.Misfires != 0 || info.Fires < 30 {
+				t.Errorf("%s: Schedule = %+v, %v; want 30 fires or more, no misfire", name, info, err)
+			}
+		}
 		time.Sleep(4 * time.Second)
-		for _, m := range policies {
-			got := receiveFires(t, q, string(m), time.Now().Add(time.Second))
+		for _, name := range names {
+			got := receiveFires(t, q, name, time.Now().Add(time.Second))
 			n := 0
 			for _, at := range got {
 				if at.After(start) && !at.After(end) {
@@ -288,10 +302,7 @@ func TestScheduleLateIsNotMissed(t *testing.T) {
 				}
 			}
 			if n != 30 {
-				t.Errorf("misfire %s: %d fires of the 30 nominal times planned late; fires %v", m, n, got)
-			}
-			if info, err := q.Schedule(ctx, string(m)); err != nil || info.Misfires != 0 {
-				t.Errorf("misfire %s: Schedule = %+v, %v; want no misfire", m, info, err)
+				t.Errorf("%s: %d fires of the 30 nominal times planned late; fires %v", name, n, got)
 			}
 		}
 		check(t, q)

@@ -91,7 +91,8 @@ type Schedule struct {
 	// hour, and not at all during the repeated hour the second time through.
 	TimeZone string
 	// Misfire says what to do with the nominal times that passed while nothing could fire them
-	// (the engine was closed, its storage unreachable); "" is MisfireOnce.
+	// (the engine was closed, its storage unreachable); "" is MisfireOnce. It applies alike under
+	// both overlap policies (see OverlapSkip).
 	Misfire Misfire
 	// Overlap says whether a fire may be put while the schedule's previous fire still waits
 	// (scheduled, due or leased); "" is OverlapAllow.
@@ -126,7 +127,12 @@ const (
 	// leased): its nominal time is skipped, and counted as a misfire. This is what fixed delay
 	// means for a queue: the next fire waits for the consumer to finish. The engine puts each
 	// fire at its nominal time, when it decides, so it may be a little later than a message put
-	// ahead.
+	// ahead. Nominal times that passed undecided (the engine closed, say) are handled by the
+	// misfire policy exactly as an OverlapAllow schedule's: the times it fires, all due at once
+	// (the latest for MisfireOnce, each for MisfireAll, none for MisfireSkip unless within
+	// MisfireGrace), are one decision, put together unless the fire before them still waits,
+	// which passes them all over. As its fires are not put ahead, a downtime that spans a
+	// nominal time misses it, where an OverlapAllow schedule had put it already.
 	OverlapSkip Overlap = "skip"
 )
 

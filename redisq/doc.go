@@ -340,6 +340,17 @@
 // ahead have a whole period of slack; a fire of an OverlapSkip schedule is put when it is
 // decided, up to the stagger and a round trip late.
 //
+// A nominal time decided more than queue.MisfireGrace after it is a misfire, whatever the reason:
+// the processes cannot tell one too busy to step in time (a step that ran long) from none
+// running, or Redis unreachable, which the misfire policies are for. Under queue.OverlapAllow
+// the fire was put a period ahead, so only a decision more than a period (and the grace) late
+// meets the policy; under queue.OverlapSkip, decided at its time, a step more than the grace
+// late does: MisfireSkip passes the time over, MisfireOnce fires the latest of those that came,
+// MisfireAll each, due at once. After every process was down, or Redis unreachable, the fires
+// are those of delayq closed as long, under either overlap policy (TestMisfireOverlap in both
+// packages); delayq differs only in firing late, each, the times that came while it was open
+// and too busy to plan them, which it can tell.
+//
 // SetSchedule, DeleteSchedule and PauseSchedule remove the schedule's latest fire if it is not
 // yet due (nor leased, nor a dead letter): the fire put ahead. The schedule script is a grouped
 // write like Put's (replica wait, retries); SetSchedule carries a nonce so that its repeat after
