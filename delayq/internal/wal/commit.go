@@ -132,7 +132,7 @@ func (l *Log) WaitDurable(end Pos) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.durable < end && l.err == nil {
-		l.progress.Wait()
+		l.synced.Wait()
 	}
 	if l.durable >= end {
 		return nil
@@ -209,6 +209,7 @@ func (l *Log) flush() {
 			}
 		}
 		l.progress.Broadcast()
+		l.synced.Broadcast()
 		l.mu.Unlock()
 	}
 }

@@ -60,8 +60,16 @@ type Log struct {
 	mu sync.Mutex
 	// work wakes the flusher when pending grows or Close begins; only the flusher waits on it.
 	work *sync.Cond
-	// progress is broadcast when written or durable move, or err is set: waiters wait on it.
+	// progress is broadcast when written or durable move, or err is set: WaitRoom and
+	// WaitWritten wait on it.
 	progress *sync.Cond
+	// synced is broadcast when durable moves, or err is set: WaitDurable waits on it. It is apart
+	// from progress so that the write before each sync, which moves only written, does not wake
+	// every producer waiting for its frames to be durable only for it to wait again: in tockd,
+	// that woke the put's handler as the flusher began to sync, and in the Go runtime a goroutine
+	// ready to run on a P that enters a blocking syscall makes sysmon hand the P to another
+	// thread.
+	synced   *sync.Cond
 	pending  []chunk // appended, not yet handed to the flusher
 	inflight []chunk // handed to the flusher, not yet written; read by ReadAt meanwhile
 	// pendingBytes counts the bytes in pending and inflight. WaitRoom waits while it is over
@@ -129,6 +137,7 @@ func Open(dir string, opts Options) (*Log, error) {
 	}
 	l.work = sync.NewCond(&l.mu)
 	l.progress = sync.NewCond(&l.mu)
+	l.synced = sync.NewCond(&l.mu)
 	if err := l.repair(opts.Covered); err != nil {
 		return nil, err
 	}
@@ -155,6 +164,7 @@ func OpenReadOnly(dir string, verify Verifier) *Log {
 	l := &Log{dir: dir, verify: verify, files: make(map[uint32]*os.File), written: ^Pos(0), done: make(chan struct{}), sizes: make(map[uint32]int64)}
 	l.work = sync.NewCond(&l.mu)
 	l.progress = sync.NewCond(&l.mu)
+	l.synced = sync.NewCond(&l.mu)
 	l.closing = true
 	close(l.done)
 	return l
@@ -171,6 +181,7 @@ func (l *Log) Close() error {
 	l.closing = true
 	l.work.Broadcast()
 	l.progress.Broadcast()
+	l.synced.Broadcast()
 	l.mu.Unlock()
 	<-l.done
 	var err error
