@@ -43,6 +43,7 @@ func BenchmarkServeHTTP(b *testing.B) {
 			`"headers":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}`},
 		{"put-traced", "POST", "/v1/topics/bench/messages", `{"payload":{"user":12345,"event":"reminder"},"delay":"1h",` +
 			`"headers":{"traceparent":"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}`},
+		{"batch-32", "POST", "/v1/topics/bench/batch", batch32},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -67,6 +68,10 @@ func BenchmarkServeHTTP(b *testing.B) {
 		})
 	}
 }
+
+// batch32 is a batch of 32 puts as the Go client coalesces them: each a 100-byte payload due in
+// an hour.
+var batch32 = `{"messages":[` + strings.TrimSuffix(strings.Repeat(`{"payload":"`+strings.Repeat("x", 98)+`","delay":"1h0m0s"},`, 32), ",") + `]}`
 
 // BenchmarkServeHTTPReceive measures a consumer's round through the Server's handler, without a
 // network: a receive of 100 due messages and the ack of their receipts, the requests of a burst's
