@@ -122,7 +122,7 @@ func (q *Queue) planLocked(s *sched, now int64) error {
 	}
 	p := spec.Plan(timeOf(s.next), time.Unix(0, now), misfire, overlapOf(s.overlap))
 	fire := format.Record{Kind: format.KindFire, ScheduleFields: format.ScheduleFields{Schedule: s.name,
-		Next: nanos(p.Next), Act: nanos(p.Act), Missed: uint64(p.Missed)}}
+		Next: nanos(p.Next), Act: actOf(p, overlapOf(s.overlap)), Missed: uint64(p.Missed)}}
 	times := p.Fire
 	if s.overlap == format.OverlapSkip && len(times) > 0 && q.stillWaitsLocked(s, spec) {
 		fire.Missed += uint64(len(times)) // its previous fire waits: these are passed over
@@ -157,6 +157,20 @@ func (q *Queue) stillWaitsLocked(s *sched, spec *schedule.Spec) bool {
 		}
 	}
 	return false
+}
+
+// actOf returns when the engine plans a schedule again after p (Unix nanoseconds, 0 for never):
+// p.Act, and a bucket later under OverlapAllow. There p.Act is when the fire put ahead falls due,
+// and the timer of that fire's bucket fires at the same tick of the wheel; planning one bucket
+// later lets the bucket make its messages ready first. Planned at the same tick, a thousand
+// schedules acting at once held up their own fires: the engine's p99 lateness was 16 ms, beside
+// 7.8 ms for the same messages put ahead by hand; planned a bucket later, 2.5 ms beside 6.9 ms
+// (BenchmarkDelayqSchedules, -schedules.delayq 1000).
+func actOf(p schedule.Plan, overlap queue.Overlap) int64 {
+	if p.Act.IsZero() || overlap == queue.OverlapSkip {
+		return nanos(p.Act)
+	}
+	return nanos(p.Act) + bucketNs
 }
 
 // timeOf returns the time of Unix nanoseconds ns, or the zero time for 0.

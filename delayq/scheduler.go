@@ -43,7 +43,7 @@ func (q *Queue) SetSchedule(ctx context.Context, s queue.Schedule) (bool, error)
 			return append(recs, set), nil // it keeps its pause, and puts nothing
 		}
 		p := spec.Plan(spec.Next(time.Unix(0, q.sched.firstFree(old, now, cancel))), time.Unix(0, now), s.Misfire, s.Overlap)
-		set.Next, set.Act = nanos(p.Next), nanos(p.Act)
+		set.Next, set.Act = nanos(p.Next), actOf(p, s.Overlap)
 		puts, fired := q.firePutsLocked(spec, s.Name, s.Topic, payload, p.Fire, now, cancel)
 		set.Fired = fired
 		return append(append(recs, puts...), set), nil
@@ -287,7 +287,7 @@ func (q *Queue) ResumeSchedule(ctx context.Context, name string) error {
 		p := spec.Plan(spec.Next(time.Unix(0, q.sched.firstFree(s, now, nil))), time.Unix(0, now), misfireOf(s.misfire), overlapOf(s.overlap))
 		puts, fired := q.firePutsLocked(spec, name, s.topic.Value(), s.payload, p.Fire, now, nil)
 		return append(puts, format.Record{Kind: format.KindFire, ScheduleFields: format.ScheduleFields{Schedule: name,
-			Next: nanos(p.Next), Act: nanos(p.Act), Fired: fired, Resumed: true}}), nil
+			Next: nanos(p.Next), Act: actOf(p, overlapOf(s.overlap)), Fired: fired, Resumed: true}}), nil
 	})
 	if err != nil {
 		return err
