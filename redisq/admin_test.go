@@ -573,9 +573,9 @@ func TestPausedTopicWaitsWithoutPolling(t *testing.T) {
 	// Polling, even once a second, would ask each shard again and again in 3 s.
 	const shards = 4
 	testwait.Until(t, ctx, "the waiting Receive to run its script once", func() bool { return receives.n.Load() > 0 })
-	before, rechecks := receives.n.Load(), counterOf(t, q2, "redis_rechecks_total")
+	before, rechecks := receives.n.Load(), metricOf(t, q2, "redis_rechecks_total")
 	time.Sleep(3 * time.Second)
-	n, again := receives.n.Load()-before, counterOf(t, q2, "redis_rechecks_total")-rechecks
+	n, again := receives.n.Load()-before, int64(metricOf(t, q2, "redis_rechecks_total")-rechecks)
 	if n > shards-1+shards*again {
 		t.Fatalf("a Receive waiting on a paused topic ran the receive script %d times in 3 s after its first (%d subscriptions made again)", n, again)
 	}
@@ -640,22 +640,6 @@ func (h *scriptRuns) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 		}
 		return next(ctx, cmds)
 	}
-}
-
-// counterOf returns the value of q's counter metric name.
-func counterOf(t testing.TB, q *Queue, name string) int64 {
-	t.Helper()
-	ms, err := q.Metrics(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range ms {
-		if m.Name == name {
-			return int64(m.Value)
-		}
-	}
-	t.Fatalf("no metric %s", name)
-	return 0
 }
 
 // TestDeadLettersKeepTheirStory fails one message by nacks and another by an expired lease, and
