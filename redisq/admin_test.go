@@ -847,14 +847,30 @@ func TestStatsLatenessSumsLateMessages(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	rdb := singleClient(t, s.Addr)
-	prefix := newPrefix()
-	q := openQueue(t, rdb, WithPrefix(prefix), WithShards(1))
-	ctx := testCtx(t, 30*time.Second)
-	at := time.Now().Add(1200 * time.Millisecond)
-	if _, err := q.Put(ctx, queue.Message{Topic: "t", DeliverAt: at}); err != nil {
-		t.Fatal(err)
+	ctx := testCtx(t, time.Minute)
+	// The message must still wait in the wheel when the queue closes: its second is promoted a
+	// lead (250 ms) before it starts, and a message put after that goes straight to a ready set,
+	// where no tick makes it late. Due half a second into the second after next, it leaves the
+	// Put and Close at least 750 ms; a machine too busy for that tries again with a new queue.
+	var prefix string
+	var q *Queue
+	var at time.Time
+	for attempt := 1; ; attempt++ {
+		prefix = newPrefix()
+		q = openQueue(t, rdb, WithPrefix(prefix), WithShards(1))
+		at = time.Now().Truncate(time.Second).Add(2500 * time.Millisecond)
+		if _, err := q.Put(ctx, queue.Message{Topic: "t", DeliverAt: at}); err != nil {
+			t.Fatal(err)
+		}
+		q.Close()
+		if rdb.ZCard(ctx, "{"+q.lay.tags[0]+"}:r:t").Val() == 0 {
+			break
+		}
+		if attempt == 10 {
+			t.Fatal("in 10 attempts, the message was promoted before its queue closed every time")
+		}
+		t.Logf("attempt %d: the message was promoted before its queue closed; again", attempt)
 	}
-	q.Close()
 	time.Sleep(time.Until(at.Add(600 * time.Millisecond)))
 	if err := tickScript.Run(ctx, rdb, q.lay.lockedKeys(0), q.withStamp(append(q.cfgArgs(), "", "", 0, 100)...)...).Err(); err != nil {
 		t.Fatal(err)
