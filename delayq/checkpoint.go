@@ -155,13 +155,34 @@ func trailingZeros(x uint64) int {
 
 // toFormat returns ed as the file holds it: paused topics and pins in order, the entries journal
 // without its skipped ops, and the chosen IDs reduced to their last change each (the journal of
-// entries holds one op per entry already).
+// entries holds one op per entry already). Its slices are made for what ed holds, at once: a
+// checkpoint after a burst holds an entry for each of its messages, and growing them by appending
+// copied them over and over.
 func (ed *edit) toFormat() *format.Edit {
 	fe := &format.Edit{Full: ed.full, Replay: ed.replay, SlotNs: ed.slotNs, Slots: ed.slots, Loaded: ed.loaded, Pending: ed.pending,
 		Damage:    ed.damage,
 		Schedules: ed.schedules, RemovedSchedules: ed.removed, Fires: ed.fires, Misfires: ed.misfires,
 		Paused: slices.Sorted(slices.Values(ed.paused)),
 		Limits: slices.SortedFunc(slices.Values(ed.limits), func(a, b format.Limit) int { return strings.Compare(a.Topic, b.Topic) })}
+	if len(ed.lists) > 0 {
+		fe.Lists = make([]format.List, 0, len(ed.lists))
+	}
+	var entries, removed int
+	for _, op := range ed.entries {
+		switch {
+		case op.skip:
+		case op.del:
+			removed++
+		default:
+			entries++
+		}
+	}
+	if entries > 0 {
+		fe.Entries = make([]format.Entry, 0, entries)
+	}
+	if removed > 0 {
+		fe.RemovedEntries = make([]wal.Pos, 0, removed)
+	}
 	for _, il := range ed.lists {
 		l := format.List{Index: il.i, Slot: il.l.slot, Head: il.l.head, First: il.l.first, Due: il.l.due, N: il.l.n}
 		for _, lt := range il.topics {

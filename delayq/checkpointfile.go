@@ -195,7 +195,8 @@ func fromSnapshot(s *format.Snapshot) *checkpoint {
 // fullEdit returns ck as one full edit.
 func (ck *checkpoint) fullEdit() *format.Edit {
 	ed := &edit{full: true, replay: ck.replay, slotNs: ck.slotNs, slots: ck.slots, loaded: ck.loaded, pending: ck.pending, pins: ck.pins,
-		paused: ck.paused, limits: ck.limits, damage: ck.damage}
+		paused: ck.paused, limits: ck.limits, damage: ck.damage,
+		entries: make([]entryOp, 0, len(ck.entries)), ids: make([]idOp, 0, len(ck.ids))}
 	for i, l := range ck.lists {
 		if l.head != 0 {
 			ed.lists = append(ed.lists, indexedList{i: i, l: l, topics: ck.topics[i]})

@@ -41,9 +41,16 @@ func (e *heldError) Unwrap() error { return e.err }
 // segments of a loaded list can be deleted.)
 //
 // first is the list's first record, from the wheel; readChain does not look at the wheel, so that
-// it can run without mu.
-func (q *Queue) readChain(r *recordReader, list int64, head, first, stop, lo wal.Pos, report func(error)) ([]listRecord, bool, error) {
+// it can run without mu. size is how many records the caller expects (the list's count, or 0 when
+// it does not know): a list of a burst holds a record for each of its messages, hundreds of bytes
+// each, and growing the slice to them by appending copied it over and over, most of the cost of
+// loading a slot of 100,000 messages. (A count is only a hint: the slice is made for at most
+// maxListHint records, and grows past them as needed.)
+func (q *Queue) readChain(r *recordReader, list int64, head, first, stop, lo wal.Pos, size int64, report func(error)) ([]listRecord, bool, error) {
 	var out []listRecord
+	if size > 0 {
+		out = make([]listRecord, 0, min(size, maxListHint))
+	}
 	reached, err := q.walkChain(r, list, head, first, stop, lo, report, func(lr *listRecord) { out = append(out, *lr) })
 	if err != nil {
 		return nil, false, err
@@ -51,12 +58,18 @@ func (q *Queue) readChain(r *recordReader, list int64, head, first, stop, lo wal
 	return out, reached, nil
 }
 
+// maxListHint bounds the records readChain makes room for ahead of reading them.
+const maxListHint = 1 << 20
+
 // walkChain calls fn with each record readChain would return, newest first, without keeping
 // them: every reader of a list, the admin's listing included, sees the same records past damage.
 // A record of the list that cannot be read is passed as a broken one, before the records found
 // past it. fn must not keep lr.
 func (q *Queue) walkChain(r *recordReader, list int64, head, first, stop, lo wal.Pos, report func(error), fn func(lr *listRecord)) (reached bool, err error) {
 	p := head
+	// One listRecord is passed each time, filled anew: fn takes a pointer, which made each record
+	// read a heap allocation of its own.
+	lr := new(listRecord)
 	for p != 0 && p != stop && p >= lo {
 		rec, err := r.ReadAt(p)
 		unreadable := errors.Is(err, ErrCorrupt)
@@ -77,8 +90,8 @@ func (q *Queue) walkChain(r *recordReader, list int64, head, first, stop, lo wal
 		if err != nil {
 			return false, fmt.Errorf("delayq: reading slot list at %v: %w", p, err)
 		}
-		lr := listRecord{pos: p, rec: rec}
-		fn(&lr)
+		*lr = listRecord{pos: p, rec: rec}
+		fn(lr)
 		p = rec.Prev
 	}
 	return stop != 0 && p == stop, nil
@@ -109,7 +122,7 @@ func (q *Queue) scanList(list int64, from, to wal.Pos, report func(error)) ([]li
 // recovery is running).
 func (q *Queue) readList(r *recordReader, list int64) ([]listRecord, error) {
 	l := q.disk.peek(list)
-	recs, _, err := q.readChain(r, list, l.head, l.first, 0, 0, q.damaged)
+	recs, _, err := q.readChain(r, list, l.head, l.first, 0, 0, l.n, q.damaged)
 	return recs, err
 }
 
@@ -138,16 +151,21 @@ func (q *Queue) lockList(r *recordReader, list int64, lo wal.Pos, keep func() bo
 		}
 		if try == listTries {
 			// Catch up under mu: the part added since the last read is small by now.
-			part, reached, err := q.readChain(r, list, head, l.first, seen, lo, q.damaged)
+			part, reached, err := q.readChain(r, list, head, l.first, seen, lo, 0, q.damaged)
 			if err != nil {
 				return nil, true, err
 			}
 			return joinParts(part, recs, reached), true, nil
 		}
+		// The whole list is read once, without mu; what comes after is what was added meanwhile.
+		var size int64
+		if seen == 0 && lo == 0 {
+			size = l.n
+		}
 		hook := q.afterListRead
 		q.mu.Unlock()
 		var damage []error
-		part, reached, err := q.readChain(r, list, head, l.first, seen, lo, func(err error) { damage = append(damage, err) })
+		part, reached, err := q.readChain(r, list, head, l.first, seen, lo, size, func(err error) { damage = append(damage, err) })
 		if hook != nil {
 			hook()
 		}
