@@ -87,11 +87,13 @@ func (q *Queue) PutBatch(ctx context.Context, msgs []Message) ([]string, error) 
 		}
 		var ids []string
 		var end wal.Pos
+		q.awaited = true // waitDurable below commits the records
 		if cancel != nil {
 			ids, end, err = q.replaceLocked(&msgs[0], cancel, now)
 		} else {
 			ids, end, err = q.putBatchLocked(msgs, repeats, now)
 		}
+		q.awaited = false
 		q.mu.Unlock()
 		if err != nil {
 			return nil, err

@@ -54,6 +54,10 @@ type Queue struct {
 	macs   sync.Pool // of hash.Hash: HMAC-SHA256 keyed with secret
 	// encoded is the buffer records are encoded into before they are appended (see records.go).
 	encoded []byte
+	// awaited is set by a call that waits for what it appends to be durable as soon as it has
+	// appended (waitDurable after unlocking mu): its records are appended without waking the log's
+	// flusher, since the wait commits them itself (see wal.Log.WaitDurable).
+	awaited bool
 	// opened numbers this Open at random, for the cursors of due messages (see page.go).
 	opened  uint32
 	err     error   // sticky: a background failure that makes the queue unusable

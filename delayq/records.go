@@ -21,7 +21,11 @@ func (q *Queue) appendLocked(rec *format.Record, more bool) (pos, end wal.Pos, e
 	if q.encoded, err = rec.Append(q.encoded[:0]); err != nil {
 		return 0, 0, err
 	}
-	pos, end, err = q.log.Append(byte(rec.Kind), more, q.encoded)
+	if q.awaited {
+		pos, end, err = q.log.AppendAwaited(byte(rec.Kind), more, q.encoded)
+	} else {
+		pos, end, err = q.log.Append(byte(rec.Kind), more, q.encoded)
+	}
 	if cap(q.encoded) > 1<<20 {
 		q.encoded = nil // a large payload's buffer is not kept
 	}

@@ -42,8 +42,22 @@ func (l *Log) Reserve(size int) Pos {
 // (see frame.go). The frame is readable (ReadAt) at once, in the files once WaitWritten(end)
 // returns, and durable once WaitDurable(end) does. Frames are written in the order they are
 // appended. Append copies body, and never waits for the writer: call WaitRoom first to be held
-// back when it lags.
+// back when it lags. Append wakes the flusher goroutine, which writes and syncs the frame even
+// if nobody waits for it.
 func (l *Log) Append(typ byte, more bool, body []byte) (pos, end Pos, err error) {
+	return l.append(typ, more, body, true)
+}
+
+// AppendAwaited is Append for a caller that calls WaitDurable(end) next, once it has appended
+// the frames it waits for: it does not wake the flusher, since WaitDurable writes and syncs the
+// frames itself when no commit is in progress (see WaitDurable). Until someone waits for them,
+// or an Append wakes the flusher, or Close, the frames stay in memory (readable with ReadAt, not
+// in the files). With NoSync it is Append: nobody waits then.
+func (l *Log) AppendAwaited(typ byte, more bool, body []byte) (pos, end Pos, err error) {
+	return l.append(typ, more, body, l.noSync)
+}
+
+func (l *Log) append(typ byte, more bool, body []byte, wake bool) (pos, end Pos, err error) {
 	size := FrameSize(len(body))
 	if typ == 0 || typ > MaxType || len(body) > MaxBody {
 		return 0, 0, fmt.Errorf("delayq: frame of type %d and %d bytes out of range", typ, len(body))
@@ -73,8 +87,18 @@ func (l *Log) Append(typ byte, more bool, body []byte) (pos, end Pos, err error)
 	l.sizes[pos.Segment()] += int64(size)
 	l.pendingBytes += size
 	l.over.Store(l.pendingBytes > maxPending)
-	l.work.Signal()
+	if wake {
+		l.kickLocked()
+	}
 	return pos, l.end, nil
+}
+
+// kickLocked asks the flusher to write and sync what is pending, once no commit is in progress.
+func (l *Log) kickLocked() {
+	l.kick = true
+	if !l.committing {
+		l.work.Signal()
+	}
 }
 
 // WaitRoom blocks while more than a bound of bytes (16 MiB) is appended and not yet written, so
@@ -86,6 +110,9 @@ func (l *Log) WaitRoom() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.pendingBytes > maxPending {
+		l.kickLocked() // what is pending is written even if its appenders do not wait for it
+	}
 	for l.pendingBytes > maxPending && l.err == nil && !l.closing {
 		l.progress.Wait()
 	}
@@ -118,6 +145,9 @@ func (l *Log) End() Pos {
 func (l *Log) WaitWritten(end Pos) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.written < end {
+		l.kickLocked()
+	}
 	for l.written < end && l.err == nil {
 		l.progress.Wait()
 	}
@@ -127,11 +157,21 @@ func (l *Log) WaitWritten(end Pos) error {
 	return l.err
 }
 
-// WaitDurable blocks until every frame before end is synced (or written, with NoSync).
+// WaitDurable blocks until every frame before end is synced (or written, with NoSync). When no
+// commit is in progress it makes them durable itself, with everything appended so far, in the
+// caller's goroutine (leader commit): the first waiter to find the log idle writes and syncs for
+// all who appended meanwhile, and those who wait for a commit in progress wait for its end, then
+// the first of them left behind leads the next. A caller that appended its frames with
+// AppendAwaited so takes no hand-off to the flusher and back, which in the Go runtime wakes
+// threads; and none of the flusher's either, when one commit at a time is all there is.
 func (l *Log) WaitDurable(end Pos) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for l.durable < end && l.err == nil {
+		if !l.committing && !l.closing && len(l.pending) > 0 {
+			l.commitLocked()
+			continue
+		}
 		l.synced.Wait()
 	}
 	if l.durable >= end {
@@ -161,56 +201,79 @@ func (l *Log) Err() error {
 	return l.err
 }
 
-// flush is the flusher goroutine: it takes everything appended so far, writes it with one write
-// per segment, syncs once, and publishes the new written and durable positions.
+// flush is the flusher goroutine: it commits what is pending whenever an Append, WaitWritten or
+// WaitRoom asks it (kick) and no commit is in progress, and at Close, until nothing is left.
 func (l *Log) flush() {
 	defer close(l.done)
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for {
-		l.mu.Lock()
-		for len(l.pending) == 0 && !l.closing {
+		for l.committing || !l.kick && !l.closing {
 			l.work.Wait()
 		}
 		if len(l.pending) == 0 {
-			l.mu.Unlock()
-			return
+			l.kick = false
+			if l.closing {
+				return
+			}
+			continue
 		}
-		batch, target := l.pending, l.end
-		l.pending, l.inflight = nil, batch
-		l.mu.Unlock()
+		l.commitLocked()
+	}
+}
 
-		if l.beforeWrite != nil {
-			l.beforeWrite()
-		}
-		err := l.writeBatch(batch)
-		if err == nil {
-			l.mu.Lock()
-			l.written, l.inflight = target, nil
-			for _, c := range batch {
-				l.pendingBytes -= len(c.data)
-			}
-			l.over.Store(l.pendingBytes > maxPending)
-			l.progress.Broadcast()
-			l.mu.Unlock()
-			if !l.noSync {
-				err = l.sync(l.cur)
-			}
-		}
+// commitLocked takes everything appended so far, writes it with one write per segment, syncs
+// once, and publishes the new written and durable positions (group commit). It is called with mu
+// held, no commit in progress and something pending, by the flusher or a waiter leading the
+// commit (WaitDurable), and returns with mu held; it releases mu meanwhile. Commits are one at a
+// time (committing), so the files it writes (cur, curSeg) are touched by one goroutine at a time.
+func (l *Log) commitLocked() {
+	batch, target := l.pending, l.end
+	l.pending, l.inflight = nil, batch
+	l.committing, l.kick = true, false
+	l.mu.Unlock()
+
+	if l.beforeWrite != nil {
+		l.beforeWrite()
+	}
+	err := l.writeBatch(batch)
+	if err == nil {
 		l.mu.Lock()
-		if err != nil {
-			l.err = fmt.Errorf("delayq: %w", err)
-			l.closing = true
-			l.pending = nil
-		} else {
-			l.durable = target
-			for _, c := range batch {
-				if c.off != 0 && cap(c.data) <= 1<<20 && len(l.free) < 8 {
-					l.free = append(l.free, c.data[:0])
-				}
+		l.written, l.inflight = target, nil
+		for _, c := range batch {
+			l.pendingBytes -= len(c.data)
+		}
+		l.over.Store(l.pendingBytes > maxPending)
+		l.progress.Broadcast()
+		l.mu.Unlock()
+		if !l.noSync {
+			err = l.sync(l.cur)
+		}
+	}
+	l.mu.Lock()
+	l.committing = false
+	if err != nil {
+		l.err = fmt.Errorf("delayq: %w", err)
+		l.closing = true
+		l.pending = nil
+	} else {
+		l.durable = target
+		for _, c := range batch {
+			if c.off != 0 && cap(c.data) <= 1<<20 && len(l.free) < 8 {
+				l.free = append(l.free, c.data[:0])
 			}
 		}
-		l.progress.Broadcast()
-		l.synced.Broadcast()
-		l.mu.Unlock()
+	}
+	if len(l.pending) > 0 {
+		// Appended during the commit: the flusher takes them at once, rather than the first of
+		// their waiters to be woken and scheduled (and with puts from many goroutines, which
+		// append while a commit is in progress, commits then follow one another without a gap).
+		l.kick = true
+	}
+	l.progress.Broadcast()
+	l.synced.Broadcast()
+	if l.kick || l.closing {
+		l.work.Signal() // appends meanwhile, or Close waiting for this commit
 	}
 }
 

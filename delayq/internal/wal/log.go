@@ -41,7 +41,8 @@ type Options struct {
 }
 
 // A Log is a directory of segment files. Frames are appended in memory under a short lock and
-// written, then synced, by one flusher goroutine, so every write and fdatasync is shared by all the
+// written, then synced, a batch at a time (a commit): by a caller of WaitDurable when no commit is
+// in progress, or else by a flusher goroutine, so every write and fdatasync is shared by all the
 // frames appended while the previous one was in progress (group commit).
 //
 // A Log is safe for concurrent use.
@@ -58,7 +59,8 @@ type Log struct {
 	tornTail    *CorruptError
 
 	mu sync.Mutex
-	// work wakes the flusher when pending grows or Close begins; only the flusher waits on it.
+	// work wakes the flusher when kick is set or Close begins, and when a commit ends with
+	// either; only the flusher waits on it.
 	work *sync.Cond
 	// progress is broadcast when written or durable move, or err is set: WaitRoom and
 	// WaitWritten wait on it.
@@ -70,8 +72,14 @@ type Log struct {
 	// ready to run on a P that enters a blocking syscall makes sysmon hand the P to another
 	// thread.
 	synced   *sync.Cond
-	pending  []chunk // appended, not yet handed to the flusher
-	inflight []chunk // handed to the flusher, not yet written; read by ReadAt meanwhile
+	pending  []chunk // appended, not yet taken by a commit
+	inflight []chunk // taken by the commit in progress, not yet written; read by ReadAt meanwhile
+	// committing says that a commit (commitLocked) is writing and syncing, by the flusher or by a
+	// waiter leading it; one at a time.
+	committing bool
+	// kick says that the flusher is to commit what is pending once no commit is in progress: an
+	// Append (not AppendAwaited) or a wait for room or for frames to be written asked it.
+	kick bool
 	// pendingBytes counts the bytes in pending and inflight. WaitRoom waits while it is over
 	// maxPending, so producers faster than the disk (with NoSync) are held back instead of
 	// filling memory.
@@ -86,14 +94,14 @@ type Log struct {
 	err     error // sticky: the first write or sync error; the log is unusable after it
 	closing bool
 	sizes   map[uint32]int64 // segment number -> bytes, for every segment file that exists
-	done    chan struct{}    // closed when the flusher exits
+	done    chan struct{}    // closed when the flusher exits, after the last commit
 
 	rmu   sync.Mutex // guards files; never held with mu
 	files map[uint32]*os.File
 
 	free [][]byte // data buffers for reuse, guarded by mu
 
-	// flusher-only state
+	// the state of the commit in progress, touched by one commit at a time
 	cur    File
 	curSeg uint32
 
