@@ -607,21 +607,26 @@ type scriptRuns struct {
 }
 
 func (h *scriptRuns) count(cmd redis.Cmder) {
+	if runsScriptOf(cmd, h.sha) {
+		h.n.Add(1)
+	}
+}
+
+// runsScriptOf reports whether cmd runs the script whose SHA-1 is sha.
+func runsScriptOf(cmd redis.Cmder, sha string) bool {
 	args := cmd.Args()
 	if len(args) < 2 {
-		return
+		return false
 	}
 	body, _ := args[1].(string)
 	switch cmd.Name() {
 	case "evalsha":
-		if body == h.sha {
-			h.n.Add(1)
-		}
+		return body == sha
 	case "eval":
-		if sum := sha1.Sum([]byte(body)); hex.EncodeToString(sum[:]) == h.sha {
-			h.n.Add(1)
-		}
+		sum := sha1.Sum([]byte(body))
+		return hex.EncodeToString(sum[:]) == sha
 	}
+	return false
 }
 
 func (h *scriptRuns) DialHook(next redis.DialHook) redis.DialHook { return next }

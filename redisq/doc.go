@@ -232,7 +232,8 @@
 // Processes do not poll. Each keeps, on its tock wheel, the times it learnt from script replies and
 // events: per shard the next second and lease deadline, and per topic it has receivers for, the
 // shard's earliest due message. A Receive waits for the earliest, runs the receive script on the
-// shards whose time has come, and waits again when they had nothing. A script that makes a time
+// shards whose time has come (at once, up to 16 of them, each asked for its share of the messages
+// asked for), and waits again when they had nothing. A script that makes a time
 // earlier (a Put into an empty topic, a new earliest second, a lease with the earliest deadline)
 // publishes an event on the shard's channel, so every process learns of it at once.
 //

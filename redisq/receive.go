@@ -22,6 +22,10 @@ const (
 // maxLeases bounds the messages one receive script leases.
 const maxLeases = 1000
 
+// maxFanOut bounds the shards one round of a Receive asks at once (see receiveDue): the others
+// due are asked by the next Receive, first, as their heads are the earliest.
+const maxFanOut = 16
+
 // A topicState is what this process knows of a topic it has receivers for: per shard, the due
 // time of the topic's earliest ready message (its head), and a timer for the earliest head in the
 // future. Receivers wait on wake, which is closed (and replaced) when a head may have come due.
@@ -261,25 +265,9 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 			}
 			continue
 		}
-		var out []queue.Delivery
-		var lastErr error
-		failed := 0
-		for _, s := range due {
-			if len(out) >= max {
-				break
-			}
-			ds, err := q.receiveShard(ctx, ts, s, min(max-len(out), maxLeases), vis, nil)
-			out = append(out, ds...)
-			if err != nil {
-				if serr := q.staleErr(); serr != nil {
-					return nil, serr
-				}
-				if ctx.Err() != nil {
-					break
-				}
-				lastErr = err
-				failed++
-			}
+		out, err := q.receiveDue(ctx, ts, due, max, vis)
+		if serr := q.staleErr(); serr != nil {
+			return nil, serr // this process refuses to serve the deployment (a script found it stale)
 		}
 		if len(out) > 0 {
 			slices.SortStableFunc(out, func(a, b queue.Delivery) int { return a.DeliverAt.Compare(b.DeliverAt) })
@@ -288,10 +276,67 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("redisq: receive: %w", err)
 		}
-		if failed > 0 && failed == len(due) {
-			return nil, fmt.Errorf("redisq: receive: %w", unavailable(lastErr))
+		if err != nil {
+			return nil, fmt.Errorf("redisq: receive: %w", unavailable(err))
 		}
 	}
+}
+
+// receiveDue leases up to max messages of the topic from the shards due (earliest head first),
+// asking them at once (up to maxFanOut of them, the earliest), each for its share of max: one
+// round trip, not one per shard, which is what a burst due in every shard at the same instant
+// waits for (1,000 fires of one second over 16 shards took a consumer 16 round trips, in the
+// same order as every other consumer of the process). While max is not reached, it asks again the
+// shards that gave their whole share (they may have more), and those it did not ask yet. It
+// returns the error of the first round when every shard asked failed.
+func (q *Queue) receiveDue(ctx context.Context, ts *topicState, due []int, max int, vis int64) ([]queue.Delivery, error) {
+	var out []queue.Delivery
+	for round := 0; len(due) > 0 && len(out) < max; round++ {
+		want := max - len(out)
+		ask := due[:min(len(due), want, maxFanOut)]
+		share := func(i int) int {
+			n := want / len(ask)
+			if i < want%len(ask) {
+				n++
+			}
+			return min(n, maxLeases)
+		}
+		type result struct {
+			ds  []queue.Delivery
+			err error
+		}
+		res := make([]result, len(ask))
+		if len(ask) == 1 {
+			res[0].ds, res[0].err = q.receiveShard(ctx, ts, ask[0], share(0), vis, nil)
+		} else {
+			var wg sync.WaitGroup
+			for i, s := range ask {
+				wg.Go(func() { res[i].ds, res[i].err = q.receiveShard(ctx, ts, s, share(i), vis, nil) })
+			}
+			wg.Wait()
+		}
+		var next []int
+		var lastErr error
+		failed := 0
+		for i, r := range res {
+			out = append(out, r.ds...)
+			switch {
+			case r.err != nil:
+				lastErr = r.err
+				failed++
+			case len(r.ds) == share(i):
+				next = append(next, ask[i])
+			}
+		}
+		if round == 0 && failed == len(ask) {
+			return out, lastErr
+		}
+		if lastErr != nil || ctx.Err() != nil {
+			return out, nil
+		}
+		due = append(next, due[len(ask):]...)
+	}
+	return out, nil
 }
 
 // receiveShard runs the receive script on shard s, for up to n messages: with the tokens of n
