@@ -319,8 +319,10 @@
 // A schedule's record, in {T}:sch, holds its definition, its version (one more per SetSchedule),
 // the first nominal time not yet decided ("next"), the anchor of an @every spec, and the IDs of
 // its latest two fires (lua/schedule.lua has its format). {T}:sact scores each running schedule by
-// when a process must act on it: under queue.OverlapAllow, when the fire put ahead falls due
-// (the following one is then put ahead); under queue.OverlapSkip, at the next nominal time. Cron
+// when a process must act on it: under queue.OverlapAllow, a little after the fire put ahead
+// falls due (a tenth of the time to the following nominal time, at most 100 ms; the following
+// fire is then put ahead), so that the planning of many schedules of one period does not hold up
+// the receives of the fires they just made due; under queue.OverlapSkip, at the next nominal time. Cron
 // specs, time zones and misfire policies are computed in Go (package schedule): Lua has no time
 // zone database. A process acts on a shard in two scripts: scheddue (read-only) returns the
 // schedules whose act time has come by Redis's clock (and, for an OverlapSkip schedule, whether
@@ -338,14 +340,14 @@
 // least stagger usually acts alone and the others find the work done. It reads each shard again
 // at least every recheck period (WithRecheck), whatever it knows, so that an event or a timer it
 // lost delays the shard's schedules by that much at most, rather than silencing them. Fires put
-// ahead have a whole period of slack; a fire of an OverlapSkip schedule is put when it is
+// ahead have nine tenths of a period of slack; a fire of an OverlapSkip schedule is put when it is
 // decided, up to the stagger and a round trip late.
 //
 // A nominal time decided more than queue.MisfireGrace after it is a misfire, whatever the reason:
 // the processes cannot tell one too busy to step in time (a step that ran long) from none
 // running, or Redis unreachable, which the misfire policies are for. Under queue.OverlapAllow
-// the fire was put a period ahead, so only a decision more than a period (and the grace) late
-// meets the policy; under queue.OverlapSkip, decided at its time, a step more than the grace
+// the fire was put nine tenths of a period ahead or more, so only a step that much (and the grace)
+// late meets the policy; under queue.OverlapSkip, decided at its time, a step more than the grace
 // late does: MisfireSkip passes the time over, MisfireOnce fires the latest of those that came,
 // MisfireAll each, due at once. After every process was down, or Redis unreachable, the fires
 // are those of delayq closed as long, under either overlap policy (TestMisfireOverlap in both

@@ -58,8 +58,9 @@ func (q *Queue) SetSchedule(ctx context.Context, s queue.Schedule) (bool, error)
 	p := spec.Plan(spec.Next(now), now, s.Misfire, s.Overlap)
 	shard := q.lay.home(s.Name)
 	nonce := newNonce()
+	act := actTime(p, s.Overlap == queue.OverlapSkip)
 	r := &request{kind: opScript, shard: shard, script: scheduleScript, args: func(int, bool) []any {
-		args := []any{"set", s.Name, nonce, spec.Start().UnixMilli(), millisOr(p.Next), millisOr(p.Act),
+		args := []any{"set", s.Name, nonce, spec.Start().UnixMilli(), millisOr(p.Next), act,
 			string(s.Misfire), string(s.Overlap), s.Topic, s.Spec, s.TimeZone, nonNil(s.Payload)}
 		return fireArgs(args, spec, s.Name, p.Fire)
 	}}
@@ -70,7 +71,7 @@ func (q *Queue) SetSchedule(ctx context.Context, s queue.Schedule) (bool, error)
 	if code != "new" && code != "replaced" {
 		return false, fmt.Errorf("%w: schedule script replied %v", ErrProtocol, r.reply)
 	}
-	q.sched[shard].earlier(millisOr(p.Act))
+	q.sched[shard].earlier(act)
 	return code == "new", nil
 }
 
@@ -231,7 +232,8 @@ func (q *Queue) ResumeSchedule(ctx context.Context, name string) error {
 			return fmt.Errorf("redisq: resume schedule %q: %w", name, err)
 		}
 		p := spec.Plan(spec.Next(now), now, rec.misfire, rec.overlap)
-		args := []any{"resume", name, strconv.FormatInt(rec.gen, 10), millisOr(p.Next), millisOr(p.Act)}
+		act := actTime(p, rec.overlap == queue.OverlapSkip)
+		args := []any{"resume", name, strconv.FormatInt(rec.gen, 10), millisOr(p.Next), act}
 		code, err := q.scheduleOp(ctx, "resume schedule", name, fireArgs(args, spec, name, p.Fire)...)
 		switch {
 		case err != nil:
@@ -239,7 +241,7 @@ func (q *Queue) ResumeSchedule(ctx context.Context, name string) error {
 		case code == "none":
 			return fmt.Errorf("redisq: resume schedule %q: %w", name, queue.ErrNotFound)
 		case code == "ok" || code == "running":
-			q.sched[q.lay.home(name)].earlier(millisOr(p.Act))
+			q.sched[q.lay.home(name)].earlier(act)
 			return nil
 		}
 	}

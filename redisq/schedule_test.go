@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock/internal/testwait"
 	"github.com/tockwheel/tock/queue"
 )
@@ -479,5 +480,85 @@ func TestOverlapSkipSkipsWhatCameWhileTheFireWaited(t *testing.T) {
 	info, err := q.Schedule(ctx, "slow")
 	if err != nil || info.Misfires < 3 {
 		t.Fatalf("Schedule = %+v, %v; want at least 3 misfires, the times skipped", info, err)
+	}
+}
+
+// TestSchedulePlannedAfterItsFire reads when each schedule is to be planned again ({T}:sact),
+// atomically with its record: an OverlapAllow schedule a tenth of the time to its next nominal
+// time after its fire put ahead falls due (at most 100 ms), when set and after each step; an
+// OverlapSkip one at its next nominal time. Before, an OverlapAllow schedule was planned the
+// instant its fire fell due: 1,000 schedules @every 1s were planned, in every process, in the
+// millisecond their fires fell due, and the consumers of those fires waited for it (no
+// consumer of BenchmarkRedisSchedules received a fire sooner than 46 ms after its time).
+func TestSchedulePlannedAfterItsFire(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, time.Minute)
+	rdb := singleClient(t, s.Addr)
+	q := openQueue(t, rdb, WithShards(1))
+	// planned returns, read at one instant, the schedule's act time, its latest fire's nominal
+	// time and its next undecided one.
+	planned := func(name string) (act, last, next time.Time) {
+		t.Helper()
+		var rec *redis.StringCmd
+		var score *redis.FloatCmd
+		if _, err := rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			rec = p.HGet(ctx, q.lay.schedKey(0), name)
+			score = p.ZScore(ctx, q.lay.schedActKey(0), name)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		r, err := decodeSchedRecord(rec.Val())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, last, _ = queue.ParseFireID(r.last)
+		return time.UnixMilli(int64(score.Val())), last, time.UnixMilli(r.next)
+	}
+	for _, c := range []struct {
+		spec    string
+		overlap queue.Overlap
+		after   time.Duration // after the fire put ahead (OverlapAllow), or the next time (OverlapSkip)
+	}{
+		{"@every 1s", queue.OverlapAllow, 100 * time.Millisecond},
+		{"@every 1h", queue.OverlapAllow, 100 * time.Millisecond},
+		{"@every 50ms", queue.OverlapAllow, 5 * time.Millisecond},
+		{"@every 10ms", queue.OverlapAllow, time.Millisecond},
+		{"@every 50ms", queue.OverlapSkip, 0},
+	} {
+		name := strings.NewReplacer("@every ", "", " ", "").Replace(c.spec) + string(c.overlap)
+		if _, err := q.SetSchedule(ctx, queue.Schedule{Name: name, Topic: "t", Spec: c.spec, Overlap: c.overlap}); err != nil {
+			t.Fatal(err)
+		}
+		act, last, next := planned(name)
+		from := last
+		if c.overlap == queue.OverlapSkip {
+			from = next
+		}
+		if want := from.Add(c.after); !act.Equal(want) {
+			t.Errorf("%s (%s) set: to be planned at %v; want %v, %v after %v", c.spec, c.overlap, act, want, c.after, from)
+		}
+		if c.spec != "@every 50ms" {
+			continue
+		}
+		// After steps: the fires go on, each put ahead and the schedule planned after it.
+		for {
+			act, last, next = planned(name)
+			if c.overlap == queue.OverlapSkip {
+				last = next
+			}
+			if last.After(from) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s (%s): no step in a minute", c.spec, c.overlap)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		if want := last.Add(c.after); !act.Equal(want) {
+			t.Errorf("%s (%s) after a step: to be planned at %v; want %v, %v after %v", c.spec, c.overlap, act, want, c.after, last)
+		}
 	}
 }

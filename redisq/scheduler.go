@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock/internal/rediskit"
+	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/schedule"
 )
 
@@ -20,11 +21,30 @@ const (
 	// maxSchedStagger bounds how much later than the act time each process steps in: the process
 	// with the least stagger of a shard usually fires its schedules alone, and the others find
 	// them fired (their fire is refused, harmlessly, if they came in between). Fires put ahead
-	// (OverlapAllow) have a whole period of slack; an OverlapSkip fire is put up to this late.
+	// (OverlapAllow) have nine tenths of a period of slack; an OverlapSkip fire is put up to
+	// this late.
 	maxSchedStagger = 10 * time.Millisecond
 	// schedRetry is how long after a failed step it is tried again.
 	schedRetry = 500 * time.Millisecond
+	// maxPlanDelay bounds how long after its fire put ahead falls due an OverlapAllow schedule is
+	// planned again (see actTime).
+	maxPlanDelay = 100 * time.Millisecond
 )
+
+// actTime returns when a schedule is to be planned again after plan p (Redis ms; -1: never).
+// Under OverlapSkip that is p.Act, its next nominal time. Under OverlapAllow, p.Act is when the
+// fire put ahead falls due, and the schedule is planned a tenth of the time from it to the next
+// nominal time later (at most maxPlanDelay): schedules of the same period fire in the same
+// millisecond, and planning the next fires then (in every process: reading the schedules,
+// planning them, putting their fires) took Redis's and the processes' time from the receives of
+// the fires just due. The next fire is still put ahead by nine tenths of a period at least.
+func actTime(p schedule.Plan, skip bool) int64 {
+	act := millisOr(p.Act)
+	if skip || p.Act.IsZero() || p.Next.IsZero() {
+		return act
+	}
+	return act + min(p.Next.Sub(p.Act)/10, maxPlanDelay).Milliseconds()
+}
 
 // A schedShard fires the schedules of one shard in this process. Every process does, for every
 // shard: no process owns a schedule, and the schedule script's check of each schedule's next
@@ -207,14 +227,16 @@ func (s *schedShard) step() (act int64, more bool, err error) {
 			p.Missed += len(p.Fire)
 			p.Fire = nil
 		}
+		skip := rec.overlap == queue.OverlapSkip
 		check := ""
-		if rec.overlap == "skip" {
+		if skip {
 			check = "1"
 		}
+		act := actTime(p, skip)
 		args = append(args, name, strconv.FormatInt(rec.gen, 10), strconv.FormatInt(rec.next, 10),
-			millisOr(p.Next), millisOr(p.Act), p.Missed, check)
+			millisOr(p.Next), act, p.Missed, check)
 		args = fireArgs(args, spec, name, p.Fire)
-		acts = append(acts, millisOr(p.Act))
+		acts = append(acts, act)
 		k++
 	}
 	if k > 0 {
