@@ -25,21 +25,33 @@ if max > 0 and not stopped then
     local deadline = NOW + vis
     local lh = redis.call('ZRANGE', LEASE, 0, 0, 'WITHSCORES')
     if not lh[1] or deadline < tonumber(lh[2]) then EL = deadline end
+    -- The records are read, written and the leases added with one command each for all the
+    -- messages (max is at most 1000), not one each per message: a command's dispatch from Lua
+    -- costs more than what most of them do, and the deadline is formatted once.
+    local recs = redis.call('HMGET', REC, unpack(ids))
+    local dl = fmt(deadline)
+    local hs, zs = {}, {}
     for i, id in ipairs(ids) do
-      local rec = locate(id)
+      local rec = recs[i]
       if rec then
         local r = parse(rec)
         r.att = r.att + 1
         r.tok = ARGV[8 + i]
         rec = encode(r, payload(rec, r))
-        redis.call('HSET', REC, id, rec)
-        redis.call('ZADD', LEASE, deadline, id)
-        redis.call('ZADD', lkey(topic), deadline, id)
+        hs[#hs + 1] = id
+        hs[#hs + 1] = rec
+        zs[#zs + 1] = dl
+        zs[#zs + 1] = id
         if r.origin ~= '' then redis.call('ZREM', dkey(r.origin), id) end
         D.leased = D.leased + 1
         out[#out + 1] = id
         out[#out + 1] = rec
       end
+    end
+    if #hs > 0 then
+      redis.call('HSET', REC, unpack(hs))
+      redis.call('ZADD', LEASE, unpack(zs))
+      redis.call('ZADD', lkey(topic), unpack(zs))
     end
     tcount('v', topic, #out / 2)
     redis.call('ZREM', rkey(topic), unpack(ids))
