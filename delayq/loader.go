@@ -81,7 +81,7 @@ func (q *Queue) load(a int64) error {
 // covers such a machine; the lead is at most maxLoadLead, since the messages of a slot loaded
 // early wait in memory.
 func loadLead(n int64) time.Duration {
-	return time.Duration(min(n, int64(maxLoadLead/loadPerMessage))) * loadPerMessage
+	return time.Duration(min(max(n, 0), int64(maxLoadLead/loadPerMessage))) * loadPerMessage
 }
 
 const (
