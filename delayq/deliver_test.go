@@ -651,3 +651,61 @@ func TestListDueAtLoadKeepsDueOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestLargeSlotLoadsEarly puts enough messages in one slot for loadLead to move its load 100 ms
+// ahead of the preload, and checks the loader has loaded it by then, while a slot of one message
+// beside it is still loaded only at its preload; the messages still come at their times.
+func TestLargeSlotLoadsEarly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir(), WithSlot(time.Second), WithHorizon(10*time.Second), WithPreload(time.Second), WithNoSync())
+		big := time.Now().Truncate(time.Second).Add(4 * time.Second)
+		const n = 5000 // loadLead: 100 ms
+		ms := make([]Message, n)
+		for i := range ms {
+			ms[i] = Message{Topic: "t", DeliverAt: big.Add(time.Duration(i) * time.Millisecond / 10)}
+		}
+		if _, err := q.PutBatch(ctx, ms); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.Put(ctx, Message{Topic: "t", DeliverAt: big.Add(time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		slot := func(at time.Time) int64 {
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			return q.disk.slotOf(at.UnixNano())
+		}
+		loaded := func() int64 {
+			synctest.Wait()
+			q.mu.Lock()
+			defer q.mu.Unlock()
+			return q.disk.loaded
+		}
+		if lead := loadLead(n); lead != 100*time.Millisecond {
+			t.Fatalf("loadLead(%d) = %v; want 100ms", n, lead)
+		}
+		time.Sleep(time.Until(big.Add(-time.Second - 150*time.Millisecond)))
+		if got := loaded(); got >= slot(big) {
+			t.Fatalf("slot %d loaded 150 ms before its preload and lead; want later", got)
+		}
+		time.Sleep(100 * time.Millisecond) // 50 ms before the preload, 50 ms into the lead
+		if got := loaded(); got != slot(big) {
+			t.Fatalf("the loader is at slot %d 50 ms before the preload of slot %d, which holds %d messages; want it loaded", got, slot(big), n)
+		}
+		time.Sleep(time.Until(big.Add(-60 * time.Millisecond))) // the next slot, of one message: at its preload, not before
+		if got := loaded(); got != slot(big) {
+			t.Fatalf("the loader is at slot %d 940 ms before the preload of slot %d, which holds one message; want %d", got, slot(big)+1, slot(big))
+		}
+		for range n + 1 {
+			d := receiveOne(t, q, "t", time.Hour, time.Hour)
+			if late := time.Since(d.DeliverAt); late < 0 || late > time.Millisecond {
+				t.Fatalf("message due %v delivered %v late", d.DeliverAt.Sub(big), late)
+			}
+			if err := q.Ack(ctx, d.Receipt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(t, q)
+	})
+}
