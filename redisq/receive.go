@@ -287,11 +287,14 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 // round trip, not one per shard, which is what a burst due in every shard at the same instant
 // waits for (1,000 fires of one second over 16 shards took a consumer 16 round trips, in the
 // same order as every other consumer of the process). While max is not reached, it asks again the
-// shards that gave their whole share (they may have more), and those it did not ask yet. It
-// returns the error of the first round when every shard asked failed.
+// shards that gave their whole share (they may have more), and those it did not ask yet; a shard
+// that failed is not asked again. It returns an error only when it leased nothing and every shard
+// it asked failed.
 func (q *Queue) receiveDue(ctx context.Context, ts *topicState, due []int, max int, vis int64) ([]queue.Delivery, error) {
 	var out []queue.Delivery
-	for round := 0; len(due) > 0 && len(out) < max; round++ {
+	var lastErr error
+	asked, failed := 0, 0
+	for len(due) > 0 && len(out) < max && ctx.Err() == nil {
 		want := max - len(out)
 		ask := due[:min(len(due), want, maxFanOut)]
 		share := func(i int) int {
@@ -316,8 +319,6 @@ func (q *Queue) receiveDue(ctx context.Context, ts *topicState, due []int, max i
 			wg.Wait()
 		}
 		var next []int
-		var lastErr error
-		failed := 0
 		for i, r := range res {
 			out = append(out, r.ds...)
 			switch {
@@ -328,13 +329,11 @@ func (q *Queue) receiveDue(ctx context.Context, ts *topicState, due []int, max i
 				next = append(next, ask[i])
 			}
 		}
-		if round == 0 && failed == len(ask) {
-			return out, lastErr
-		}
-		if lastErr != nil || ctx.Err() != nil {
-			return out, nil
-		}
+		asked += len(ask)
 		due = append(next, due[len(ask):]...)
+	}
+	if len(out) == 0 && failed > 0 && failed == asked {
+		return nil, lastErr
 	}
 	return out, nil
 }

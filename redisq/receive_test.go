@@ -2,6 +2,7 @@ package redisq
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -142,6 +143,52 @@ func TestReceiveSharesMaxOverShards(t *testing.T) {
 		}
 		if len(ds) != n {
 			t.Errorf("Receive of up to %d with %d due over the shards (%v) leased %d", n, n, per, len(ds))
+		}
+	}
+}
+
+// failShard is a go-redis hook that fails the receive scripts of one shard (by its meta key).
+type failShard struct{ key string }
+
+func (h *failShard) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *failShard) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+func (h *failShard) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); runsScriptOf(cmd, receiveScript.Hash()) && len(args) > 3 && args[3] == h.key {
+			err := errors.New("refused by the test")
+			cmd.SetErr(err)
+			return err
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestReceiveGoesOnPastAFailingShard receives one message with every shard due while the receive
+// scripts of the first fail: the Receive asks the other shards and gets one, as it did when it
+// asked them one after another. A first version of the change that asks them at once gave up
+// when the shards of its first round all failed, though it had asked only as many as max.
+func TestReceiveGoesOnPastAFailingShard(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, time.Minute)
+	rdb := singleClient(t, s.Addr)
+	q := openQueue(t, rdb, WithShards(4))
+	putAcrossShards(t, ctx, q, "t", 40)
+	rdb.AddHook(&failShard{key: q.lay.metaKey(0)})
+	for range 3 {
+		ds, err := q.Receive(ctx, "t", 1, time.Minute)
+		if err != nil {
+			t.Fatalf("Receive with shard 0 failing: %v", err)
+		}
+		if len(ds) != 1 {
+			t.Fatalf("Receive of one with shard 0 failing: %d deliveries", len(ds))
+		}
+		if q.lay.home(ds[0].ID) == 0 {
+			t.Fatalf("Receive delivered %q, of shard 0, whose scripts fail", ds[0].ID)
 		}
 	}
 }
