@@ -304,10 +304,20 @@ func TestReplicaStoppedThenMasterKilled(t *testing.T) {
 		}
 		return err
 	}
+	// A healthy master and replica: however long the put takes. A loaded machine may still keep
+	// the replica from confirming within the 300 ms of WithReplicaWait: such a put is not
+	// acknowledged, and not counted.
 	for i := range 20 {
-		if err := put(i, time.Minute); err != nil { // a healthy master: however long it takes
+		err := put(i, time.Minute)
+		if err != nil && !errors.Is(err, queue.ErrUnavailable) {
 			t.Fatalf("Put before the failure: %v", err)
 		}
+		if err != nil {
+			t.Logf("Put before the failure, not confirmed in time: %v", err)
+		}
+	}
+	if len(acked) == 0 {
+		t.Fatal("no Put was acknowledged before the failure: nothing to check")
 	}
 	c.Pause(replica.Addr)
 	failed := 0
@@ -339,13 +349,17 @@ func TestReplicaStoppedThenMasterKilled(t *testing.T) {
 	// too) until the old master is back as its replica.
 	c.Restart(victim.Addr)
 	c.WaitHealthy()
+	// Until every acknowledged put is delivered (one written but not confirmed may come too).
 	got := make(map[string]bool)
-	for len(got) < len(acked) {
+	for n := 0; n < len(acked); {
 		ds, err := q.Receive(ctx, "t", 100, time.Minute)
 		if err != nil {
-			t.Fatalf("Receive after the replica took over, with %d of %d: %v", len(got), len(acked), err)
+			t.Fatalf("Receive after the replica took over, with %d of %d: %v", n, len(acked), err)
 		}
 		for _, d := range ds {
+			if acked[d.ID] && !got[d.ID] {
+				n++
+			}
 			got[d.ID] = true
 		}
 	}
