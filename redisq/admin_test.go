@@ -602,6 +602,7 @@ func TestPausedTopicWaitsWithoutPolling(t *testing.T) {
 // scriptRuns is a go-redis hook that counts the runs of one script (EVALSHA of its hash, or EVAL
 // of its source), alone or in pipelines.
 type scriptRuns struct {
+	passHook
 	sha string
 	n   atomic.Int64
 }
@@ -628,8 +629,6 @@ func runsScriptOf(cmd redis.Cmder, sha string) bool {
 	}
 	return false
 }
-
-func (h *scriptRuns) DialHook(next redis.DialHook) redis.DialHook { return next }
 
 func (h *scriptRuns) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {

@@ -217,14 +217,11 @@ func TestOpenRefusesInvalidOptions(t *testing.T) {
 // dropReplies is a go-redis hook that lets the pipelines it is armed for reach Redis and run, and
 // then reports a lost connection instead of their replies: a reply lost after the script ran.
 type dropReplies struct {
+	passHook
 	armed   atomic.Int32 // the number of pipelines still to cut
 	dropped atomic.Int32
 }
 
-func (h *dropReplies) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *dropReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return next
-}
 func (h *dropReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)
@@ -315,14 +312,13 @@ func TestLostRepliesMakeNoDuplicates(t *testing.T) {
 // connection: the Put is retried after its message is done, as it can be when a failover delays
 // the retry.
 type ackOnLostReply struct {
+	passHook
 	armed    atomic.Bool
 	consumer *Queue
 	acked    atomic.Int32
 	t        *testing.T
 }
 
-func (h *ackOnLostReply) DialHook(next redis.DialHook) redis.DialHook          { return next }
-func (h *ackOnLostReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
 func (h *ackOnLostReply) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		err := next(ctx, cmds)

@@ -67,3 +67,13 @@ func startServer(t testing.TB, args ...string) *redistest.Server {
 	t.Helper()
 	return redistest.Start(t, args...)
 }
+
+// passHook passes dials, commands and pipelines through: a test's go-redis hook embeds it and
+// overrides the one it watches.
+type passHook struct{}
+
+func (passHook) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (passHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (passHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}

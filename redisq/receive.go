@@ -48,7 +48,6 @@ type topicState struct {
 	events uint64
 	// The floor (see armFloorLocked): floorAt is the Redis time its timer fires at (0: none set),
 	// floorFired when it last fired; unsure marks the shards it made unknown, until a reply.
-	floor      tock.Timer
 	floorAt    int64
 	floorFired int64
 	unsure     []bool
@@ -130,7 +129,7 @@ func (ts *topicState) armFloorLocked(q *Queue) {
 		return
 	}
 	at := q.clock.now() + q.cfg.recheck.Milliseconds()
-	t, err := q.wheel.AfterFunc(q.cfg.recheck, func() {
+	_, err := q.wheel.AfterFunc(q.cfg.recheck, func() {
 		ts.mu.Lock()
 		defer ts.mu.Unlock()
 		if ts.floorAt != at {
@@ -146,7 +145,7 @@ func (ts *topicState) armFloorLocked(q *Queue) {
 		ts.wake = make(chan struct{})
 	})
 	if err == nil {
-		ts.floor, ts.floorAt = t, at
+		ts.floorAt = at
 	}
 }
 

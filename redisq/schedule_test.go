@@ -543,20 +543,13 @@ func TestSchedulePlannedAfterItsFire(t *testing.T) {
 			continue
 		}
 		// After steps: the fires go on, each put ahead and the schedule planned after it.
-		for {
+		testwait.Until(t, ctx, c.spec+" ("+string(c.overlap)+"): a step", func() bool {
 			act, last, next = planned(name)
 			if c.overlap == queue.OverlapSkip {
 				last = next
 			}
-			if last.After(from) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				t.Fatalf("%s (%s): no step in a minute", c.spec, c.overlap)
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
+			return last.After(from)
+		})
 		if want := last.Add(c.after); !act.Equal(want) {
 			t.Errorf("%s (%s) after a step: to be planned at %v; want %v, %v after %v", c.spec, c.overlap, act, want, c.after, last)
 		}
