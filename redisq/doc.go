@@ -241,13 +241,9 @@
 // (peek) whenever its subscription was re-established (Redis also drops the sharded
 // subscriptions of a slot that moved), and pings each subscription that was quiet for a
 // WithRecheck period (30 s by default): a reply proves nothing was lost on that connection, and
-// no reply within another period makes it subscribe again. A Receive that waits also reads again,
-// once a period, the shards where its process knows of nothing ready: a floor under whatever
-// wake-up was lost otherwise (a re-read that finds messages due more than half a period before
-// it, of which no event told, is logged as a warning: a defect). An idle deployment thus costs
-// Redis one PING per subscription per period (one subscription per process on one server, one
-// per shard per process on a cluster), a receive script per shard per period for each topic
-// with receivers waiting, and no other command while no message comes due: owners let their
+// no reply within another period makes it subscribe again. An idle deployment thus costs Redis one
+// PING per subscription per period (one subscription per process on one server, one per shard
+// per process on a cluster), and no other command while no message comes due: owners let their
 // shards go (see Ownership).
 //
 // # Events

@@ -46,11 +46,6 @@ type topicState struct {
 	// events counts the events of the topic applied, so that a permit's wait set after an event
 	// that came meanwhile is not kept.
 	events uint64
-	// The floor (see armFloorLocked): floorAt is the Redis time its timer fires at (0: none set),
-	// floorFired when it last fired; unsure marks the shards it made unknown, until a reply.
-	floorAt    int64
-	floorFired int64
-	unsure     []bool
 }
 
 // topic returns the state of a topic, making it (with every head unknown) on first use.
@@ -59,8 +54,7 @@ func (q *Queue) topic(name string) *topicState {
 	defer q.topics.Unlock()
 	ts := q.topics.m[name]
 	if ts == nil {
-		ts = &topicState{name: name, heads: make([]int64, q.lay.shards()), wake: make(chan struct{}),
-			unsure: make([]bool, q.lay.shards())}
+		ts = &topicState{name: name, heads: make([]int64, q.lay.shards()), wake: make(chan struct{})}
 		for i := range ts.heads {
 			ts.heads[i] = headUnknown
 		}
@@ -109,43 +103,8 @@ func (q *Queue) forgetShard(shard int) {
 	for _, ts := range tss {
 		ts.mu.Lock()
 		ts.heads[shard] = headUnknown
-		ts.unsure[shard] = false // events were lost: what the re-read finds, none told of
 		ts.armLocked(q)
 		ts.mu.Unlock()
-	}
-}
-
-// armFloorLocked makes sure that, while receivers wait, the shards with nothing ready by what
-// this process knows are read again at least every recheck period (WithRecheck): the bound its
-// doc promises on how late an announcement lost without its connection dropping makes a message.
-// Without it a receiver whose knowledge of a shard was wrong waited for good: the events of the
-// shard's later messages tell only of heads earlier than the one there, so none told of them
-// either (a Receive over tockd waited two minutes for a schedule's fires:
-// TestHTTPConformanceRedis/ScheduleEveryTimeOnce, in a double round of go test ./...). What a
-// re-read finds that came due more than half a period before it, no event told of: it is logged
-// as the warning of a defect (see receiveShard).
-func (ts *topicState) armFloorLocked(q *Queue) {
-	if ts.floorAt != 0 {
-		return
-	}
-	at := q.clock.now() + q.cfg.recheck.Milliseconds()
-	_, err := q.wheel.AfterFunc(q.cfg.recheck, func() {
-		ts.mu.Lock()
-		defer ts.mu.Unlock()
-		if ts.floorAt != at {
-			return
-		}
-		ts.floorAt, ts.floorFired = 0, q.clock.now()
-		for s, h := range ts.heads {
-			if h == headNone {
-				ts.heads[s], ts.unsure[s] = headUnknown, true
-			}
-		}
-		close(ts.wake)
-		ts.wake = make(chan struct{})
-	})
-	if err == nil {
-		ts.floorAt = at
 	}
 }
 
@@ -274,7 +233,6 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 		limited := ts.limited
 		if len(due) == 0 {
 			ts.armLocked(q)
-			ts.armFloorLocked(q)
 		} else if limited && ts.permitAt > now {
 			due = nil // due, but no permit comes before permitAt
 			ts.armPermitLocked(q)
@@ -456,31 +414,5 @@ func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis 
 			Attempt: rec.att,
 		})
 	}
-	q.checkUnsure(ts, s, out)
 	return out, nil
-}
-
-// checkUnsure logs, after the floor's re-read of shard s leased out, the messages it found that
-// came due more than half a recheck period before the floor fired: no event told of them.
-func (q *Queue) checkUnsure(ts *topicState, s int, out []queue.Delivery) {
-	ts.mu.Lock()
-	unsure, fired := ts.unsure[s], ts.floorFired
-	ts.unsure[s] = false
-	ts.mu.Unlock()
-	if !unsure {
-		return
-	}
-	missed, first := 0, time.Time{}
-	for _, d := range out {
-		if d.DeliverAt.UnixMilli() < fired-q.cfg.recheck.Milliseconds()/2 {
-			if missed == 0 || d.DeliverAt.Before(first) {
-				first = d.DeliverAt
-			}
-			missed++
-		}
-	}
-	if missed > 0 {
-		q.logger().Warn("redisq: a receiver's periodic re-read found messages due that no event told of",
-			"topic", ts.name, "shard", s, "messages", missed, "earliest_due", first, "state", q.shards[s].String())
-	}
 }

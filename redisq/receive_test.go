@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/tockwheel/tock/internal/testwait"
 	"github.com/tockwheel/tock/queue"
 )
 
@@ -186,66 +184,5 @@ func TestReceiveGoesOnPastAFailingShard(t *testing.T) {
 		if q.lay.home(ds[0].ID) == 0 {
 			t.Fatalf("Receive delivered %q, of shard 0, whose scripts fail", ds[0].ID)
 		}
-	}
-}
-
-// TestReceiveFloorFindsWhatNoEventTold makes a receiver's knowledge of a shard wrong (nothing
-// ready, where a message is due: what a lost wake leaves), and waits: the Receive reads the shard
-// again after the recheck period and gets the message, and the log says that no event told of
-// it. Before, the Receive waited until its subscription was made again, if ever: later messages
-// of the shard publish only heads earlier than the one there, so no event set it right. A round
-// in which the subscription was lost (a loaded machine can leave its pings unanswered for two
-// periods) re-reads the shard for that reason, and proves nothing: it is tried again.
-func TestReceiveFloorFindsWhatNoEventTold(t *testing.T) {
-	t.Parallel()
-	s := startServer(t)
-	ctx := testCtx(t, time.Minute)
-	var log logBuffer
-	const recheck = time.Second
-	q := openQueue(t, singleClient(t, s.Addr), WithShards(1), WithRecheck(recheck), WithLogger(log.logger()))
-	ts := q.topic("t")
-	for round := 1; ; round++ {
-		if round > 5 {
-			t.Fatal("the subscription was lost in each of 5 rounds")
-		}
-		ts.mu.Lock()
-		told := ts.events + 2
-		ts.mu.Unlock()
-		id, err := q.Put(ctx, queue.Message{Topic: "t"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The Put's reply and its event have told of it (each counts); then the process forgets it.
-		testwait.Until(t, ctx, "the Put's event", func() bool {
-			ts.mu.Lock()
-			defer ts.mu.Unlock()
-			return ts.events >= told
-		})
-		ts.mu.Lock()
-		ts.heads[0] = headNone
-		ts.mu.Unlock()
-		lost := metricOf(t, q, "redis_pubsub_reconnects_total")
-		start := time.Now()
-		ds, err := q.Receive(ctx, "t", 1, time.Minute)
-		if err != nil {
-			t.Fatalf("Receive with the shard's head forgotten: %v (no re-read in a minute)", err)
-		}
-		if err := q.Ack(ctx, ds[0].Receipt); err != nil {
-			t.Fatal(err)
-		}
-		if metricOf(t, q, "redis_pubsub_reconnects_total") != lost {
-			t.Logf("round %d: the subscription was lost meanwhile; again", round)
-			continue
-		}
-		if ds[0].ID != id {
-			t.Fatalf("received %q; want %q", ds[0].ID, id)
-		}
-		if waited := time.Since(start); waited < recheck/2 {
-			t.Fatalf("received after %v, before a re-read: the head was not forgotten (the test's premise)", waited)
-		}
-		if !strings.Contains(log.String(), "no event told of") {
-			t.Fatalf("the re-read's find is not in the log:\n%s", log.String())
-		}
-		return
 	}
 }
