@@ -16,7 +16,9 @@ import (
 
 // A workload puts messages and receives and acks them from several goroutines, and records what
 // it must check: every message whose Put returned nil is delivered, none before its due time, and
-// none after an Ack of it returned nil.
+// none after an Ack of it returned nil. An Ack whose outcome is unknown (its master killed before it
+// answered) may have taken effect: the messages it carried come again only if it did not, so a
+// message delivered whose last Ack was such counts as acked unless it comes again.
 type workload struct {
 	t          *testing.T
 	prod, cons *Queue
@@ -28,6 +30,7 @@ type workload struct {
 		put     map[string]time.Time // acknowledged puts and their due times
 		acked   map[string]bool
 		ackedAt map[string]time.Time
+		unsure  map[string]bool // delivered, and the Ack since its last delivery had no answer
 		seq     int
 	}
 	puts, failedPuts atomic.Int64
@@ -41,6 +44,7 @@ func newWorkload(t *testing.T, prod, cons *Queue) *workload {
 	w.mu.put = make(map[string]time.Time)
 	w.mu.acked = make(map[string]bool)
 	w.mu.ackedAt = make(map[string]time.Time)
+	w.mu.unsure = make(map[string]bool)
 	return w
 }
 
@@ -106,6 +110,7 @@ func (w *workload) run(ctx context.Context, stopPuts <-chan struct{}, producers,
 						w.t.Errorf("%q delivered %v after an Ack of it returned nil", d.ID, now.Sub(w.mu.ackedAt[d.ID]))
 						w.violations.Add(1)
 					}
+					delete(w.mu.unsure, d.ID) // it came again: that Ack did not take effect
 					receipts = append(receipts, d.Receipt)
 				}
 				w.mu.Unlock()
@@ -127,7 +132,13 @@ func (w *workload) run(ctx context.Context, stopPuts <-chan struct{}, producers,
 						}
 					}
 				default:
-					continue // the outcome is unknown: the messages may come again
+					// The outcome is unknown: the messages come again unless the Ack took effect.
+					w.mu.Lock()
+					for _, d := range ds {
+						w.mu.unsure[d.ID] = true
+					}
+					w.mu.Unlock()
+					continue
 				}
 				w.mu.Lock()
 				for _, d := range ds {
@@ -156,13 +167,28 @@ func (w *workload) await(ctx context.Context, n int64) {
 	}
 }
 
-// drained reports how many acknowledged puts are not acked yet.
+// pending reports how many acknowledged puts are not acked yet, not counting those whose last
+// Ack had no answer (which took effect if they do not come again).
 func (w *workload) pending() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0
 	for id := range w.mu.put {
-		if !w.mu.acked[id] {
+		if !w.mu.acked[id] && !w.mu.unsure[id] {
+			n++
+		}
+	}
+	return n
+}
+
+// unsure reports how many acknowledged puts were delivered and not acked, and did not come again
+// after an Ack of them had no answer.
+func (w *workload) unsure() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := 0
+	for id := range w.mu.put {
+		if !w.mu.acked[id] && w.mu.unsure[id] {
 			n++
 		}
 	}
@@ -196,9 +222,9 @@ func (w *workload) finish(cancel context.CancelFunc, within time.Duration) {
 			ts.mu.Unlock()
 		}
 	}
-	w.t.Logf("%d puts (%d failed, %.2f%% succeeded), %d acknowledged, %d deliveries",
+	w.t.Logf("%d puts (%d failed, %.2f%% succeeded), %d acknowledged, %d deliveries, %d taken as acked by an Ack that had no answer",
 		w.puts.Load(), w.failedPuts.Load(), 100*float64(w.puts.Load()-w.failedPuts.Load())/float64(max(w.puts.Load(), 1)),
-		len(w.mu.put), w.deliveries.Load())
+		len(w.mu.put), w.deliveries.Load(), w.unsure())
 }
 
 // idsOn returns n chosen IDs whose home shards are on master m.
