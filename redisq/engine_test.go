@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -448,6 +450,105 @@ func TestPubSubConnectionsKilled(t *testing.T) {
 	}
 	if consumer.metrics.reconnects.Load() == 0 {
 		t.Fatal("the consumer noticed no lost subscription")
+	}
+}
+
+// TestEventCountGoesBack makes every shard's event count go back, as a failover does when the
+// replica that takes over had not received its master's last writes, and makes the process
+// subscribe again (which a failover does too), while a Receive waits: the process takes the
+// shards' replies as they are again and waits, idle, rather than asking at once for ever, and a
+// message put afterwards is delivered. Before, every later reply looked older than the counts
+// seen before, and an idle process sent Redis some 40,000 commands a second.
+func TestEventCountGoesBack(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	rdb := singleClient(t, s.Addr)
+	ctx := testCtx(t, time.Minute)
+	q := openQueue(t, singleClient(t, s.Addr), WithShards(4))
+	counts := func() []int64 {
+		out := make([]int64, len(q.shards))
+		for i := range out {
+			v, err := rdb.HGet(ctx, q.lay.metaKey(i), "ver").Int64()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				t.Fatal(err)
+			}
+			out[i] = v
+		}
+		return out
+	}
+	// Messages through every shard until each count is past what it goes back by.
+	const back = 3
+	for slices.Min(counts()) < back {
+		if _, err := q.Put(ctx, queue.Message{Topic: "t"}); err != nil {
+			t.Fatal(err)
+		}
+		receiveN(t, ctx, q, "t", 1)
+	}
+	got := make(chan []queue.Delivery, 1)
+	go func() {
+		ds, err := q.Receive(ctx, "t", 1, time.Minute)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ds
+	}()
+	testwait.Until(t, ctx, "the process to see every shard's count", func() bool {
+		c := counts()
+		for i, sh := range q.shards {
+			if sh.version() != c[i] {
+				return false
+			}
+		}
+		return true
+	})
+	for i := range q.shards {
+		if err := rdb.HIncrBy(ctx, q.lay.metaKey(i), "ver", -back).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Result(); err != nil || n < 1 {
+		t.Fatalf("CLIENT KILL TYPE pubsub: %d, %v; want the process's connection", n, err)
+	}
+	testwait.Until(t, ctx, "the process to subscribe again", func() bool {
+		return q.metrics.reconnects.Load() > 0 && subscribers(t, ctx, rdb) >= 1
+	})
+	testwait.Until(t, ctx, "the process to take the shards' counts as they are", func() bool {
+		c := counts()
+		for i, sh := range q.shards {
+			if sh.version() != c[i] {
+				return false
+			}
+		}
+		return true
+	})
+	// Idle now: what it sends is its pings and rechecks, a few commands a second at most (the
+	// README's idle figure is 8 a second for a whole deployment), not a round trip after another.
+	processed := func() int64 {
+		info, err := rdb.Info(ctx, "stats").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(info, "\r\n") {
+			if v, ok := strings.CutPrefix(l, "total_commands_processed:"); ok {
+				n, _ := strconv.ParseInt(v, 10, 64)
+				return n
+			}
+		}
+		t.Fatal("INFO stats: no total_commands_processed")
+		return 0
+	}
+	const window = 2 * time.Second
+	before := processed()
+	time.Sleep(window)
+	if n := processed() - before - 1; n > 50 {
+		t.Errorf("an idle process sent Redis %d commands in %v after its shards' counts went back", n, window)
+	}
+	id, err := q.Put(ctx, queue.Message{Topic: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ds := <-got; len(ds) != 1 || ds[0].ID != id {
+		t.Fatalf("the waiting Receive got %v; want %q", ds, id)
 	}
 }
 

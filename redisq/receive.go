@@ -355,6 +355,8 @@ func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis 
 			args = append(args, newToken())
 		}
 	}
+	sh := q.shards[s]
+	sent := sh.version()
 	start := time.Now()
 	v, err := receiveScript.Run(ctx, q.rdb, q.lay.keys(s), q.withStamp(args...)...).Slice()
 	q.metrics.observeScript(time.Since(start))
@@ -396,8 +398,7 @@ func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis 
 		ts.mu.Unlock()
 		head = now
 	}
-	sh := q.shards[s]
-	fresh := sh.observe(ver)
+	fresh := sh.observeReply(ver, sent)
 	ts.setHead(q, s, head, fresh)
 	sh.learn(fresh, wsec, wcount, lms, more == 1)
 	var out []queue.Delivery

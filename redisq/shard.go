@@ -69,11 +69,42 @@ func newShard(q *Queue, i int) *shard {
 	return s
 }
 
-// observe records an event count from a reply or an event and reports whether it is the latest
-// seen, so that what a reply says may replace what events said.
+// observe records an event count from an event and reports whether it is the latest seen.
 func (s *shard) observe(ver int64) (fresh bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	fresh = ver >= s.mu.lastVer
+	if ver > s.mu.lastVer {
+		s.mu.lastVer = ver
+	}
+	return fresh
+}
+
+// version returns the latest event count seen, to give observeReply with the reply of a script
+// sent now.
+func (s *shard) version() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.lastVer
+}
+
+// observeReply records the event count ver of a script's reply, sent when the latest count seen
+// was sent, and reports whether it is the latest seen, so that what the reply says may replace
+// what events said. A reply older than an event is normal (the event's script ran after the
+// reply's, and its event came first), but not older than what was seen before the script was
+// sent: the shard's count went back, which happens when its master is replaced by a replica that
+// had not received the last writes (a failover). What was seen before is then another history,
+// and the reply starts the count again: compared with counts that Redis will not reach again,
+// every later reply would be taken for an old one, and a receiver that asks while it does not
+// know the shard's head would ask again at once, forever (an idle process sent Redis 40,000
+// commands a second after its shards' counts went back by 3).
+func (s *shard) observeReply(ver, sent int64) (fresh bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ver < sent {
+		s.mu.lastVer = ver
+		return true
+	}
 	fresh = ver >= s.mu.lastVer
 	if ver > s.mu.lastVer {
 		s.mu.lastVer = ver
@@ -362,6 +393,7 @@ func (s *shard) tick(ctx context.Context, lk *redislock.Lock, wcount int64) erro
 	}
 	for {
 		args := append(q.cfgArgs(), token, owner, leadMs, tickBudget)
+		sent := s.version()
 		start := time.Now()
 		v, err := tickScript.Run(ctx, q.rdb, q.lay.lockedKeys(s.i), q.withStamp(args...)...).Slice()
 		q.metrics.observeScript(time.Since(start))
@@ -388,7 +420,7 @@ func (s *shard) tick(ctx context.Context, lk *redislock.Lock, wcount int64) erro
 		q.clock.observe(now)
 		q.metrics.ticks.Add(1)
 		q.metrics.promoted.Add(uint64(moved))
-		fresh := s.observe(ver)
+		fresh := s.observeReply(ver, sent)
 		s.mu.Lock()
 		if fresh {
 			s.mu.wsec, s.mu.wcount, s.mu.lms = wsec, wc, lms
@@ -417,6 +449,7 @@ func (s *shard) peek(ctx context.Context) error {
 	for i, n := range names {
 		args[i] = n
 	}
+	sent := s.version()
 	v, err := peekScript.Run(ctx, q.rdb, q.lay.lockedKeys(s.i), q.withStamp(args...)...).Slice()
 	if err != nil {
 		return fmt.Errorf("peek: %w", err)
@@ -427,7 +460,7 @@ func (s *shard) peek(ctx context.Context) error {
 	num := func(i int) int64 { n, _ := v[i].(int64); return n }
 	q.clock.observe(num(0))
 	q.metrics.peeks.Add(1)
-	fresh := s.observe(num(1))
+	fresh := s.observeReply(num(1), sent)
 	for i, name := range names {
 		q.topic(name).setHead(q, s.i, num(6+i), fresh)
 	}
