@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tockwheel/tock/internal/redistest"
 	"github.com/tockwheel/tock/queue"
 	"github.com/tockwheel/tock/redislock"
 )
@@ -134,10 +135,27 @@ const helperPatience = time.Minute
 
 // TestConsumerProcessDies has consumers in child processes that crash while they hold a message:
 // it is delivered again once each lease runs out, not before, and after the maximum number of
-// failed deliveries it is a dead letter.
+// failed deliveries it is a dead letter. Between the crashes this process looks, and finds nothing
+// while the dead consumer's lease surely lasts; if its look runs into the lease's last millisecond
+// (Redis counts leases in whole milliseconds of its own clock) and it gets the message itself,
+// that is not early, but the second crash did not happen: it tries again with a new message.
 func TestConsumerProcessDies(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
+	const tries = 5
+	for try := 1; ; try++ {
+		if consumersCrash(t, s) {
+			return
+		}
+		if try == tries {
+			t.Fatalf("in %d tries, this process's look got the message at the end of the dead consumer's lease each time: the second crash never happened", tries)
+		}
+	}
+}
+
+// consumersCrash runs TestConsumerProcessDies once on a new deployment; it returns false when
+// this process got the message between the crashes, not early, so that the second did not happen.
+func consumersCrash(t *testing.T, s *redistest.Server) bool {
 	prefix := newPrefix()
 	q := openQueue(t, singleClient(t, s.Addr), append(helperOptions(), WithPrefix(prefix))...)
 	ctx := testCtx(t, 3*helperPatience)
@@ -169,18 +187,28 @@ func TestConsumerProcessDies(t *testing.T) {
 		}
 		// Nothing comes while the dead consumer's lease surely lasts (when this process gets
 		// there in time to look).
-		if left := time.Until(leased.Add(visibility)); left > 50*time.Millisecond {
-			if ds, err := q.Receive(testCtx(t, left), "t", 1, time.Minute); len(ds) != 0 || !errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("during the dead consumer's lease: %v, %v", ds, err)
-			}
-		} else {
+		left := time.Until(leased.Add(visibility))
+		if left <= 50*time.Millisecond {
 			t.Logf("attempt %d: the dead consumer's lease may have run out before this process could look", attempt)
+			continue
 		}
+		ds, err := q.Receive(testCtx(t, left), "t", 1, time.Minute)
+		if len(ds) == 0 && errors.Is(err, context.DeadlineExceeded) {
+			continue
+		}
+		// A Receive may return what it leased after its deadline, and Redis's lease ends at its
+		// whole millisecond: a delivery is early only if it came before the lease's last one.
+		if got := time.Now(); len(ds) == 1 && err == nil && !got.Before(leased.Add(visibility-time.Millisecond)) {
+			t.Logf("attempt %d: this process got the message %v after the dead consumer's Receive was called, as its lease ran out", attempt, got.Sub(leased))
+			return false
+		}
+		t.Fatalf("during the dead consumer's lease: %v, %v", ds, err)
 	}
 	dead := receiveN(t, ctx, q, "t"+queue.DeadLetterSuffix, 1)
 	if dead[0].ID != id || string(dead[0].Payload) != "crash me" {
 		t.Fatalf("dead letter %q %q", dead[0].ID, dead[0].Payload)
 	}
+	return true
 }
 
 // ownerSetup starts a helper process that owns the only shard of a deployment with messages due
