@@ -631,7 +631,9 @@ func TestOwnershipSpreads(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	prefix := newPrefix()
-	ctx := testCtx(t, 30*time.Second)
+	// A bound on a stuck test, not a time it relies on: at load 48, 30 s did not see the 400 puts
+	// and their deliveries through.
+	ctx := testCtx(t, 2*time.Minute)
 	var qs []*Queue
 	for range 3 {
 		q, err := Open(ctx, singleClient(t, s.Addr), WithPrefix(prefix), WithShards(16))
@@ -641,13 +643,28 @@ func TestOwnershipSpreads(t *testing.T) {
 		t.Cleanup(func() { q.Close() })
 		qs = append(qs, q)
 	}
+	start := time.Now()
 	for i := range 400 {
 		at := time.Now().Add(1500*time.Millisecond + time.Duration(i)*5*time.Millisecond)
 		if _, err := qs[i%3].Put(ctx, queue.Message{Topic: "t", DeliverAt: at}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	receiveN(t, ctx, qs[0], "t", 400)
+	t.Logf("400 puts took %v", time.Since(start))
+	receiving := time.Now()
+	ds, at := receiveTimed(t, ctx, qs[0], "t", 400)
+	t.Logf("putting and receiving them took %v", time.Since(start))
+	// However slow the machine, none waits as long as a lost announcement would (the recheck
+	// period, DefaultRecheck): that would be a process that missed a shard's messages.
+	for i, d := range ds {
+		from := d.DeliverAt
+		if receiving.After(from) {
+			from = receiving
+		}
+		if late := at[i].Sub(from); late >= DefaultRecheck/2 {
+			t.Errorf("%q received %v after it was due (or, if later, after the receiving began)", d.ID, late)
+		}
+	}
 	var took []uint64
 	var total uint64
 	for _, q := range qs {
