@@ -3,6 +3,8 @@ package delayq
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"github.com/tockwheel/tock/delayq/internal/format"
@@ -116,6 +118,59 @@ func TestForgedReceiptIsRefused(t *testing.T) {
 			t.Fatalf("the real receipts: %v", err)
 		}
 	})
+}
+
+// TestHMACReceiptStillVerifies: receipts of version 1, whose MAC was HMAC-SHA256 under the
+// secret, were issued before version 2's AES tag; one issued before an upgrade is still
+// accepted by Ack (and Nack), before and after its message is done, and one with a MAC that is
+// not the secret's is refused, as is a version 1 receipt carrying a version 2 tag.
+func TestHMACReceiptStillVerifies(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		q := open(t, t.TempDir())
+		q.Put(ctx, Message{Topic: "t"})
+		q.Put(ctx, Message{Topic: "t"})
+		v1 := func(receipt string, key []byte) string {
+			b, err := receiptEncoding.DecodeString(receipt)
+			if err != nil || len(b) != receiptBytes || b[0] != receiptVersion {
+				t.Fatalf("receipt %q: %v, version %d", receipt, err, b[0])
+			}
+			b[0] = receiptHMACVersion
+			m := hmac.New(sha256.New, key)
+			m.Write(b[:17])
+			copy(b[17:], m.Sum(nil))
+			return receiptEncoding.EncodeToString(b)
+		}
+		acked := receiveOne(t, q, "t", time.Second, time.Minute)
+		nacked := receiveOne(t, q, "t", time.Second, time.Minute)
+		old := v1(acked.Receipt, q.secret[:])
+		for _, forged := range []string{
+			v1(acked.Receipt, []byte("not the secret")),
+			receiptEncoding.EncodeToString(append([]byte{receiptHMACVersion}, must(receiptEncoding.DecodeString(acked.Receipt))[1:]...)),
+		} {
+			if err := q.Ack(ctx, forged); !errors.Is(err, ErrUnknownReceipt) {
+				t.Fatalf("Ack(%q) = %v, want ErrUnknownReceipt", forged, err)
+			}
+		}
+		if err := q.Nack(ctx, v1(nacked.Receipt, q.secret[:]), time.Hour); err != nil {
+			t.Fatalf("Nack of a version 1 receipt: %v", err)
+		}
+		for range 2 { // done, and again
+			if err := q.Ack(ctx, old); err != nil {
+				t.Fatalf("Ack of a version 1 receipt: %v", err)
+			}
+		}
+		if st := q.Snapshot(); st.Acked != 1 || st.Nacked != 1 || st.Leased != 0 {
+			t.Fatalf("after the acks: %+v", st)
+		}
+	})
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }
 
 // TestAckIsIdempotentAcrossRestarts is the regression test of acks remembered only in memory: a

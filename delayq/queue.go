@@ -2,6 +2,7 @@ package delayq
 
 import (
 	"context"
+	"crypto/cipher"
 	crand "crypto/rand"
 	"errors"
 	"fmt"
@@ -49,9 +50,11 @@ type Queue struct {
 	moving map[wal.Pos]*entry
 	// leaseRand draws lease numbers: a ChaCha8 generator seeded from crypto/rand at Open.
 	leaseRand *rand.ChaCha8
-	// secret is the key of the receipts' MACs (see receipt.go), read or made at Open.
-	secret [32]byte
-	macs   sync.Pool // of hash.Hash: HMAC-SHA256 keyed with secret
+	// secret is the key of the receipts' MACs (see receipt.go), read or made at Open; tags is
+	// the block cipher of their tags, under a key derived from it.
+	secret         [32]byte
+	tags           cipher.Block
+	receiptScratch receiptScratch // under mu
 	// encoded is the buffer records are encoded into before they are appended (see records.go).
 	encoded []byte
 	// awaited is set by a call that waits for what it appends to be durable as soon as it has
