@@ -141,6 +141,7 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 	}
 	var failed []ReceiptError
 	var end wal.Pos
+	q.awaited = true // waitDurable below commits the records
 	for _, r := range receipts {
 		e, done, err := q.leasedLocked(r)
 		if err != nil {
@@ -154,10 +155,12 @@ func (q *Queue) Ack(ctx context.Context, receipts ...string) error {
 		q.stats.acked++
 		e.t.acks++ // before the ack forgets e, and maybe its topic
 		if end, err = q.commitLocked(&format.Record{Kind: format.KindAck, Target: e.origin}, nil); err != nil {
+			q.awaited = false
 			q.mu.Unlock()
 			return err
 		}
 	}
+	q.awaited = false
 	q.mu.Unlock()
 	if end != 0 {
 		if err := q.waitDurable(end); err != nil {
