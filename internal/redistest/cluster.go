@@ -453,6 +453,15 @@ func (m *SlotMigration) Finish() {
 	m.MoveKeys()
 	ctx, cancel := context.WithTimeout(context.Background(), clusterTimeout)
 	defer cancel()
+	// The new master's claim must outrank the old one's: a node yields a slot to another that
+	// claims it with a greater config epoch, and gossip from the old master sent before it was
+	// told can reach the new one after. Seen once at load 24: after the SETSLOTs the new master,
+	// at config epoch 1, no longer served the slot, and in its view the old one, at epoch 2, did,
+	// while the others saw the new master serve it; the cluster never agreed. BUMPEPOCH first
+	// gives the new master the greatest epoch.
+	if err := m.to.admin.Do(ctx, "CLUSTER", "BUMPEPOCH").Err(); err != nil {
+		m.c.t.Fatalf("redistest: bump the config epoch of %s: %v", m.to.Addr, err)
+	}
 	// The importing side first, so that the slot is never without an owner that accepts it.
 	owners := []*Node{m.to, m.from}
 	for _, n := range m.c.Masters() {
