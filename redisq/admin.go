@@ -36,6 +36,7 @@ func (q *Queue) Topics(ctx context.Context) ([]queue.TopicInfo, error) {
 	if err := q.usable(); err != nil {
 		return nil, err
 	}
+	sent := time.Now()
 	replies, err := q.eachShard(ctx, topicsScript, func(int) []any { return nil })
 	if err != nil {
 		return nil, fmt.Errorf("redisq: topics: %w", unavailable(err))
@@ -46,7 +47,7 @@ func (q *Queue) Topics(ctx context.Context) ([]queue.TopicInfo, error) {
 		n := int64(-1)
 		if len(v) >= 2 {
 			now, _ := v[0].(int64)
-			q.clock.observe(now)
+			q.clock.observe(now, sent)
 			n, _ = v[1].(int64)
 		}
 		if n < 0 || len(v) != 2+fields*int(n) {
@@ -105,6 +106,7 @@ func (q *Queue) Message(ctx context.Context, id string) (queue.MessageInfo, erro
 	}
 	shard := q.lay.home(id)
 	for hop := 0; hop < 2; hop++ {
+		sent := time.Now()
 		v, err := messageScript.Run(ctx, q.rdb, q.lay.keys(shard), q.withStamp(id)...).Slice()
 		if again, serr := q.afterStampErr(ctx, err); again {
 			v, err = messageScript.Run(ctx, q.rdb, q.lay.keys(shard), q.withStamp(id)...).Slice()
@@ -118,7 +120,7 @@ func (q *Queue) Message(ctx context.Context, id string) (queue.MessageInfo, erro
 			return queue.MessageInfo{}, fmt.Errorf("%w: message script replied %v", ErrProtocol, v)
 		}
 		now, _ := v[0].(int64)
-		q.clock.observe(now)
+		q.clock.observe(now, sent)
 		kind, _ := v[1].(string)
 		switch kind {
 		case "none":

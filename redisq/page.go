@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tockwheel/tock/queue"
 )
@@ -215,6 +216,7 @@ func (q *Queue) pageOf(topic string, state queue.State, all []entry, frontier *p
 // fetch runs the list script on the shards ask, each after its last entry (or from), and appends
 // what they return to their streams.
 func (q *Queue) fetch(ctx context.Context, topic, code string, from *position, streams []*stream, ask []int) error {
+	sent := time.Now()
 	replies, err := q.onShards(ctx, listScript, ask, func(s int) []any {
 		st := streams[s]
 		var after *position
@@ -238,7 +240,7 @@ func (q *Queue) fetch(ctx context.Context, topic, code string, from *position, s
 			return fmt.Errorf("%w: list script replied %d values", ErrProtocol, len(v))
 		}
 		now, _ := v[0].(int64)
-		q.clock.observe(now)
+		q.clock.observe(now, sent)
 		got := (len(v) - 1) / 5
 		for i := 1; i < len(v); i += 5 {
 			id, _ := v[i].(string)

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +97,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Queu
 		return nil, cfg.err
 	}
 	q := &Queue{rdb: rdb, cfg: cfg, log: cfg.logger, done: make(chan struct{})}
+	q.clock.offset.Store(noOffset)
 	switch c := rdb.(type) {
 	case *redis.ClusterClient:
 		q.cluster = c
@@ -301,24 +303,54 @@ func (q *Queue) shutdown() {
 	}
 }
 
-// clock estimates the Redis server's clock from the script replies, which carry it: the offset in
-// milliseconds from this process's clock. Timers are set by it; a timer that fires early only
-// costs a script call that says when to come back.
+// clock estimates the Redis server's clock from the script replies, which carry it: a reply's
+// NOW is the server's millisecond when the script ran, some time between the call's send and the
+// reply's arrival, so it bounds the offset from this process's clock on both sides: at least NOW
+// − arrival, at most NOW + 1 ms − send. The estimate is the greatest lower bound seen, so that it
+// is never ahead of the server's clock (a timer that fires early costs a script call that says
+// when to come back) and as close to it as the fastest reply allows; taking each reply's lower
+// bound as it came, as before, put it behind by that reply's round trip, and a receiver's timer
+// fired that much late (up to 9 ms after a burst of scripts at a quiet moment). A reply whose
+// upper bound is below the estimate proves it ahead (the server's clock stepped back, a failover
+// to a server whose clock is behind, or drift): the estimate falls to that reply's lower bound.
 type clock struct {
-	offset atomic.Int64
+	offset atomic.Int64 // microseconds; noOffset until the first reply (Open sets it; 0 reads as 0)
 }
 
-func (c *clock) observe(redisMs int64) {
-	c.offset.Store(redisMs - time.Now().UnixMilli())
+// noOffset marks a clock that has observed no reply yet: it reads as this process's clock.
+const noOffset = math.MinInt64
+
+// observe takes the clock of a script's reply, redisMs, from a call sent at sent.
+func (c *clock) observe(redisMs int64, sent time.Time) {
+	lo := redisMs*1000 - time.Now().UnixMicro()
+	hi := (redisMs+1)*1000 - sent.UnixMicro()
+	for {
+		cur := c.offset.Load()
+		next := max(cur, lo)
+		if cur != noOffset && hi < cur {
+			next = lo
+		}
+		if next == cur || c.offset.CompareAndSwap(cur, next) {
+			return
+		}
+	}
 }
 
-// now returns the estimate of the Redis server's clock, in Unix milliseconds.
-func (c *clock) now() int64 { return time.Now().UnixMilli() + c.offset.Load() }
+// nowMicro returns the estimate of the Redis server's clock, in Unix microseconds.
+func (c *clock) nowMicro() int64 {
+	off := c.offset.Load()
+	if off == noOffset {
+		off = 0
+	}
+	return time.Now().UnixMicro() + off
+}
 
-// until returns how long until the Redis server's clock reads ms, rounded up.
+// now returns the estimate of the Redis server's clock, in Unix milliseconds, rounded down.
+func (c *clock) now() int64 { return c.nowMicro() / 1000 }
+
+// until returns how long until the Redis server's clock reads ms.
 func (c *clock) until(ms int64) time.Duration {
-	d := time.Duration(ms-c.now()) * time.Millisecond
-	return max(d+time.Millisecond, 0)
+	return max(time.Duration(ms*1000-c.nowMicro())*time.Microsecond, 0)
 }
 
 // errClosedWrap is the error of a call interrupted by Close.

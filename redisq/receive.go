@@ -390,7 +390,7 @@ func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis 
 		nums[i], _ = v[i].(int64)
 	}
 	now, ver, head, wsec, wcount, lms, more := nums[0], nums[1], nums[2], nums[3], nums[4], nums[5], nums[6]
-	q.clock.observe(now)
+	q.clock.observe(now, start)
 	if head == -2 {
 		// Limited: ask for permits, at once.
 		ts.mu.Lock()

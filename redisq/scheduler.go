@@ -178,6 +178,7 @@ func (s *schedShard) step() (act int64, more bool, err error) {
 	q := s.q
 	ctx, cancel := context.WithTimeout(context.Background(), actTimeout)
 	defer cancel()
+	sent := time.Now()
 	v, err := schedDueScript.Run(ctx, q.rdb, q.lay.keys(s.i), q.withStamp(schedBudget)...).Slice()
 	if err != nil {
 		if q.cluster != nil && rediskit.Reloads(err) {
@@ -194,7 +195,7 @@ func (s *schedShard) step() (act int64, more bool, err error) {
 	nowMs, _ := v[0].(int64)
 	act, _ = v[1].(int64)
 	m, _ := v[2].(int64)
-	q.clock.observe(nowMs)
+	q.clock.observe(nowMs, sent)
 	now := time.UnixMilli(nowMs)
 	args := []any{"fire", 0}
 	k := 0

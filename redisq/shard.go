@@ -417,7 +417,7 @@ func (s *shard) tick(ctx context.Context, lk *redislock.Lock, wcount int64) erro
 			nums[i], _ = v[i].(int64)
 		}
 		now, ver, wsec, wc, lms, more, moved := nums[0], nums[1], nums[2], nums[3], nums[4], nums[5], nums[6]
-		q.clock.observe(now)
+		q.clock.observe(now, start)
 		q.metrics.ticks.Add(1)
 		q.metrics.promoted.Add(uint64(moved))
 		fresh := s.observeReply(ver, sent)
@@ -449,7 +449,7 @@ func (s *shard) peek(ctx context.Context) error {
 	for i, n := range names {
 		args[i] = n
 	}
-	sent := s.version()
+	sent, sentAt := s.version(), time.Now()
 	v, err := peekScript.Run(ctx, q.rdb, q.lay.lockedKeys(s.i), q.withStamp(args...)...).Slice()
 	if err != nil {
 		return fmt.Errorf("peek: %w", err)
@@ -458,7 +458,7 @@ func (s *shard) peek(ctx context.Context) error {
 		return fmt.Errorf("%w: peek script replied %v", ErrProtocol, v)
 	}
 	num := func(i int) int64 { n, _ := v[i].(int64); return n }
-	q.clock.observe(num(0))
+	q.clock.observe(num(0), sentAt)
 	q.metrics.peeks.Add(1)
 	fresh := s.observeReply(num(1), sent)
 	for i, name := range names {

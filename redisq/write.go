@@ -383,6 +383,7 @@ type call struct {
 	keys   []string
 	args   []any
 	cmd    *redis.Cmd
+	sent   time.Time // when its pipeline was sent: the reply's clock is after it
 }
 
 // flush sends reqs to n in one pipeline and completes or retries each.
@@ -442,6 +443,7 @@ func (w *writer) flush(n *node, reqs []*request) {
 	start := time.Now()
 	_, perr := n.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range calls {
+			c.sent = start
 			c.cmd = c.script.EvalSha(ctx, p, c.keys, q.withStamp(c.args...)...)
 		}
 		if need > 0 {
@@ -619,7 +621,7 @@ func (w *writer) dispatch(c *call) {
 	}
 	now, _ := v[0].(int64)
 	ver, _ := v[1].(int64)
-	w.q.clock.observe(now)
+	w.q.clock.observe(now, c.sent)
 	rest := v[2:]
 	for _, r := range c.reqs {
 		r.now, r.ver = now, ver
