@@ -1,6 +1,7 @@
 package redisq
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -287,9 +288,14 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 // round trip, not one per shard, which is what a burst due in every shard at the same instant
 // waits for (1,000 fires of one second over 16 shards took a consumer 16 round trips, in the
 // same order as every other consumer of the process). While max is not reached, it asks again the
-// shards that gave their whole share (they may have more), and those it did not ask yet; a shard
-// that failed is not asked again. It returns an error only when it leased nothing and every shard
-// it asked failed.
+// shards that gave their whole share and still have messages due by their reply, and those it did
+// not ask yet, earliest head first, as long as one of them has a message due before the latest it
+// leased. When none has (a burst due in the
+// same millisecond: every share is met, and other consumers empty the shards meanwhile), it
+// returns what it leased rather than hold it for another round trip, which mostly found nothing
+// and made the messages of the first round (489 of 500 for 1,000 fires of one second) 5 to 10 ms
+// later. A shard that failed is not asked again. It returns an error only when it leased nothing
+// and every shard it asked failed.
 func (q *Queue) receiveDue(ctx context.Context, ts *topicState, due []int, max int, vis int64) ([]queue.Delivery, error) {
 	var out []queue.Delivery
 	var lastErr error
@@ -318,7 +324,7 @@ func (q *Queue) receiveDue(ctx context.Context, ts *topicState, due []int, max i
 			}
 			wg.Wait()
 		}
-		var next []int
+		var full []int
 		for i, r := range res {
 			out = append(out, r.ds...)
 			switch {
@@ -326,11 +332,35 @@ func (q *Queue) receiveDue(ctx context.Context, ts *topicState, due []int, max i
 				lastErr = r.err
 				failed++
 			case len(r.ds) == share(i):
-				next = append(next, ask[i])
+				full = append(full, ask[i])
 			}
 		}
 		asked += len(ask)
-		due = append(next, due[len(ask):]...)
+		var latest int64
+		for _, d := range out {
+			if ms := d.DeliverAt.UnixMilli(); ms > latest {
+				latest = ms
+			}
+		}
+		ts.mu.Lock()
+		now := q.clock.now()
+		var next []int
+		for _, s := range full {
+			if ts.heads[s] <= now {
+				next = append(next, s)
+			}
+		}
+		next = append(next, due[len(ask):]...)
+		slices.SortStableFunc(next, func(a, b int) int { return cmp.Compare(ts.heads[a], ts.heads[b]) })
+		earlier := len(out) == 0
+		for _, s := range next {
+			earlier = earlier || ts.heads[s] < latest
+		}
+		ts.mu.Unlock()
+		if !earlier {
+			break
+		}
+		due = next
 	}
 	if len(out) == 0 && failed > 0 && failed == asked {
 		return nil, lastErr

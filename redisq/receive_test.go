@@ -103,44 +103,64 @@ func TestReceiveAsksDueShardsAtOnce(t *testing.T) {
 }
 
 // TestReceiveSharesMaxOverShards receives a burst due in every shard with max below it: each
-// Receive leases exactly max (the shards asked at once share it, and those that gave their whole
-// share are asked again for the rest), none twice, and the last takes what is left.
+// Receive leases at most max and at least one (the shards asked at once share it, and those that
+// gave their whole share are asked again, earliest head first, while one of them has a message due
+// before the latest leased), none twice, earliest due first; the last takes what is left. With as
+// many due as max, unevenly over the shards, what one Receive leaves is due no earlier than what
+// it took, so that Receives one after another deliver in due order.
 func TestReceiveSharesMaxOverShards(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	ctx := testCtx(t, time.Minute)
 	q := openQueue(t, singleClient(t, s.Addr), WithShards(16))
-	putAcrossShards(t, ctx, q, "t", 160)
-	seen := make(map[string]bool)
-	for _, c := range []struct{ max, want int }{{1, 1}, {10, 10}, {100, 100}, {1000, 49}} {
-		ds, err := q.Receive(ctx, "t", c.max, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ds) != c.want {
-			t.Errorf("Receive of up to %d leased %d; want %d", c.max, len(ds), c.want)
-		}
-		for _, d := range ds {
-			if seen[d.ID] {
-				t.Errorf("%q leased twice", d.ID)
+	// receive receives from topic until n have come, up to max at a time (the first max first),
+	// and checks each batch's order, and across batches too when across is set.
+	receive := func(topic string, n int, across bool, max ...int) {
+		seen := make(map[string]bool)
+		var latest time.Time
+		for k := 0; len(seen) < n; k++ {
+			m := max[min(k, len(max)-1)]
+			ds, err := q.Receive(ctx, topic, m, time.Minute)
+			if err != nil {
+				t.Fatal(err)
 			}
-			seen[d.ID] = true
+			if len(ds) == 0 || len(ds) > m {
+				t.Fatalf("Receive of up to %d leased %d", m, len(ds))
+			}
+			for _, d := range ds {
+				if seen[d.ID] {
+					t.Fatalf("%q leased twice", d.ID)
+				}
+				seen[d.ID] = true
+				if d.DeliverAt.Before(latest) {
+					t.Fatalf("%q, due %v, leased by Receive %d after one due at %v", d.ID, d.DeliverAt, k, latest)
+				}
+				latest = d.DeliverAt
+			}
+			if !across {
+				latest = time.Time{}
+			}
 		}
 	}
+	// The process learns each shard's head from the puts' events once it has receivers for the
+	// topic (before, every head is unknown, and a Receive of one asks the first shard).
+	known := func(topic string) {
+		short, cancel := context.WithTimeout(ctx, time.Millisecond)
+		defer cancel()
+		_, _ = q.Receive(short, topic, 1, time.Minute)
+	}
+	known("t")
+	putAcrossShards(t, ctx, q, "t", 160)
+	receive("t", 160, false, 1, 10, 100, 1000)
 	// As many due as max, unevenly over the shards (some have more than their share of max, more
-	// of them than the rest of max): one Receive takes them all. Before, the second round asked
-	// only as many of the shards left as messages were left to take, and the others waited for the
-	// next Receive (TestConformanceCluster/OrderByDueTime saw 20 due taken in two).
+	// of them than the rest of max): the Receives take them in due order. Before 00c566a's
+	// second round the shards left waited for the next Receive whatever they held
+	// (TestConformanceCluster/OrderByDueTime saw 20 due taken in two out of order).
 	for _, n := range []int{17, 20, 23, 31, 40} {
 		topic := fmt.Sprintf("u%d", n)
-		per := putAcrossShards(t, ctx, q, topic, n)
-		ds, err := q.Receive(ctx, topic, n, time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(ds) != n {
-			t.Errorf("Receive of up to %d with %d due over the shards (%v) leased %d", n, n, per, len(ds))
-		}
+		known(topic)
+		putAcrossShards(t, ctx, q, topic, n)
+		receive(topic, n, true, n)
 	}
 }
 
@@ -183,6 +203,107 @@ func TestReceiveGoesOnPastAFailingShard(t *testing.T) {
 		}
 		if q.lay.home(ds[0].ID) == 0 {
 			t.Fatalf("Receive delivered %q, of shard 0, whose scripts fail", ds[0].ID)
+		}
+	}
+}
+
+// countReceives is a go-redis hook that counts the receive scripts sent.
+type countReceives struct {
+	passHook
+	n atomic.Int32
+}
+
+func (h *countReceives) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if runsScriptOf(cmd, receiveScript.Hash()) {
+			h.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestReceiveReturnsABurstOfOneInstantAfterOneRound receives a burst due in the same millisecond
+// in every shard, unevenly, with max below it and above what one round can lease (some shards
+// hold less than their share of max, others more): the Receive returns what its one round of
+// scripts leased, since nothing it leaves is due earlier than what it took, and the next takes the
+// rest. Before, it asked the shards that gave their whole share again: with several consumers
+// those were mostly emptied meanwhile, and the messages of the first round waited for the second
+// (1,000 fires of one second over three tockds and four consumers: 5 to 10 ms).
+func TestReceiveReturnsABurstOfOneInstantAfterOneRound(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, time.Minute)
+	h := &countReceives{}
+	rdb := singleClient(t, s.Addr)
+	rdb.AddHook(h)
+	const shards, max = 16, 160
+	q := openQueue(t, rdb, WithShards(shards))
+	// Due in the same millisecond (a due time in the past would be the put's).
+	at := time.Now().Add(time.Second).Truncate(time.Millisecond)
+	// 4, 12 or 20 messages in each shard, around the share of 10.
+	per, n, total := make([]int, shards), 0, 0
+	for s := range shards {
+		total += 4 + s%3*8
+	}
+	var batch []queue.Message
+	for i := 0; n < total; i++ {
+		id := fmt.Sprintf("b-%d", i)
+		s := q.lay.home(id)
+		if per[s] == 4+s%3*8 {
+			continue
+		}
+		batch = append(batch, queue.Message{ID: id, Topic: "b", DeliverAt: at})
+		per[s]++
+		n++
+	}
+	// At once, so that they are put before their due time (PutBatch would put them in one shard).
+	errs := make(chan error, len(batch))
+	for _, m := range batch {
+		go func() {
+			_, err := q.Put(ctx, m)
+			errs <- err
+		}()
+	}
+	for range batch {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	share, want, over := max/shards, 0, false
+	for _, c := range per {
+		want += min(c, share)
+		over = over || c > share
+	}
+	if want >= max || !over {
+		t.Fatalf("premise: the shards hold %v; one round of shares of %d should lease less than %d and leave some", per, share, max)
+	}
+	time.Sleep(time.Until(at))
+	seen := make(map[string]bool)
+	ds, err := q.Receive(ctx, "b", max, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		if !d.DeliverAt.Equal(at) {
+			t.Fatalf("%q is due at %v, not at %v with the others", d.ID, d.DeliverAt, at)
+		}
+	}
+	if len(ds) != want || h.n.Load() != shards {
+		t.Errorf("the first Receive of up to %d leased %d with %d receive scripts; want %d with one per shard (%d)", max, len(ds), h.n.Load(), want, shards)
+	}
+	for _, d := range ds {
+		seen[d.ID] = true
+	}
+	for len(seen) < n {
+		ds, err := q.Receive(ctx, "b", max, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range ds {
+			if seen[d.ID] {
+				t.Fatalf("%q leased twice", d.ID)
+			}
+			seen[d.ID] = true
 		}
 	}
 }
