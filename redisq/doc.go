@@ -241,10 +241,18 @@
 // (peek) whenever its subscription was re-established (Redis also drops the sharded
 // subscriptions of a slot that moved), and pings each subscription that was quiet for a
 // WithRecheck period (30 s by default): a reply proves nothing was lost on that connection, and
-// no reply within another period makes it subscribe again. An idle deployment thus costs Redis one
-// PING per subscription per period (one subscription per process on one server, one per shard
-// per process on a cluster), and no other command while no message comes due: owners let their
-// shards go (see Ownership).
+// no reply within another period makes it subscribe again. A lost event that leaves no trace (a
+// process believes a shard has nothing ready of a topic while it has, and the shard's later
+// events tell only of heads earlier than the one there) has a floor too: the schedule driver's
+// read of each shard, at least once a period (see Schedules), also returns the heads of the
+// topics this process has Receives waiting on, and lowers what the process knows to them (a
+// message found so, due more than a period before the read, is logged as a warning: a defect).
+// An idle deployment thus costs Redis, per period, one PING per subscription (one subscription
+// per process on one server, one per shard per process on a cluster) and, per process and shard,
+// one scheddue script of five commands (EVALSHA, the stamp's HGET, TIME, two ZRANGEBYSCORE), one
+// more per topic waited on: with three processes, 16 shards and the default period, 8 commands a
+// second, 9.6 with Receives waiting on one topic; and no other command while no message comes
+// due: owners let their shards go (see Ownership).
 //
 // # Events
 //
@@ -327,7 +335,8 @@
 // zone database. A process acts on a shard in two scripts: scheddue (read-only) returns the
 // schedules whose act time has come by Redis's clock (and, for an OverlapSkip schedule, whether
 // its latest fire still waits: then the times that came are skipped, whenever the second script
-// runs); the process plans each from that clock
+// runs), and the heads of the topics the caller has Receives waiting on (the receivers' floor,
+// see Timing); the process plans each from that clock
 // and sends the schedule script's fire operation, which, for each schedule whose version and
 // next are still those it planned from, puts the fires (through the same steps as a Put) and
 // records the new next and act time, atomically. A plan from a stale read is refused whole, so a

@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tockwheel/tock"
@@ -47,6 +48,8 @@ type topicState struct {
 	// events counts the events of the topic applied, so that a permit's wait set after an event
 	// that came meanwhile is not kept.
 	events uint64
+	// waiting counts the Receives waiting on wake (see floorHead).
+	waiting atomic.Int32
 }
 
 // topic returns the state of a topic, making it (with every head unknown) on first use.
@@ -91,6 +94,55 @@ func (q *Queue) topicHeadAtMost(topic string, shard int, ms, ver int64) {
 		ts.wake = make(chan struct{})
 	}
 	ts.mu.Unlock()
+}
+
+// waitedTopics returns the topics that Receives of this process wait on.
+func (q *Queue) waitedTopics() []string {
+	q.topics.Lock()
+	defer q.topics.Unlock()
+	var out []string
+	for name, ts := range q.topics.m {
+		if ts.waiting.Load() > 0 {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// floorHead is the receivers' floor: it lowers the head of topic in shard to head (-1: none), the
+// due time of the topic's earliest ready message as the schedule driver's periodic read of the
+// shard found it at Redis time nowMs, when this process knew of none so early. That read runs at
+// least every recheck period (WithRecheck) while the process is open, and names the topics that
+// Receives wait on: a process that came to believe wrongly that a shard has nothing ready of a
+// topic (as a lost event would make it) would otherwise wait for good, since the events of the
+// shard's later messages tell only of heads earlier than the one there. Its cost is a command per
+// shard and topic waited on in each of those reads (an idle deployment of three processes and 16
+// shards reads each shard every 30 s: about 0.5 commands a second per process and topic), not a
+// receive script per receiver and shard (the floor of 9651c77, reverted by de11e0c, cost 84 a
+// second). A message found there due more than a recheck period before the read is logged as a
+// warning: no event told of it, which is a defect.
+func (q *Queue) floorHead(topic string, shard int, head, nowMs int64) {
+	ts := q.topicIfKnown(topic)
+	if head < 0 || ts == nil {
+		return
+	}
+	ts.mu.Lock()
+	was := ts.heads[shard]
+	if head >= was {
+		ts.mu.Unlock()
+		return
+	}
+	ts.heads[shard] = head
+	ts.armLocked(q)
+	ts.mu.Unlock()
+	if head < nowMs-q.cfg.recheck.Milliseconds() {
+		state := "none"
+		if was != headNone {
+			state = time.UnixMilli(was).UTC().Format(time.RFC3339Nano)
+		}
+		q.logger().Warn("redisq: the periodic read of a shard found a message ready that no event told of",
+			"topic", topic, "shard", shard, "due", time.UnixMilli(head).UTC(), "head_known", state, "shard_state", q.shards[shard].String())
+	}
 }
 
 // forgetShard makes every head of shard unknown, after its events may have been lost.
@@ -240,12 +292,16 @@ func (q *Queue) Receive(ctx context.Context, topic string, max int, visibility t
 		}
 		ts.mu.Unlock()
 		if len(due) == 0 {
+			ts.waiting.Add(1)
 			select {
 			case <-wake:
+				ts.waiting.Add(-1)
 				continue
 			case <-ctx.Done():
+				ts.waiting.Add(-1)
 				return nil, fmt.Errorf("redisq: receive: %w", ctx.Err())
 			case <-q.done:
+				ts.waiting.Add(-1)
 				return nil, errClosedWrap
 			}
 		}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/tockwheel/tock/internal/testwait"
 	"github.com/tockwheel/tock/queue"
 )
 
@@ -305,5 +307,63 @@ func TestReceiveReturnsABurstOfOneInstantAfterOneRound(t *testing.T) {
 			}
 			seen[d.ID] = true
 		}
+	}
+}
+
+// TestReceiveFloorFindsWhatNoEventTold makes a process believe that a shard holds nothing ready of a
+// topic while a message is there, as a lost event would (no event tells of it again: the events of
+// later messages tell only of heads earlier than the one there), and receives: the schedule
+// driver's periodic read of the shard, at least once a recheck period, finds the message for the
+// waiting Receive, and warns that no event told of it. Without the floor the Receive waited for
+// good (TestHTTPConformanceRedis/ScheduleEveryTimeOnce once saw no fire for 120 s).
+func TestReceiveFloorFindsWhatNoEventTold(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, time.Minute)
+	var log logBuffer
+	const recheck = 500 * time.Millisecond
+	q := openQueue(t, singleClient(t, s.Addr), WithShards(1), WithRecheck(recheck), WithLogger(log.logger()))
+	ts := q.topic("t")
+	for round := 1; ; round++ {
+		if round > 5 {
+			t.Fatal("the subscription was lost in each of 5 rounds")
+		}
+		ts.mu.Lock()
+		told := ts.events + 1
+		ts.mu.Unlock()
+		id, err := q.Put(ctx, queue.Message{Topic: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testwait.Until(t, ctx, "the Put's event", func() bool {
+			ts.mu.Lock()
+			defer ts.mu.Unlock()
+			return ts.events >= told
+		})
+		// Due more than a recheck period before the floor's read finds it (which warns then), and
+		// then forgotten.
+		time.Sleep(recheck + 100*time.Millisecond)
+		ts.mu.Lock()
+		ts.heads[0] = headNone
+		ts.mu.Unlock()
+		lost := metricOf(t, q, "redis_pubsub_reconnects_total")
+		ds, err := q.Receive(ctx, "t", 1, time.Minute)
+		if err != nil {
+			t.Fatalf("Receive with the shard's head forgotten: %v (the floor did not find it)", err)
+		}
+		if err := q.Ack(ctx, ds[0].Receipt); err != nil {
+			t.Fatal(err)
+		}
+		if metricOf(t, q, "redis_pubsub_reconnects_total") != lost {
+			t.Logf("round %d: the subscription was lost meanwhile, which made the heads unknown; again", round)
+			continue
+		}
+		if ds[0].ID != id {
+			t.Fatalf("received %q; want %q", ds[0].ID, id)
+		}
+		if !strings.Contains(log.String(), "no event told of") {
+			t.Fatalf("received, but the floor's find is not in the log (the test's premise):\n%s", log.String())
+		}
+		return
 	}
 }

@@ -178,29 +178,40 @@ func (s *schedShard) step() (act int64, more bool, err error) {
 	q := s.q
 	ctx, cancel := context.WithTimeout(context.Background(), actTimeout)
 	defer cancel()
+	topics := q.waitedTopics()
+	args := make([]any, 0, 1+len(topics))
+	args = append(args, schedBudget)
+	for _, t := range topics {
+		args = append(args, t)
+	}
 	sent := time.Now()
-	v, err := schedDueScript.Run(ctx, q.rdb, q.lay.keys(s.i), q.withStamp(schedBudget)...).Slice()
+	v, err := schedDueScript.Run(ctx, q.rdb, q.lay.keys(s.i), q.withStamp(args...)...).Slice()
 	if err != nil {
 		if q.cluster != nil && rediskit.Reloads(err) {
 			q.cluster.ReloadState(context.Background())
 		}
 		return 0, false, fmt.Errorf("read due schedules: %w", err)
 	}
-	if len(v) < 3 || (len(v)-3)%3 != 0 {
+	h := 3 + len(topics)
+	if len(v) < h || (len(v)-h)%3 != 0 {
 		return 0, false, fmt.Errorf("%w: scheddue script replied %v", ErrProtocol, v)
 	}
 	if q.cfg.schedStepHook != nil {
-		q.cfg.schedStepHook(s.i, (len(v)-3)/3)
+		q.cfg.schedStepHook(s.i, (len(v)-h)/3)
 	}
 	nowMs, _ := v[0].(int64)
 	act, _ = v[1].(int64)
 	m, _ := v[2].(int64)
 	q.clock.observe(nowMs, sent)
+	for i, t := range topics {
+		head, _ := v[3+i].(int64)
+		q.floorHead(t, s.i, head, nowMs)
+	}
 	now := time.UnixMilli(nowMs)
-	args := []any{"fire", 0}
+	args = []any{"fire", 0}
 	k := 0
 	var acts []int64
-	for j := 3; j+2 < len(v); j += 3 {
+	for j := h; j+2 < len(v); j += 3 {
 		name, raw := anyStr(v[j]), anyStr(v[j+1])
 		waits, _ := v[j+2].(int64)
 		rec, err := decodeSchedRecord(raw)
