@@ -443,8 +443,15 @@ func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis 
 	}
 	sh := q.shards[s]
 	sent := sh.version()
+	// The script is waited for whatever becomes of ctx (up to actTimeout): go-redis fails a call
+	// whose context ends before its reply comes, and the messages the script leased would then be
+	// leased to no one until their visibility ran out, and come again as a second attempt. The
+	// Receive returns them, late, instead (tockd hands them to its client, or releases them when the
+	// client went away).
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), actTimeout)
+	defer cancel()
 	start := time.Now()
-	v, err := receiveScript.Run(ctx, q.rdb, q.lay.keys(s), q.withStamp(args...)...).Slice()
+	v, err := receiveScript.Run(sctx, q.rdb, q.lay.keys(s), q.withStamp(args...)...).Slice()
 	q.metrics.observeScript(time.Since(start))
 	if again, serr := q.afterStampErr(ctx, err); again {
 		// The deployment is reconciled: ask the shard again at once, with the stamp now held.

@@ -367,3 +367,50 @@ func TestReceiveFloorFindsWhatNoEventTold(t *testing.T) {
 		return
 	}
 }
+
+// lateReply is a go-redis hook that lets receive scripts run and holds their replies for delay,
+// then fails the call if its context ended meanwhile, as go-redis does with a reply that comes
+// after the context's deadline (the read's deadline is the context's), though the script ran.
+type lateReply struct {
+	passHook
+	delay time.Duration
+}
+
+func (h lateReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if err != nil || !runsScriptOf(cmd, receiveScript.Hash()) {
+			return err
+		}
+		time.Sleep(h.delay)
+		if err := ctx.Err(); err != nil {
+			cmd.SetErr(err)
+			return err
+		}
+		return nil
+	}
+}
+
+// TestReceiveReturnsWhatItLeasedAfterItsDeadline receives a due message with a context that ends
+// while the receive script's reply is on its way: the Receive returns the message the script
+// leased. Before, it failed with the context's error, and the message stayed leased to no one
+// until its visibility ran out (a consumer of tockd whose long poll ended in a burst lost fires
+// so, until they came again as second attempts).
+func TestReceiveReturnsWhatItLeasedAfterItsDeadline(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, time.Minute)
+	rdb := singleClient(t, s.Addr)
+	rdb.AddHook(lateReply{delay: 300 * time.Millisecond})
+	q := openQueue(t, rdb, WithShards(1))
+	id, err := q.Put(ctx, queue.Message{Topic: "t"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	ds, err := q.Receive(short, "t", 1, time.Hour)
+	if err != nil || len(ds) != 1 || ds[0].ID != id {
+		t.Fatalf("Receive whose context ended while its script's reply came = %v, %v; want %q", ds, err, id)
+	}
+}
