@@ -93,77 +93,84 @@ func redisTarget(b *testing.B, masters int) string {
 // Receive that delivered it (to asynq's handler); for redisq,
 // the engine's own lateness (engine-p50-late-ms, engine-p99-late-ms: from the nominal time to the
 // script that made the fire due, measured in Redis to the upper bound of its histogram bucket)
-// is tockd's queue_lateness over the same window.
+// is tockd's queue_lateness over the same window. With several tockds in -tockd.bin, each runs in
+// turn on the same Redis (tockd=NAME): -count repeats each in a row, so builds compared are
+// interleaved by running the benchmark several times with -count 1.
 func BenchmarkRedisSchedules(b *testing.B) {
 	n, d := *schedN, *schedFor
 	for _, masters := range []int{1, 3} {
 		b.Run(fmt.Sprintf("redisq/masters=%d/tockds=3", masters), func(b *testing.B) {
-			bin := tockdBinaries(b)[0].path
 			target := redisTarget(b, masters)
-			for b.Loop() {
-				prefix := fmt.Sprint("sched", time.Now().UnixNano())
-				var cs []*client.Client
-				for range 3 {
-					p := startTockd(b, bin, "-redis", target, "-redis-prefix", prefix)
-					cs = append(cs, newTockdClient(b, p, nil))
-				}
-				ctx := context.Background()
-				for i := range n {
-					req := client.ScheduleRequest{Topic: "t", Spec: "@every 1s"}
-					if _, _, err := cs[i%3].SetSchedule(ctx, "s"+strconv.Itoa(i), req); err != nil {
-						b.Fatal(err)
-					}
-				}
-				// Each fires from the second after it was set on (whole seconds: the anchor of
-				// "@every 1s" is rounded up to the second).
-				start := time.Now()
-				log := &fireLog{count: make(map[string]int)}
-				end := start.Add(d)
-				var wg sync.WaitGroup
-				for k := range schedReceives {
-					c := cs[k%3]
-					wg.Go(func() {
-						for time.Now().Before(end.Add(2 * time.Second)) {
-							ds, err := c.Receive(ctx, "t", client.ReceiveOptions{Max: 500, Wait: 500 * time.Millisecond, Visibility: time.Minute})
-							if err != nil {
-								b.Error(err)
-								return
-							}
-							now := time.Now()
-							receipts := make([]string, 0, len(ds))
-							for _, dl := range ds {
-								if _, at, ok := queue.ParseFireID(dl.ID); ok && dl.Attempt == 1 {
-									log.add(dl.ID, now.Sub(at))
-								}
-								receipts = append(receipts, dl.Receipt)
-							}
-							if len(receipts) > 0 {
-								if err := c.Ack(ctx, receipts...); err != nil {
-									b.Error(err)
-									return
-								}
+			// Each tockd of -tockd.bin in turn on the same Redis (a deployment each).
+			for _, tb := range tockdBinaries(b) {
+				b.Run("tockd="+tb.name, func(b *testing.B) {
+					bin := tb.path
+					for b.Loop() {
+						prefix := fmt.Sprint("sched", time.Now().UnixNano())
+						var cs []*client.Client
+						for range 3 {
+							p := startTockd(b, bin, "-redis", target, "-redis-prefix", prefix)
+							cs = append(cs, newTockdClient(b, p, nil))
+						}
+						ctx := context.Background()
+						for i := range n {
+							req := client.ScheduleRequest{Topic: "t", Spec: "@every 1s"}
+							if _, _, err := cs[i%3].SetSchedule(ctx, "s"+strconv.Itoa(i), req); err != nil {
+								b.Fatal(err)
 							}
 						}
-					})
-				}
-				// The engine's lateness covers what fell due from the first Stats call on.
-				from := start.Truncate(time.Second).Add(schedMargin)
-				time.Sleep(time.Until(from))
-				if _, err := cs[0].Stats(ctx); err != nil {
-					b.Fatal(err)
-				}
-				time.Sleep(time.Until(end.Truncate(time.Second).Add(-schedMargin)))
-				st, err := cs[0].Stats(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				wg.Wait()
-				log.report(b, n, from, end.Truncate(time.Second).Add(-schedMargin), queue.ParseFireID)
-				b.ReportMetric(st.QueueLateness.P50*1000, "engine-p50-late-ms")
-				b.ReportMetric(st.QueueLateness.P99*1000, "engine-p99-late-ms")
-				for i := range n {
-					_, _ = cs[0].DeleteSchedule(ctx, "s"+strconv.Itoa(i))
-				}
+						// Each fires from the second after it was set on (whole seconds: the anchor of
+						// "@every 1s" is rounded up to the second).
+						start := time.Now()
+						log := &fireLog{count: make(map[string]int)}
+						end := start.Add(d)
+						var wg sync.WaitGroup
+						for k := range schedReceives {
+							c := cs[k%3]
+							wg.Go(func() {
+								for time.Now().Before(end.Add(2 * time.Second)) {
+									ds, err := c.Receive(ctx, "t", client.ReceiveOptions{Max: 500, Wait: 500 * time.Millisecond, Visibility: time.Minute})
+									if err != nil {
+										b.Error(err)
+										return
+									}
+									now := time.Now()
+									receipts := make([]string, 0, len(ds))
+									for _, dl := range ds {
+										if _, at, ok := queue.ParseFireID(dl.ID); ok && dl.Attempt == 1 {
+											log.add(dl.ID, now.Sub(at))
+										}
+										receipts = append(receipts, dl.Receipt)
+									}
+									if len(receipts) > 0 {
+										if err := c.Ack(ctx, receipts...); err != nil {
+											b.Error(err)
+											return
+										}
+									}
+								}
+							})
+						}
+						// The engine's lateness covers what fell due from the first Stats call on.
+						from := start.Truncate(time.Second).Add(schedMargin)
+						time.Sleep(time.Until(from))
+						if _, err := cs[0].Stats(ctx); err != nil {
+							b.Fatal(err)
+						}
+						time.Sleep(time.Until(end.Truncate(time.Second).Add(-schedMargin)))
+						st, err := cs[0].Stats(ctx)
+						if err != nil {
+							b.Fatal(err)
+						}
+						wg.Wait()
+						log.report(b, n, from, end.Truncate(time.Second).Add(-schedMargin), queue.ParseFireID)
+						b.ReportMetric(st.QueueLateness.P50*1000, "engine-p50-late-ms")
+						b.ReportMetric(st.QueueLateness.P99*1000, "engine-p99-late-ms")
+						for i := range n {
+							_, _ = cs[0].DeleteSchedule(ctx, "s"+strconv.Itoa(i))
+						}
+					}
+				})
 			}
 		})
 	}
