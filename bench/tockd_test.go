@@ -216,24 +216,48 @@ func selfCPU(b *testing.B) time.Duration {
 }
 
 // cpuPerMessage returns a function that reports the CPU time per message spent since by this
-// process (client-µs/msg) and by tockd p when not nil (tockd-µs/msg), and how many messages
-// tockd's requests that write carried on average (msgs/req): a request costs tockd and the client
-// more than the messages it carries, so the CPU per message follows it.
+// process (client-µs/msg) and by tockd p when not nil (tockd-µs/msg), how many messages tockd's
+// requests that write carried on average (msgs/req): a request costs tockd and the client more
+// than the messages it carries, so the CPU per message follows it; and, for the embedded engine,
+// how long its fdatasyncs took on average (fsync-ms), the larger part of a put's round trip.
 func cpuPerMessage(b *testing.B, p *tockdProcess) func(n int) {
 	self := selfCPU(b)
 	var server time.Duration
-	var writes float64
+	var writes, syncs, synced float64
 	if p != nil {
 		server = p.cpu(b)
 		writes = p.writes(b)
+		syncs, synced = p.fsyncs(b)
 	}
 	return func(n int) {
 		b.ReportMetric(float64((selfCPU(b)-self).Microseconds())/float64(n), "client-µs/msg")
 		if p != nil {
 			b.ReportMetric(float64((p.cpu(b)-server).Microseconds())/float64(n), "tockd-µs/msg")
 			b.ReportMetric(float64(n)/(p.writes(b)-writes), "msgs/req")
+			if count, sum := p.fsyncs(b); count > syncs {
+				b.ReportMetric((sum-synced)/(count-syncs)*1000, "fsync-ms")
+			}
 		}
 	}
+}
+
+var fsyncMetric = regexp.MustCompile(`(?m)^tock_fsync_duration_seconds_(count|sum) (\S+)$`)
+
+// fsyncs returns how many fdatasyncs tockd p's embedded engine has made and the seconds they
+// took, as its /metrics says (none for an engine without them).
+func (p *tockdProcess) fsyncs(b *testing.B) (count, seconds float64) {
+	for _, m := range fsyncMetric.FindAllSubmatch(p.get(b, "/metrics"), -1) {
+		v, err := strconv.ParseFloat(string(m[2]), 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if string(m[1]) == "count" {
+			count = v
+		} else {
+			seconds = v
+		}
+	}
+	return count, seconds
 }
 
 var engineWrites = regexp.MustCompile(`(?m)^tock_store_write_duration_seconds_count\{op="[^"]*"\} (\S+)$`)
