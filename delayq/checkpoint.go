@@ -68,6 +68,26 @@ func indexed(i int, l slotList) indexedList {
 	return il
 }
 
+// onlyAdds reports whether all ed does to the entries and chosen IDs is add: it removes none and
+// replaces none, and removes no schedule (the lists and schedules it holds, one each, the pins
+// and the other small sections it holds whole do not count).
+func (ed *edit) onlyAdds() bool {
+	if ed.full || len(ed.removed) > 0 {
+		return false
+	}
+	for _, op := range ed.entries {
+		if !op.skip && (op.del || !op.added) {
+			return false
+		}
+	}
+	for _, op := range ed.ids {
+		if op.del {
+			return false
+		}
+	}
+	return true
+}
+
 // fullEditLocked returns the whole state as an edit with replay position end. It copies all of
 // the state: only Open uses it, for a new or migrated queue, with nothing else running.
 func (q *Queue) fullEditLocked(end wal.Pos) *edit {
@@ -268,9 +288,9 @@ func (q *Queue) writeCheckpoint() (wal.Pos, pins, error) {
 	if ed.full {
 		err = q.ckpt.writeFull(q.dir, fe)
 	} else {
-		err = q.ckpt.appendEdit(fe)
+		err = q.ckpt.appendEdit(fe, ed.onlyAdds())
 	}
-	if err == nil && q.ckpt.size > q.ckpt.rewriteAt() {
+	if err == nil && q.ckpt.needsRewrite() {
 		err = q.ckpt.rewrite(q.dir)
 	}
 	if err != nil {

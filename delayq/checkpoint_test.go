@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tockwheel/tock/internal/testwait"
 )
 
 // checkpointWritten returns how many bytes the checkpoint file of dir took to go from before to
@@ -80,5 +82,75 @@ func TestCheckpointCostFollowsChanges(t *testing.T) {
 	check(t, q)
 	if st := q.Snapshot(); st.Pending != 30_002 {
 		t.Fatalf("%d pending after reopening, want 30,002", st.Pending)
+	}
+}
+
+// TestAddedEntriesDoNotRewriteTheCheckpoint is the regression test of a rewrite that cost a burst
+// its time: the checkpoint after a slot of 100,000 messages was loaded found the file over its
+// bound (twice its full edit and a MiB) because of that edit alone, and rewrote it whole, decoding
+// and writing again megabytes that were all state, just before the burst was due. An edit that
+// only adds is not counted against the bound; the next one, which removes, is, and the file is
+// rewritten then, to the little that is left, describing the state exactly.
+func TestAddedEntriesDoNotRewriteTheCheckpoint(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	q := open(t, dir, WithNoSync(), WithCheckpointInterval(time.Hour), WithLogger(quiet))
+	const n = 60_000
+	batch := make([]Message, 1000)
+	for range n / len(batch) {
+		for i := range batch {
+			batch[i] = Message{Topic: "t"} // due at once: in memory, entries of the checkpoint
+		}
+		if _, err := q.PutBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Put into the current slot's list before the loader reached it, they are in memory once it
+	// has.
+	testwait.Until(t, ctx, "the messages in memory", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.mem.byOrigin) == n
+	})
+	before, _ := checkpointWritten(t, dir, nil)
+	if err := q.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	after, added := checkpointWritten(t, dir, before)
+	if !os.SameFile(before, after) {
+		t.Fatal("the checkpoint holding only added entries rewrote the file")
+	}
+	if q.ckpt.size <= q.ckpt.rewriteAt() {
+		t.Fatalf("premise: the edit of %d entries (%d bytes) did not take the file (%d bytes) over its bound %d",
+			n, added, q.ckpt.size, q.ckpt.rewriteAt())
+	}
+	for got := 0; got < n; {
+		ds, err := q.Receive(ctx, "t", 1000, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		receipts := make([]string, len(ds))
+		for i, d := range ds {
+			receipts[i] = d.Receipt
+		}
+		if err := q.Ack(ctx, receipts...); err != nil {
+			t.Fatal(err)
+		}
+		got += len(ds)
+	}
+	if err := q.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	rewritten, size := checkpointWritten(t, dir, after)
+	if os.SameFile(after, rewritten) || size >= added/10 {
+		t.Fatalf("after the acks, the checkpoint was not rewritten: %d bytes, the same file %v", size, os.SameFile(after, rewritten))
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q = open(t, dir, WithNoSync(), WithLogger(quiet))
+	check(t, q)
+	if st := q.Snapshot(); st.Pending != 0 {
+		t.Fatalf("%d pending after reopening, want 0", st.Pending)
 	}
 }

@@ -222,6 +222,9 @@ type checkpointFile struct {
 	fullSize int64    // bytes of its first (full) edit
 	pins     pins     // the pins of the last edit written
 	edits    int      // edits written since Open, for tests and benchmarks
+	// added is the size of the last edit appended when all it did was add entries and IDs (see
+	// edit.onlyAdds), else 0.
+	added int64
 }
 
 // open makes the checkpoint file of dir, which ck was decoded from, the one appended to: from the
@@ -238,6 +241,15 @@ func (c *checkpointFile) open(dir string, ck *checkpoint) error {
 // rewriteAt is how large the edits may grow, beyond the full state they describe, before the file
 // is rewritten as one full edit: the rewrite costs about what the edits since the last did.
 func (c *checkpointFile) rewriteAt() int64 { return 2*c.fullSize + 1<<20 }
+
+// needsRewrite reports whether the file has grown past rewriteAt, not counting the last edit if
+// all it did was add: such an edit's bytes are all state, which a rewrite would write again whole.
+// A slot of 100,000 messages loaded between two checkpoints is such an edit, of megabytes; counted,
+// it made the checkpoint after each loaded burst decode the file and write it all again, just
+// before (or, on a busy machine, during) the burst's delivery. The edit after it, which removes
+// what the burst's acks removed, brings the file back to its bound: growth past the bound is at
+// most one edit.
+func (c *checkpointFile) needsRewrite() bool { return c.size-c.added > c.rewriteAt() }
 
 // writeFull replaces dir's checkpoint with a new file holding the full edit ed, atomically and
 // durably, and makes it the file appended to.
@@ -267,13 +279,14 @@ func (c *checkpointFile) writeFull(dir string, ed *format.Edit) error {
 		return fmt.Errorf("delayq: checkpoint: %w", err)
 	}
 	c.close()
-	c.f, c.size, c.fullSize, c.pins = f, int64(len(b)), int64(len(b)), pinsOf(ed)
+	c.f, c.size, c.fullSize, c.pins, c.added = f, int64(len(b)), int64(len(b)), pinsOf(ed), 0
 	c.edits++
 	return nil
 }
 
-// appendEdit appends ed to the file and syncs it.
-func (c *checkpointFile) appendEdit(ed *format.Edit) error {
+// appendEdit appends ed to the file and syncs it; onlyAdds says that all ed does is add (see
+// needsRewrite).
+func (c *checkpointFile) appendEdit(ed *format.Edit, onlyAdds bool) error {
 	b, err := format.AppendEdit(nil, ed)
 	if err != nil {
 		return fmt.Errorf("delayq: checkpoint: %w", err)
@@ -285,6 +298,10 @@ func (c *checkpointFile) appendEdit(ed *format.Edit) error {
 		return fmt.Errorf("delayq: checkpoint: %w", err)
 	}
 	c.size += int64(len(b))
+	c.added = 0
+	if onlyAdds {
+		c.added = int64(len(b))
+	}
 	c.pins = pinsOf(ed)
 	c.edits++
 	return nil

@@ -50,11 +50,13 @@ func (x *deliveryIndex) takeOps() []entryOp {
 }
 
 // An entryOp is a change to the entries a checkpoint holds: e, as it is now, or its removal, or
-// nothing (skip).
+// nothing (skip). added says that the entry was added since the last checkpoint, which does not
+// hold it: the op replaces nothing.
 type entryOp struct {
-	ce   ckEntry
-	del  bool
-	skip bool
+	ce    ckEntry
+	del   bool
+	skip  bool
+	added bool
 }
 
 // changed records that e was added (added set) or its checkpointed fields changed.
@@ -68,7 +70,7 @@ func (x *deliveryIndex) changed(e *entry, added bool) {
 		return
 	}
 	e.jepoch, e.jop, e.jnew = x.epoch, int32(len(x.ops)), added
-	x.ops = append(x.ops, entryOp{ce: ce})
+	x.ops = append(x.ops, entryOp{ce: ce, added: added})
 }
 
 // forget records that the entry of origin, which the last checkpoint holds but memory does not
