@@ -484,6 +484,16 @@ func TestEventCountGoesBack(t *testing.T) {
 		}
 		receiveN(t, ctx, q, "t", 1)
 	}
+	// seesCounts reports whether the process's count of each shard is Redis's.
+	seesCounts := func() bool {
+		c := counts()
+		for i, sh := range q.shards {
+			if sh.version() != c[i] {
+				return false
+			}
+		}
+		return true
+	}
 	got := make(chan []queue.Delivery, 1)
 	go func() {
 		ds, err := q.Receive(ctx, "t", 1, time.Minute)
@@ -492,15 +502,7 @@ func TestEventCountGoesBack(t *testing.T) {
 		}
 		got <- ds
 	}()
-	testwait.Until(t, ctx, "the process to see every shard's count", func() bool {
-		c := counts()
-		for i, sh := range q.shards {
-			if sh.version() != c[i] {
-				return false
-			}
-		}
-		return true
-	})
+	testwait.Until(t, ctx, "the process to see every shard's count", seesCounts)
 	for i := range q.shards {
 		if err := rdb.HIncrBy(ctx, q.lay.metaKey(i), "ver", -back).Err(); err != nil {
 			t.Fatal(err)
@@ -512,15 +514,7 @@ func TestEventCountGoesBack(t *testing.T) {
 	testwait.Until(t, ctx, "the process to subscribe again", func() bool {
 		return q.metrics.reconnects.Load() > 0 && subscribers(t, ctx, rdb) >= 1
 	})
-	testwait.Until(t, ctx, "the process to take the shards' counts as they are", func() bool {
-		c := counts()
-		for i, sh := range q.shards {
-			if sh.version() != c[i] {
-				return false
-			}
-		}
-		return true
-	})
+	testwait.Until(t, ctx, "the process to take the shards' counts as they are", seesCounts)
 	// Idle now: the process's scripts are its re-reads of the shards after subscribing again
 	// (a peek, a tick and the schedules' read of each shard) and the waiting Receive's asks when
 	// they tell it of a head, a few per shard however slow the machine; not a script after

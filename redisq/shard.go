@@ -73,6 +73,11 @@ func newShard(q *Queue, i int) *shard {
 func (s *shard) observe(ver int64) (fresh bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.observeLocked(ver)
+}
+
+// observeLocked is observe with s.mu held.
+func (s *shard) observeLocked(ver int64) (fresh bool) {
 	fresh = ver >= s.mu.lastVer
 	if ver > s.mu.lastVer {
 		s.mu.lastVer = ver
@@ -105,11 +110,7 @@ func (s *shard) observeReply(ver, sent int64) (fresh bool) {
 		s.mu.lastVer = ver
 		return true
 	}
-	fresh = ver >= s.mu.lastVer
-	if ver > s.mu.lastVer {
-		s.mu.lastVer = ver
-	}
-	return fresh
+	return s.observeLocked(ver)
 }
 
 // learn records the shard's next times from a reply: as they are when fresh, only the earlier
@@ -153,10 +154,7 @@ func (s *shard) event(e event) {
 			s.mu.owner = e.owner
 		}
 	case 'm', 'n':
-		fresh := e.ver >= s.mu.lastVer
-		if e.ver > s.mu.lastVer {
-			s.mu.lastVer = e.ver
-		}
+		fresh := s.observeLocked(e.ver)
 		if e.kind == 'n' && fresh {
 			s.mu.wsec, s.mu.wcount, s.mu.lms = e.wsec, e.wcount, e.lms
 			s.mu.known = true
