@@ -103,7 +103,7 @@ func (q *Queue) Message(ctx context.Context, id string) (queue.MessageInfo, erro
 	var info queue.MessageInfo
 	found, err := q.findWaiting(ctx, id, func(e *entry) {
 		info = q.infoLocked(e, q.stateOf(e), false)
-	}, func(rec *format.Record, pos wal.Pos, slot int64) error {
+	}, func(rec *listRec, pos wal.Pos, slot int64) error {
 		info = diskInfo(rec, pos, false)
 		return nil
 	})
@@ -131,7 +131,7 @@ func (q *Queue) DeliverNow(ctx context.Context, id string) (bool, error) {
 		rec := format.Record{Kind: format.KindUpdate, Target: e.origin, DeliverAt: time.Now().UnixNano(), Attempt: e.attempt}
 		end, err = q.commitLocked(&rec, nil)
 		done = err == nil
-	}, func(rec *format.Record, pos wal.Pos, slot int64) error {
+	}, func(rec *listRec, pos wal.Pos, slot int64) error {
 		end, err = q.deliverNowLocked(rec, pos, slot)
 		done = err == nil
 		return err
@@ -150,7 +150,7 @@ func (q *Queue) DeliverNow(ctx context.Context, id string) (bool, error) {
 // deliverNowLocked takes the message whose Put record rec (at pos) waits in the list of slot out of
 // the disk wheel, and puts it again due now, keeping its ID and origin: a Cancel threaded into its
 // list and a copy of its Put, as one atomic group.
-func (q *Queue) deliverNowLocked(rec *format.Record, pos wal.Pos, slot int64) (wal.Pos, error) {
+func (q *Queue) deliverNowLocked(rec *listRec, pos wal.Pos, slot int64) (wal.Pos, error) {
 	list := q.disk.listFor(slot)
 	cancel := format.Record{Kind: format.KindCancel, ID: rec.ID, Topic: rec.Topic, Threaded: true, ListSlot: list,
 		Prev: q.disk.peek(list).head}
@@ -168,7 +168,7 @@ func (q *Queue) deliverNowLocked(rec *format.Record, pos wal.Pos, slot int64) (w
 // the disk wheel. found is false when no message with the ID is waiting. The records of the disk
 // wheel are read without mu.
 func (q *Queue) findWaiting(ctx context.Context, id string, mem func(*entry),
-	disk func(rec *format.Record, pos wal.Pos, slot int64) error) (found bool, err error) {
+	disk func(rec *listRec, pos wal.Pos, slot int64) error) (found bool, err error) {
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("delayq: %w", err)
 	}
@@ -204,7 +204,8 @@ func (q *Queue) findWaiting(ctx context.Context, id string, mem func(*entry),
 				q.mu.Unlock()
 				return false, nil // lost to damage
 			}
-			err := disk(rec, loc.pos, loc.slot)
+			lr := listRecOf(rec)
+			err := disk(&lr, loc.pos, loc.slot)
 			q.mu.Unlock()
 			return true, err
 		}
@@ -508,7 +509,7 @@ func (q *Queue) infoLocked(e *entry, state queue.State, preview bool) queue.Mess
 }
 
 // diskInfo returns what is known of the scheduled message whose Put record rec is at pos.
-func diskInfo(rec *format.Record, pos wal.Pos, preview bool) queue.MessageInfo {
+func diskInfo(rec *listRec, pos wal.Pos, preview bool) queue.MessageInfo {
 	return queue.MessageInfo{ID: rec.ID, Topic: rec.Topic, State: queue.Scheduled, DeliverAt: time.Unix(0, rec.DeliverAt),
 		Attempts: int(rec.Attempt), Payload: clip(rec.Payload, preview), Size: len(rec.Payload), Headers: rec.Headers}
 }

@@ -165,7 +165,8 @@ func (q *Queue) applyPut(pos wal.Pos, rec *format.Record) {
 		return
 	}
 	q.disk.raiseLoaded(q.disk.slotOf(rec.DeliverAt))
-	if e := q.mem.newEntry(pos, rec); q.mem.insert(e) {
+	lr := listRecOf(rec)
+	if e := q.mem.newEntry(pos, &lr); q.mem.insert(e) {
 		q.pins.add(pos)
 		q.mem.arm(e)
 	} else {

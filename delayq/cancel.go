@@ -23,7 +23,7 @@ func (q *Queue) Cancel(ctx context.Context, id string) (bool, error) {
 	found, ferr := q.findWaiting(ctx, id, func(*entry) {
 		end, err = q.commitLocked(&format.Record{Kind: format.KindCancel, ID: id}, nil)
 		q.cancelledLocked(err)
-	}, func(rec *format.Record, _ wal.Pos, slot int64) error {
+	}, func(rec *listRec, _ wal.Pos, slot int64) error {
 		// The record tells the topic the Cancel names, for the disk wheel's counts by topic.
 		end, err = q.cancelThreadedLocked(id, rec.Topic, slot)
 		return nil

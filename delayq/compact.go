@@ -288,7 +288,8 @@ func (q *Queue) relocate(r *recordReader, list int64, old func(wal.Pos) bool) (i
 	var size int64
 	hasOld := false
 	for _, lr := range recs {
-		size += int64(frameSize(&lr.rec))
+		rec := lr.rec.record(list)
+		size += int64(frameSize(&rec))
 		hasOld = hasOld || old(lr.pos)
 	}
 	if !hasOld || size > maxRelocate {

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/tockwheel/tock"
-	"github.com/tockwheel/tock/delayq/internal/format"
 	"github.com/tockwheel/tock/delayq/internal/wal"
 )
 
@@ -155,7 +154,7 @@ type entry struct {
 func (e *entry) dead() bool { return e.t != e.home }
 
 // newEntry returns the entry of the Put record rec at pos.
-func (x *deliveryIndex) newEntry(pos wal.Pos, rec *format.Record) *entry {
+func (x *deliveryIndex) newEntry(pos wal.Pos, rec *listRec) *entry {
 	t := x.topics.get(rec.Topic)
 	return &entry{pos: pos, origin: originOf(rec.Origin, pos), id: rec.ID, t: t, home: t, payload: rec.Payload,
 		headers: rec.Headers, deliverAt: rec.DeliverAt, attempt: rec.Attempt}

@@ -48,6 +48,7 @@ type config struct {
 	compactRate  int64
 	beforeWrite  func()    // a test's hook into the log writer
 	beforeLoad   func()    // a test's hook into the loader, called before it loads a slot
+	noLoader     bool      // a test's switch: no loader goroutine; the test loads slots (Queue.load)
 	files        wal.Files // a test's full or failing disk; nil: the operating system's files
 }
 

@@ -135,8 +135,11 @@ func Open(dir string, opts ...Option) (*Queue, error) {
 	if q.cfg.preload == 0 {
 		q.cfg.preload = 2 * q.cfg.slot // the slot the queue was created with
 	}
-	q.bg.Add(3)
-	go q.runLoader()
+	q.bg.Add(2)
+	if !q.cfg.noLoader {
+		q.bg.Add(1)
+		go q.runLoader()
+	}
 	go q.every(q.cfg.checkpoint, q.checkpoint)
 	go q.runSchedules()
 	q.startSchedules()

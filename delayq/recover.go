@@ -162,7 +162,8 @@ func (q *Queue) loadEntries(m map[wal.Pos]ckEntry) ([]wal.Pos, error) {
 		if err != nil {
 			return nil, fmt.Errorf("delayq: reading a message the checkpoint holds: %w", err)
 		}
-		e := q.mem.newEntry(ce.pos, &rec)
+		lr := listRecOf(&rec)
+		e := q.mem.newEntry(ce.pos, &lr)
 		e.origin, e.deliverAt, e.attempt, e.failure, e.failedAt, e.reason = ce.origin, ce.deliverAt, ce.attempt, ce.failure, ce.failedAt, ce.reason
 		if ce.topic != "" {
 			e.t = q.mem.topics.get(ce.topic)
