@@ -31,7 +31,9 @@ import (
 // changes since the last checkpoint, with the journals of entries and chosen IDs taken whole.
 // toFormat makes it the edit the file holds, without the lock.
 type edit struct {
-	full    bool
+	full bool
+	// empty: the state after the edit holds no entries and no chosen IDs (see needsRewrite).
+	empty   bool
 	replay  wal.Pos
 	slotNs  int64
 	slots   int
@@ -88,6 +90,29 @@ func (ed *edit) onlyAdds() bool {
 	return true
 }
 
+// onlyRemoves reports whether all ed does is remove entries and chosen IDs, at least one: it adds
+// and replaces none, touches no list, and sets no schedule (the pins and the other small sections
+// it holds whole do not count). A burst being acked makes such edits.
+func (ed *edit) onlyRemoves() bool {
+	if ed.full || len(ed.lists) > 0 || len(ed.schedules) > 0 {
+		return false
+	}
+	removes := len(ed.removed) > 0
+	for _, op := range ed.entries {
+		if !op.skip && !op.del {
+			return false
+		}
+		removes = removes || op.del
+	}
+	for _, op := range ed.ids {
+		if !op.del {
+			return false
+		}
+		removes = true
+	}
+	return removes
+}
+
 // fullEditLocked returns the whole state as an edit with replay position end. It copies all of
 // the state: only Open uses it, for a new or migrated queue, with nothing else running.
 func (q *Queue) fullEditLocked(end wal.Pos) *edit {
@@ -134,6 +159,7 @@ func (q *Queue) changesLocked(end wal.Pos) *edit {
 	clear(w.dirty)
 	ed.entries = q.mem.takeOps()
 	ed.ids, w.idOps = w.idOps, nil
+	ed.empty = len(q.mem.byOrigin) == 0 && len(w.ids) == 0
 	seen := make(map[string]bool)
 	for _, name := range q.sched.takeChanged() {
 		if seen[name] {
@@ -288,9 +314,9 @@ func (q *Queue) writeCheckpoint() (wal.Pos, pins, error) {
 	if ed.full {
 		err = q.ckpt.writeFull(q.dir, fe)
 	} else {
-		err = q.ckpt.appendEdit(fe, ed.onlyAdds())
+		err = q.ckpt.appendEdit(fe, ed.onlyAdds(), ed.onlyRemoves())
 	}
-	if err == nil && q.ckpt.needsRewrite() {
+	if err == nil && q.ckpt.needsRewrite(ed.empty) {
 		err = q.ckpt.rewrite(q.dir)
 	}
 	if err != nil {

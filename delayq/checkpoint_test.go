@@ -89,8 +89,9 @@ func TestCheckpointCostFollowsChanges(t *testing.T) {
 // its time: the checkpoint after a slot of 100,000 messages was loaded found the file over its
 // bound (twice its full edit and a MiB) because of that edit alone, and rewrote it whole, decoding
 // and writing again megabytes that were all state, just before the burst was due. An edit that
-// only adds is not counted against the bound; the next one, which removes, is, and the file is
-// rewritten then, to the little that is left, describing the state exactly.
+// only adds is not counted against the bound; nor is one that only removes, as the acks of the
+// burst make, while entries are left (the rewrite would write again what the next edit removes);
+// the file is rewritten once the acks have left nothing, describing the state exactly.
 func TestAddedEntriesDoNotRewriteTheCheckpoint(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -124,20 +125,35 @@ func TestAddedEntriesDoNotRewriteTheCheckpoint(t *testing.T) {
 		t.Fatalf("premise: the edit of %d entries (%d bytes) did not take the file (%d bytes) over its bound %d",
 			n, added, q.ckpt.size, q.ckpt.rewriteAt())
 	}
-	for got := 0; got < n; {
-		ds, err := q.Receive(ctx, "t", 1000, time.Minute)
-		if err != nil {
-			t.Fatal(err)
+	ackSome := func(k int) {
+		for got := 0; got < k; {
+			ds, err := q.Receive(ctx, "t", min(1000, k-got), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			receipts := make([]string, len(ds))
+			for i, d := range ds {
+				receipts[i] = d.Receipt
+			}
+			if err := q.Ack(ctx, receipts...); err != nil {
+				t.Fatal(err)
+			}
+			got += len(ds)
 		}
-		receipts := make([]string, len(ds))
-		for i, d := range ds {
-			receipts[i] = d.Receipt
-		}
-		if err := q.Ack(ctx, receipts...); err != nil {
-			t.Fatal(err)
-		}
-		got += len(ds)
 	}
+	// Half the burst acked: the file, over its bound, is left as it is.
+	ackSome(n / 2)
+	if err := q.checkpoint(); err != nil {
+		t.Fatal(err)
+	}
+	if half, _ := checkpointWritten(t, dir, after); !os.SameFile(after, half) {
+		t.Fatal("the checkpoint after half the acks rewrote the file")
+	}
+	if q.ckpt.drainFrom == 0 || !q.ckpt.needsRewrite(true) {
+		t.Fatalf("premise: the edit of the acks (file of %d bytes, bound %d) did not only remove, or left the file within its bound",
+			q.ckpt.size, q.ckpt.rewriteAt())
+	}
+	ackSome(n - n/2)
 	if err := q.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
@@ -152,5 +168,30 @@ func TestAddedEntriesDoNotRewriteTheCheckpoint(t *testing.T) {
 	check(t, q)
 	if st := q.Snapshot(); st.Pending != 0 {
 		t.Fatalf("%d pending after reopening, want 0", st.Pending)
+	}
+}
+
+// A run of edits that only remove leaves the file over its bound only until nothing is left to
+// write, or until the run has doubled the file; an edit that does more ends the run.
+func TestRemovingEditsRewriteOnceDoubled(t *testing.T) {
+	c := &checkpointFile{size: 100 << 20, fullSize: 1 << 20}
+	if !c.needsRewrite(false) {
+		t.Fatal("premise: the file is not over its bound")
+	}
+	c.drainFrom = 60 << 20
+	if c.needsRewrite(false) {
+		t.Error("rewritten during a run of edits that only remove, before it doubled the file")
+	}
+	if !c.needsRewrite(true) {
+		t.Error("not rewritten when nothing is left to write")
+	}
+	c.size = 120<<20 + 1
+	if !c.needsRewrite(false) {
+		t.Error("not rewritten once the run of edits that only remove doubled the file")
+	}
+	c.drainFrom = 0
+	c.size = 100 << 20
+	if !c.needsRewrite(false) {
+		t.Error("not rewritten over its bound after an edit that did more than remove")
 	}
 }
