@@ -461,3 +461,81 @@ func TestReadOnlyChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestPreallocatedZeros checks the zeros a segment file is written with ahead of its frames: the
+// file is longer than its frames while the log is open, and only by zeros; Close cuts them; and
+// a file left with them, as a crash leaves it, opens at the end of its frames, which the log
+// appends after.
+func TestPreallocatedZeros(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{})
+	got := appendN(t, l, 100, 4)
+	end := l.End()
+	path := segmentPath(dir, end.Segment())
+	crashed, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(crashed) < int(end.Offset())+preallocLow {
+		t.Fatalf("segment of %d bytes while open, for frames up to %d: no zeros ahead", len(crashed), end.Offset())
+	}
+	if tail := crashed[end.Offset():]; !bytes.Equal(tail, make([]byte, len(tail))) {
+		t.Fatal("the bytes after the frames are not all zeros")
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != int64(end.Offset()) {
+		t.Fatalf("segment after Close: %v, %v; want %d bytes", fi.Size(), err, end.Offset())
+	}
+
+	// The file as a crash leaves it.
+	if err := os.WriteFile(path, crashed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, dir, Options{})
+	if l.End() != end || len(l.OpenDamage()) != 0 {
+		t.Fatalf("end %v after the crash, want %v; damage %v", l.End(), end, l.OpenDamage())
+	}
+	if tt := l.TornTail(); tt == nil || tt.Offset != int64(end.Offset()) {
+		t.Fatalf("torn tail %v, want the zeros from %d", tt, end.Offset())
+	}
+	pos, end2, err := appendRec(l, put(1000))
+	if err != nil || pos != end || l.WaitDurable(end2) != nil {
+		t.Fatalf("append after the crash at %v: %v", pos, err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openLog(t, dir, Options{})
+	defer l.Close()
+	if l.TornTail() != nil || l.End() != end2 {
+		t.Fatalf("after a clean close: torn tail %v, end %v; want none, %v", l.TornTail(), l.End(), end2)
+	}
+	r := l.NewReader()
+	got["m1000"] = pos
+	for id, p := range got {
+		if rec, err := readRec(r, p); err != nil || rec.id != id {
+			t.Fatalf("ReadAt(%v) = %q, %v; want %s", p, rec.id, err, id)
+		}
+	}
+}
+
+// TestReaderWindowEndsAtTheWrittenEnd is the regression test of a Reader's window over the
+// segment being written to, which is longer than its frames (the zeros written ahead of them):
+// the window held those zeros, and a frame written there after the window was read was read back
+// from it as zeros, damage.
+func TestReaderWindowEndsAtTheWrittenEnd(t *testing.T) {
+	l := openLog(t, t.TempDir(), Options{})
+	defer l.Close()
+	r := l.NewReader()
+	for i := range 50 {
+		pos, end, err := appendRec(l, put(i))
+		if err != nil || l.WaitDurable(end) != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		if rec, err := readRec(r, pos); err != nil || rec.id != fmt.Sprint("m", i) {
+			t.Fatalf("ReadAt(%v) = %q, %v; want m%d", pos, rec.id, err, i)
+		}
+	}
+}

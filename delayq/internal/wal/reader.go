@@ -74,6 +74,11 @@ func (r *Reader) window(seg uint32, off int64, n int) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	// What the window may keep: the segment being written to is longer than its frames (the
+	// zeros written ahead of them, see osFile), and a frame written there later must not be
+	// read from a window that holds zeros in its place. Taken before the read, so that the
+	// window holds no byte written after it.
+	limit := r.l.writtenIn(seg)
 	start := min(off, max(off+int64(n)+4096-ReadWindow, SegmentHeader))
 	size := max(int(off-start)+n, ReadWindow)
 	if cap(r.buf) < size {
@@ -83,6 +88,9 @@ func (r *Reader) window(seg uint32, off int64, n int) ([]byte, error) {
 	m, err := f.ReadAt(buf, start)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("delayq: reading %s: %w", f.Name(), err)
+	}
+	if limit >= 0 {
+		m = int(max(0, min(int64(m), limit-start)))
 	}
 	r.seg, r.start, r.buf = seg, start, buf[:m]
 	if off+int64(n) > start+int64(m) {
@@ -110,6 +118,20 @@ func (l *Log) file(seg uint32) (*os.File, error) {
 	}
 	l.files[seg] = f
 	return f, nil
+}
+
+// writtenIn returns the offset in segment seg before which the files hold the log's frames, or
+// -1 when the whole file does: seg is before the segment being written to.
+func (l *Log) writtenIn(seg uint32) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch w := l.written; {
+	case seg < w.Segment():
+		return -1
+	case seg == w.Segment():
+		return int64(w.Offset())
+	}
+	return 0
 }
 
 // unwritten returns a copy of the frame at pos if it is appended and not yet written, with ok
