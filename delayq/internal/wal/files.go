@@ -93,9 +93,18 @@ func (f *osFile) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// preallocFree is the free space under which an osFile writes no zeros ahead: on a disk about to
+// fill they would be the space freed when the stopped queue's files close, and a tockd waiting for
+// room would take that for the disk's return, and fill it again.
+const preallocFree = 64 << 20
+
 // prealloc writes zeros from the end of the file to preallocStep after the end of what was
-// written. When that fails, it cuts the file back to what was written and stops.
+// written, unless the file system has less than preallocFree free. When writing them fails, it
+// cuts the file back to what was written and stops.
 func (f *osFile) prealloc() {
+	if free, ok := freeBytes(f.File); ok && free < preallocFree {
+		return
+	}
 	end := f.off + preallocStep
 	if _, err := f.File.WriteAt(zeros[:end-f.size], f.size); err != nil {
 		f.full = true
