@@ -48,7 +48,9 @@ type Snapshot struct {
 	// and is logged once with its file and offset; the queue goes on.
 	CorruptRecords uint64
 
-	// Segments and DiskBytes describe the log files.
+	// Segments and DiskBytes describe the log files: DiskBytes counts their records' bytes. The
+	// file being written to is longer on disk, by the zeros written ahead of its records (up to
+	// 1 MiB, cut when the queue closes).
 	Segments  int
 	DiskBytes int64
 

@@ -23,9 +23,15 @@ type CorruptError struct {
 	// data. 0 when the damage was met reading one frame by position.
 	Size int64
 
-	// torn: the bytes end before the frame at Offset does (a header cut short, a length that runs
-	// past the end, zeros to the end), and no valid frame follows. At the end of the log, beyond
-	// what a checkpoint covers, that is a write cut short by a crash, not corruption.
+	// lost: a write lost by a power loss explains the damage (see "The end of the log" in
+	// frame.go): the file ends inside the frame at Offset with no valid frame after it, or a
+	// sector the frame reaches into holds only zeros from the frame's start or its own. Open
+	// cuts the last segment at the first such damage past what a checkpoint covers when all the
+	// damage after it is such too.
+	lost bool
+	// torn: lost, and no valid frame follows (a header cut short, a length that runs past the
+	// end, zeros to the end, a frame ending in zeros). At the end of the log, beyond what a
+	// checkpoint covers, that is a write cut short by a crash, not corruption.
 	torn bool
 	// missing: the whole segment file is gone (Offset is 0).
 	missing bool
@@ -43,8 +49,9 @@ func (e *CorruptError) Is(target error) bool {
 	return target == ErrCorrupt || e.missing && target == ErrMissing
 }
 
-// Torn reports whether the damage is data that stopped before a frame ended with nothing valid
-// after it, rather than data that is present and wrong (see IsTornTail).
+// Torn reports whether the damage is what a write lost by a power loss leaves, with nothing valid
+// after it (a frame cut short, zeros, a frame ending in a sector of zeros), rather than data
+// that is present and wrong (see IsTornTail, and "The end of the log" in frame.go).
 func (e *CorruptError) Torn() bool { return e.torn }
 
 // NewCorruptError returns the damage of the content at offset off of file: bytes that frame
@@ -57,8 +64,8 @@ func missingSegment(dir string, seg uint32) *CorruptError {
 	return &CorruptError{File: segmentPath(dir, seg), Reason: "segment file missing", missing: true}
 }
 
-// IsTornTail reports whether err is about data that stopped before a frame ended with nothing
-// valid after it, rather than data that is present and wrong.
+// IsTornTail reports whether err is about what a write lost by a power loss leaves, with nothing
+// valid after it, rather than data that is present and wrong (see CorruptError.Torn).
 func IsTornTail(err error) bool {
 	var ce *CorruptError
 	return errors.As(err, &ce) && ce.torn

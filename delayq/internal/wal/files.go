@@ -27,18 +27,22 @@ type File interface {
 }
 
 // OSFiles are the operating system's files. A segment file is written ahead of its frames with
-// zeros, a mebibyte at a time (see osFile), and cut back to its frames when it is closed.
-type OSFiles struct{}
-
-func (OSFiles) Create(path string) (File, error) {
-	return openFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+// zeros, a mebibyte at a time (see osFile), and cut back to its frames when it is closed. Open's
+// default OSFiles write no zeros past the log's segment size, where no frame goes (but a frame
+// larger than a segment, alone in its own).
+type OSFiles struct {
+	segmentSize int64 // 0: no bound
 }
 
-func (OSFiles) Append(path string) (File, error) { return openFile(path, os.O_WRONLY) }
+func (fs OSFiles) Create(path string) (File, error) {
+	return fs.openFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
+}
+
+func (fs OSFiles) Append(path string) (File, error) { return fs.openFile(path, os.O_WRONLY) }
 
 func (OSFiles) SyncDir(dir string) error { return SyncDir(dir) }
 
-func openFile(path string, flag int) (File, error) {
+func (fs OSFiles) openFile(path string, flag int) (File, error) {
 	f, err := os.OpenFile(path, flag, 0o644)
 	if err != nil {
 		return nil, err
@@ -48,7 +52,7 @@ func openFile(path string, flag int) (File, error) {
 		f.Close()
 		return nil, err
 	}
-	return &osFile{File: f, off: fi.Size(), size: fi.Size()}, nil
+	return &osFile{File: f, off: fi.Size(), size: fi.Size(), bound: fs.segmentSize}, nil
 }
 
 // preallocStep is how far ahead of its frames an osFile writes zeros, each time its frames come
@@ -75,9 +79,10 @@ var zeros [preallocStep]byte
 // are.
 type osFile struct {
 	*os.File
-	off  int64 // where the next write goes: the end of what was written
-	size int64 // the file's size: off, and the zeros written after it
-	full bool  // writing zeros failed (a full disk): none are written any more
+	off   int64 // where the next write goes: the end of what was written
+	size  int64 // the file's size: off, and the zeros written after it
+	bound int64 // no zeros are written past it; 0: no bound
+	full  bool  // writing zeros failed (a full disk): none are written any more
 }
 
 // Write writes p at the end of what was written, and zeros ahead of it when it comes within
@@ -99,13 +104,19 @@ func (f *osFile) Write(p []byte) (int, error) {
 const preallocFree = 64 << 20
 
 // prealloc writes zeros from the end of the file to preallocStep after the end of what was
-// written, unless the file system has less than preallocFree free. When writing them fails, it
-// cuts the file back to what was written and stops.
+// written, or to the bound, unless the file system has less than preallocFree free. When writing
+// them fails, it cuts the file back to what was written and stops.
 func (f *osFile) prealloc() {
+	end := f.off + preallocStep
+	if f.bound > 0 {
+		end = min(end, f.bound)
+	}
+	if end <= f.size {
+		return
+	}
 	if free, ok := freeBytes(f.File); ok && free < preallocFree {
 		return
 	}
-	end := f.off + preallocStep
 	if _, err := f.File.WriteAt(zeros[:end-f.size], f.size); err != nil {
 		f.full = true
 		if f.File.Truncate(f.off) == nil {

@@ -30,6 +30,36 @@ import (
 // readers take the frames of a group one by one. The bit was added after the other fields: logs
 // holding it cannot be read by versions of delayq older than it.
 //
+// # The end of the log
+//
+// The log is written a commit at a time: one write of every frame appended since the last, then
+// one fdatasync, and the next commit's write begins only once that sync has returned (commit.go).
+// A segment is synced whole before the next one is created. So after a power loss at most one
+// commit is not durable, and it is at the end of the last segment; no frame of it was
+// acknowledged. A segment file is written ahead of its frames with zeros (files.go), which are
+// synced with the commit that wrote them, so the unsynced commit was written over zeros, or past
+// the file's end. A disk writes a sector (512 bytes, or a multiple) whole or not at all, and the
+// page cache writes a file's pages back in any order: each sector of that commit holds either what
+// the commit wrote there or what was there before, zeros or nothing. Its frames can then be cut
+// short by the file's end, be zeros, be followed by zeros where their next sector was lost, or
+// be valid after a lost sector. What a disk does not do to synced data is write zeros into it,
+// or cut it off: damage of those shapes is taken for a lost write, any other for corruption.
+//
+// So Open (repair.go) ends the log at the first damage in the last segment past what the
+// checkpoint covers, from which on every damage is one a lost write explains: the file ends
+// inside its frame with no valid frame after it, or a sector that its frame reaches into holds
+// only zeros from the frame's start or the sector's start to the sector's end (or the file's).
+// The damage and everything after it, valid frames included, is cut: those frames are of the
+// commit that was lost, and keeping them while frames before them are gone would keep half of
+// a group, or a record that refers back to one that is gone. A zero-filled header drops the
+// segment whole (the header is the first write to a segment). Damage of any other shape, and any
+// damage before what a checkpoint covers, is corruption: reported, left in place, read past.
+//
+// What this cannot tell apart, without the synced end recorded in the frames: synced frames that
+// a failing disk turns to zeros, at the end of the log past the last checkpoint, are cut as a lost
+// write (with a warning naming them); and a flipped bit in the length of the last frame, making
+// it run into the zeros after it or past the file's end, is taken for a frame whose end was lost.
+//
 // These constants are frozen: changing one makes existing logs unreadable.
 const (
 	// HeaderSize is the size of a frame's crc and length fields.
@@ -100,6 +130,20 @@ func frameLen(hdr []byte) (int, error) {
 		return 0, &frameError{msg: fmt.Sprintf("frame length %d out of range", n)}
 	}
 	return HeaderSize + int(n), nil
+}
+
+// sizeAt returns the size of the frame whose header starts b, or 0 when b is too short for a
+// header or its length is out of range: frameLen without building an error, for resyncs, which
+// call it at every byte of damage (a mebibyte of zeros ahead of the frames, after a crash).
+func sizeAt(b []byte) int {
+	if len(b) < HeaderSize {
+		return 0
+	}
+	n := binary.LittleEndian.Uint32(b[4:])
+	if n == 0 || n > maxLength {
+		return 0
+	}
+	return HeaderSize + int(n)
 }
 
 // A Verifier says whether a frame's body is well formed for its type: the content's own check,
@@ -184,8 +228,8 @@ func ReadFrames(file string, base int64, b []byte, verify Verifier, fn func(off 
 // a candidate's type and content before its checksum, the costly part.
 func validFrameAfter(b []byte, from int, verify Verifier) bool {
 	for i := from; i+HeaderSize < len(b); i++ {
-		n, err := frameLen(b[i:])
-		if err != nil || n > len(b)-i {
+		n := sizeAt(b[i:])
+		if n == 0 || n > len(b)-i {
 			continue
 		}
 		typ := b[i+8] &^ moreBit

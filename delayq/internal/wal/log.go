@@ -123,7 +123,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.Files == nil {
-		opts.Files = OSFiles{}
+		opts.Files = OSFiles{segmentSize: opts.SegmentSize}
 	}
 	if !opts.ReadOnly {
 		if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -9,13 +9,17 @@ import (
 
 // repair finds the segments of the log and makes the end of the last one ready to append to:
 //
-//   - A torn write is cut: bytes after the last valid frame that hold no valid frame and end
-//     before the frame they start does (a frame cut short, zeros, garbage), and a group of frames
-//     whose last frame is missing. Only what lies at or after covered is ever cut.
-//   - Any other damage (a complete frame that fails its checksum, or damage before covered) is
-//     corruption: it is left as it is and reported by OpenDamage, and scans and reads go past it.
-//     When the last segment ends before covered, appends go to a new segment, so that no position
-//     the checkpoint names is ever given to another frame.
+//   - A torn write is cut: from the first damage in the last segment, at or after covered, from
+//     which on a write lost by a power loss explains all the damage (see "The end of the log" in
+//     frame.go: a frame cut short by the end of the file, or zeros where a frame's sector was),
+//     to the end of the file, valid frames after it included; and a group of frames whose last
+//     frame is missing. Only what lies at or after covered is ever cut. When the segment's header
+//     was lost, the whole file goes.
+//   - Any other damage (bytes present and wrong, such as a complete frame that fails its checksum
+//     with no sector of zeros in it, or damage before covered) is corruption: it is left as it is
+//     and reported by OpenDamage, and scans and reads go past it. When the last segment ends
+//     before covered, appends go to a new segment, so that no position the checkpoint names is
+//     ever given to another frame.
 func (l *Log) repair(covered Pos) error {
 	segs, err := ListSegments(l.dir)
 	if err != nil {
@@ -88,26 +92,17 @@ func (l *Log) openLast(seg uint32, covered Pos) error {
 		}
 		// The header itself never made it: drop the file and start it again.
 		l.tornTail = hdrDamage
-		if l.readOnly {
-			l.endAt(seg, 0)
-			return nil
-		}
-		l.logger.Warn("delayq: removing segment with torn header", "file", path, "bytes", size)
-		if err := os.Remove(path); err != nil {
-			return fmt.Errorf("delayq: %w", err)
-		}
-		delete(l.sizes, seg)
-		if err := SyncDir(l.dir); err != nil {
-			return err
-		}
-		l.startFresh(seg)
-		return nil
+		return l.dropLast(seg, path, size)
 	}
 	var damage []*CorruptError
-	if hdrDamage != nil {
-		damage = append(damage, hdrDamage)
-	}
+	// groupAt[i] is groupStart when damage[i] was met; framesAfter[i] counts the valid frames
+	// between damage[i] and the next damage or the end.
+	var groupAt []int64
+	var framesAfter []int
 	groupStart := int64(-1) // first frame of a group whose last frame has not been met
+	if hdrDamage != nil {
+		damage, groupAt, framesAfter = append(damage, hdrDamage), append(groupAt, -1), append(framesAfter, 0)
+	}
 	for {
 		off, f, err := sc.next()
 		if errors.Is(err, io.EOF) {
@@ -115,12 +110,15 @@ func (l *Log) openLast(seg uint32, covered Pos) error {
 		}
 		var ce *CorruptError
 		if errors.As(err, &ce) {
-			damage = append(damage, ce)
+			damage, groupAt, framesAfter = append(damage, ce), append(groupAt, groupStart), append(framesAfter, 0)
 			continue
 		}
 		if err != nil {
 			sc.close()
 			return err
+		}
+		if n := len(framesAfter); n > 0 {
+			framesAfter[n-1]++
 		}
 		if f.More && groupStart < 0 {
 			groupStart = off
@@ -129,20 +127,36 @@ func (l *Log) openLast(seg uint32, covered Pos) error {
 		}
 	}
 	sc.close()
+	// The log ends at the first damage past what the checkpoint covers from which on a lost
+	// write explains all the damage (see "The end of the log" in frame.go): frames after it are
+	// of the same unsynced commit, none of them acknowledged.
 	cut := int64(-1)
-	if n := len(damage); n > 0 && damage[n-1].torn && damage[n-1].Offset >= coveredOff {
-		cut = damage[n-1].Offset
-		l.tornTail = damage[n-1]
-		damage = damage[:n-1]
+	i := len(damage)
+	for i > 0 && damage[i-1].lost && damage[i-1].Offset >= coveredOff {
+		i--
+	}
+	if i < len(damage) {
+		cut, groupStart = damage[i].Offset, groupAt[i]
+		t := *damage[i]
+		t.Size, t.torn = size-cut, true
+		if n := sumFrom(framesAfter, i); n > 0 {
+			t.Reason += fmt.Sprintf(", then %d valid frames", n)
+		}
+		l.tornTail = &t
+		damage = damage[:i]
 	}
 	if groupStart >= coveredOff && (cut < 0 || groupStart < cut) && !damageAfter(damage, groupStart) {
 		cut = groupStart
-		l.tornTail = &CorruptError{File: path, Offset: cut, Size: size - cut, Reason: "an atomic group without its last frame", torn: true}
+		l.tornTail = &CorruptError{File: path, Offset: cut, Size: size - cut, Reason: "an atomic group without its last frame", lost: true, torn: true}
+	}
+	if cut == 0 {
+		// The header's write was lost: so was every later one to the segment.
+		return l.dropLast(seg, path, size)
 	}
 	if cut >= 0 && l.readOnly {
 		size = cut
 	} else if cut >= 0 {
-		l.logger.Warn("delayq: cutting a torn write at the end of the log", "file", path, "offset", cut, "dropped_bytes", size-cut)
+		l.logger.Warn("delayq: cutting a torn write at the end of the log", "file", path, "offset", cut, "dropped_bytes", size-cut, "reason", l.tornTail.Reason)
 		if err := os.Truncate(path, cut); err != nil {
 			return fmt.Errorf("delayq: cutting a torn write: %w", err)
 		}
@@ -172,6 +186,34 @@ func (l *Log) openLast(seg uint32, covered Pos) error {
 	l.end = MakePos(seg, uint32(size))
 	l.written, l.durable = l.end, l.end
 	return nil
+}
+
+// dropLast removes the last segment, seg, whose header's write was lost (l.tornTail says how),
+// and starts it again. Read-only, it only makes the log end before it.
+func (l *Log) dropLast(seg uint32, path string, size int64) error {
+	if l.readOnly {
+		l.endAt(seg, 0)
+		return nil
+	}
+	l.logger.Warn("delayq: removing segment with torn header", "file", path, "bytes", size, "reason", l.tornTail.Reason)
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("delayq: %w", err)
+	}
+	delete(l.sizes, seg)
+	if err := SyncDir(l.dir); err != nil {
+		return err
+	}
+	l.startFresh(seg)
+	return nil
+}
+
+// sumFrom returns the sum of ns[i:].
+func sumFrom(ns []int, i int) int {
+	n := 0
+	for _, v := range ns[i:] {
+		n += v
+	}
+	return n
 }
 
 // damageAfter reports whether any of damage lies at or after off.

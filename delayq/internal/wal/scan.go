@@ -55,6 +55,15 @@ func openScanner(path string, seg uint32, verify Verifier, from, limit int64) (*
 	bad := checkHeader(path, seg, hdr[:n])
 	if bad != nil {
 		bad.Size = min(SegmentHeader, limit) - bad.Offset
+		if !bad.torn {
+			// A header of zeros: the first write to the segment, lost (see frame.go).
+			lost, err := s.zeroSector(0, SegmentHeader)
+			if err != nil {
+				f.Close()
+				return nil, nil, err
+			}
+			bad.lost = lost
+		}
 	}
 	return s, bad, nil
 }
@@ -95,14 +104,26 @@ func (s *scanner) next() (int64, Frame, error) {
 		return 0, Frame{}, err
 	}
 	complete := size > 0 && off+int64(size) <= s.limit
-	ce := &CorruptError{File: s.path, Offset: off, Reason: fe.msg, Size: next - off, torn: next == s.limit && !complete}
+	ce := &CorruptError{File: s.path, Offset: off, Reason: fe.msg, Size: next - off}
 	if zero, err := s.allZero(off, next); err == nil && zero {
 		ce.Reason = "zero bytes"
 		if next == s.limit {
 			ce.Reason = "zero bytes to the end of the segment"
 		}
-		ce.torn = next == s.limit
 	}
+	// Whether a write lost by a power loss explains the damage (see "The end of the log" in
+	// frame.go): the file ends inside the frame with nothing valid after it, or a sector the
+	// frame reaches into reads as zeros, as a sector written over zeros and lost does.
+	end := off + HeaderSize
+	if size > 0 {
+		end = off + int64(size)
+	}
+	lost, err := s.zeroSector(off, min(end, next))
+	if err != nil {
+		return 0, Frame{}, err
+	}
+	ce.lost = lost || next == s.limit && !complete
+	ce.torn = ce.lost && next == s.limit
 	s.off = next
 	s.br.Reset(io.NewSectionReader(s.f, next, s.limit-next))
 	return 0, Frame{}, ce
@@ -119,8 +140,8 @@ func (s *scanner) resync(from int64) (int64, error) {
 		return 0, fmt.Errorf("delayq: reading %s: %w", s.path, err)
 	}
 	for i := 0; i+HeaderSize < len(rest); i++ {
-		n, err := frameLen(rest[i:])
-		if err != nil || i+n > len(rest) {
+		n := sizeAt(rest[i:])
+		if n == 0 || i+n > len(rest) {
 			continue
 		}
 		typ := rest[i+8] &^ moreBit
@@ -132,6 +153,39 @@ func (s *scanner) resync(from int64) (int64, error) {
 		}
 	}
 	return s.limit, nil
+}
+
+// sectorSize is the unit a disk writes whole, or not at all, when the power fails: the smallest
+// there is, so that no lost write is taken for damage on a disk whose unit is larger.
+const sectorSize = 512
+
+// zeroSector reports whether a sector (sectorSize bytes from a multiple of sectorSize) that
+// [from, to) reaches into holds only zero bytes from from, or from its start, to its end or to
+// the limit.
+func (s *scanner) zeroSector(from, to int64) (bool, error) {
+	hi := min((to+sectorSize-1)/sectorSize*sectorSize, s.limit)
+	if to <= from || hi <= from {
+		return false, nil
+	}
+	b := make([]byte, hi-from)
+	n, err := s.f.ReadAt(b, from)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, fmt.Errorf("delayq: reading %s: %w", s.path, err)
+	}
+	return zeroSector(b[:n], from, to), nil
+}
+
+// zeroSector reports whether b, the bytes of a file from offset base on, holds a sector piece of
+// only zeros, as scanner.zeroSector does for [base, to): b ends at a sector's end or the file's.
+func zeroSector(b []byte, base, to int64) bool {
+	for p := base; p < to && p < base+int64(len(b)); {
+		q := min((p/sectorSize+1)*sectorSize, base+int64(len(b)))
+		if !slices.ContainsFunc(b[p-base:q-base], func(c byte) bool { return c != 0 }) {
+			return true
+		}
+		p = q
+	}
+	return false
 }
 
 // allZero reports whether the file holds only zero bytes in [from, to).
@@ -247,7 +301,8 @@ func scanSegment(dir string, s uint32, verify Verifier, start, limit int64, fn f
 
 // ScanFile calls fn for every valid frame of the segment file seg in dir, in order, and damage
 // for the damage met (see Scan), without opening the log. A torn write at the end of the file is
-// damage too; IsTornTail tells it apart.
+// damage too; IsTornTail tells it apart. (Open cuts more of a last segment: a lost write followed
+// by valid frames, see "The end of the log" in frame.go.)
 func ScanFile(dir string, seg uint32, verify Verifier, fn func(Pos, Frame) error, damage func(*CorruptError) error) error {
 	return scanSegment(dir, seg, verify, SegmentHeader, -1, fn, damage)
 }

@@ -79,7 +79,7 @@ func segmentHeader(seg uint32) []byte {
 // checkHeader returns the damage of a segment header, or nil.
 func checkHeader(path string, seg uint32, hdr []byte) *CorruptError {
 	if len(hdr) < SegmentHeader {
-		return &CorruptError{File: path, Offset: int64(len(hdr)), Reason: "segment header cut short", torn: true}
+		return &CorruptError{File: path, Offset: int64(len(hdr)), Reason: "segment header cut short", lost: true, torn: true}
 	}
 	if string(hdr[:8]) != segMagic {
 		return &CorruptError{File: path, Offset: 0, Reason: fmt.Sprintf("bad segment magic %q", hdr[:8])}
