@@ -32,7 +32,7 @@ func testSeed(t *testing.T) uint64 {
 // far beyond the horizon; with generated and chosen IDs), cancels, receives, acks, nacks, lease
 // expiries, compaction rounds (besides the background ones), clean reopens and simulated crashes
 // (the directory copied as a kill -9 would leave it, or as a power loss would: cut anywhere after
-// the last sync, with garbage after the cut), checking each answer against queuetest's model of
+// the last sync, with garbage after the cut, or sectors after it lost), checking each answer against queuetest's model of
 // the contract and the state's invariants after every step and, at the end, that every message
 // the model holds is delivered, none early: 2 runs of 400 steps, 8 in long mode. Set DELAYQ_SEED
 // to repeat a run.
@@ -120,10 +120,13 @@ func randomOps(t *testing.T, rng *rand.Rand, base string) {
 				m.LeasesLost(queuetest.At(time.Now()))
 			default: // crash: reopen a copy of the files as they are now
 				crashed := filepath.Join(base, fmt.Sprintf("crash%d", step))
-				crashCopy(t, rng, q, dir, crashed)
+				whole := crashCopy(t, rng, q, dir, crashed)
 				dir = crashed
 				q = open(t, dir, opts...)
 				synctest.Wait()
+				if n := q.Snapshot().CorruptRecords; whole && n > 0 {
+					t.Fatalf("step %d: a crash that lost only unsynced sectors left %d damaged places", step, n)
+				}
 				m.LeasesLost(queuetest.At(time.Now()))
 			}
 			if err != nil {
@@ -192,8 +195,9 @@ func copyDir(t testing.TB, src, dst string) {
 
 // crashCopy copies the files of q, whose directory is dir, to crashed as a kill -9 now would leave
 // them, and as a power loss would when rng (if not nil) says so (see loseUnsynced), then closes q. Reopen
-// crashed to recover from the crash.
-func crashCopy(t testing.TB, rng *rand.Rand, q *Queue, dir, crashed string) {
+// crashed to recover from the crash. whole reports that the copy lost nothing, or only whole
+// sectors: nothing a reopen may report as damage.
+func crashCopy(t testing.TB, rng *rand.Rand, q *Queue, dir, crashed string) (whole bool) {
 	t.Helper()
 	// A kill -9 stops every goroutine at one instant; a copy is one only if nothing writes while
 	// it is taken. Holding ckptMu and then mu (the lock order) stops checkpoints, retention and
@@ -212,12 +216,14 @@ func crashCopy(t testing.TB, rng *rand.Rand, q *Queue, dir, crashed string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	whole = true
 	if rng != nil && rng.IntN(2) == 0 {
-		loseUnsynced(t, rng, crashed, durable)
+		whole = loseUnsynced(t, rng, crashed, durable)
 	}
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return whole
 }
 
 // forSegments calls fn with the number and path of every segment file in dir.
@@ -237,8 +243,10 @@ func forSegments(t testing.TB, dir string, fn func(seg uint32, path string)) {
 
 // loseUnsynced does to a copied queue directory what a power loss may do: segments after the one
 // holding the sync point are gone, and that one is cut somewhere after the sync point, with
-// random bytes (a torn write) or zeros after the cut.
-func loseUnsynced(t testing.TB, rng *rand.Rand, dir string, durable wal.Pos) {
+// random bytes (a torn write) or zeros after the cut, or keeps its size and loses sectors (512
+// bytes) after the sync point at random, each as it was before the write: the zeros written
+// ahead of the frames. sectors reports the latter.
+func loseUnsynced(t testing.TB, rng *rand.Rand, dir string, durable wal.Pos) (sectors bool) {
 	t.Helper()
 	forSegments(t, dir, func(seg uint32, path string) {
 		switch {
@@ -248,6 +256,18 @@ func loseUnsynced(t testing.TB, rng *rand.Rand, dir string, durable wal.Pos) {
 			data, err := os.ReadFile(path)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if d := int(durable.Offset()); rng.IntN(2) == 0 {
+				for s := d / 512 * 512; s < len(data); s += 512 {
+					if rng.IntN(2) == 0 {
+						clear(data[max(s, d):min(s+512, len(data))])
+					}
+				}
+				if err := os.WriteFile(path, data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				sectors = true
+				return
 			}
 			cut := int(durable.Offset()) + rng.IntN(len(data)-int(durable.Offset())+1)
 			tail := make([]byte, rng.IntN(64))
@@ -261,4 +281,5 @@ func loseUnsynced(t testing.TB, rng *rand.Rand, dir string, durable wal.Pos) {
 			}
 		}
 	})
+	return sectors
 }
