@@ -1,0 +1,147 @@
+package redisq
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/tockwheel/tock/queue"
+)
+
+// scriptUsec returns the calls and microseconds Redis spent in EVALSHA, from INFO commandstats.
+func scriptUsec(b *testing.B, rdb *redis.Client) (calls, usec int64) {
+	s, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, line := range strings.Split(s, "\r\n") {
+		if !strings.HasPrefix(line, "cmdstat_evalsha:") {
+			continue
+		}
+		for _, f := range strings.Split(strings.TrimPrefix(line, "cmdstat_evalsha:"), ",") {
+			k, v, _ := strings.Cut(f, "=")
+			switch k {
+			case "calls":
+				calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+	}
+	return calls, usec
+}
+
+// redisCPU returns the CPU time of Redis's main thread (user and system), in microseconds.
+func redisCPU(b *testing.B, rdb *redis.Client) float64 {
+	s, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(s, "\r\n") {
+		k, v, _ := strings.Cut(line, ":")
+		if k == "used_cpu_user_main_thread" || k == "used_cpu_sys_main_thread" {
+			f, _ := strconv.ParseFloat(v, 64)
+			sum += f * 1e6
+		}
+	}
+	return sum
+}
+
+// BenchmarkReceiveBurst puts 1,000 messages due at the same instant, one Put each, as the fires
+// of 1,000 schedules of one second are (IDs of the same form, no payload), and has 4 Receives of
+// up to 500 waiting when they come due; it reports Redis's time in scripts per message leased
+// (redis-us/msg, from INFO commandstats; redis-cpu-us/msg, the CPU time of Redis's main thread
+// over the same span), the scripts run (scripts/op), and when the first and the last Receive
+// returned after the due instant (first-ms, last-ms).
+//
+//	go test ./redisq -run '^$' -bench ReceiveBurst -benchtime 5x
+func BenchmarkReceiveBurst(b *testing.B) {
+	srv := startServer(b)
+	rdb := singleClient(b, srv.Addr)
+	q := openQueue(b, rdb)
+	ctx := context.Background()
+	const n, receivers = 1000, 4
+	var first, last, usecs, scripts, cpu float64
+	for b.Loop() {
+		due := time.Now().Add(1500 * time.Millisecond).Truncate(time.Millisecond)
+		nominal := due.UTC().Format(time.RFC3339Nano)
+		msgs := make([]queue.Message, n)
+		for i := range msgs {
+			msgs[i] = queue.Message{ID: fmt.Sprintf("s%d@%s", i, nominal), Topic: "t", DeliverAt: due}
+		}
+		// One Put each, as the schedules' fires are put (each in its name's shard).
+		var pw sync.WaitGroup
+		for w := range 16 {
+			pw.Go(func() {
+				for i := w; i < n; i += 16 {
+					if _, err := q.Put(ctx, msgs[i]); err != nil {
+						b.Error(err)
+					}
+				}
+			})
+		}
+		pw.Wait()
+		time.Sleep(time.Until(due) - 300*time.Millisecond)
+		c0, u0 := scriptUsec(b, rdb)
+		cpu0 := redisCPU(b, rdb)
+		var mu sync.Mutex
+		var got int
+		var ends []time.Duration
+		var receipts []string
+		var wg sync.WaitGroup
+		for range receivers {
+			wg.Go(func() {
+				for {
+					mu.Lock()
+					done := got >= n
+					mu.Unlock()
+					if done {
+						return
+					}
+					rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+					ds, err := q.Receive(rctx, "t", 500, time.Minute)
+					cancel()
+					at := time.Since(due)
+					if err != nil {
+						return
+					}
+					mu.Lock()
+					got += len(ds)
+					ends = append(ends, at)
+					for _, d := range ds {
+						receipts = append(receipts, d.Receipt)
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		c1, u1 := scriptUsec(b, rdb)
+		cpu += redisCPU(b, rdb) - cpu0
+		if got != n {
+			b.Fatalf("received %d of %d", got, n)
+		}
+		lo, hi := ends[0], ends[0]
+		for _, e := range ends {
+			lo, hi = min(lo, e), max(hi, e)
+		}
+		first += float64(lo.Microseconds()) / 1000
+		last += float64(hi.Microseconds()) / 1000
+		usecs += float64(u1 - u0)
+		scripts += float64(c1 - c0)
+		if err := q.Ack(ctx, receipts...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(first/float64(b.N), "first-ms")
+	b.ReportMetric(last/float64(b.N), "last-ms")
+	b.ReportMetric(usecs/float64(b.N)/n, "redis-us/msg")
+	b.ReportMetric(scripts/float64(b.N), "scripts/op")
+	b.ReportMetric(cpu/float64(b.N)/n, "redis-cpu-us/msg")
+}
