@@ -145,3 +145,48 @@ func BenchmarkReceiveBurst(b *testing.B) {
 	b.ReportMetric(scripts/float64(b.N), "scripts/op")
 	b.ReportMetric(cpu/float64(b.N)/n, "redis-cpu-us/msg")
 }
+
+// BenchmarkReceiveScript runs the receive script on one shard, one after another: empty (nothing
+// ready) and leasing 31 messages, and reports Redis's time per script (redis-us/script).
+func BenchmarkReceiveScript(b *testing.B) {
+	srv := startServer(b)
+	rdb := singleClient(b, srv.Addr)
+	q := openQueue(b, rdb)
+	ctx := context.Background()
+	ts := q.topic("t")
+	for _, n := range []int{0, 31} {
+		b.Run(fmt.Sprint("lease=", n), func(b *testing.B) {
+			var usec, calls int64
+			var cpu float64
+			for b.Loop() {
+				b.StopTimer()
+				shard := 0
+				if n > 0 {
+					msgs := make([]queue.Message, n)
+					for i := range msgs {
+						msgs[i] = queue.Message{ID: fmt.Sprintf("s%d@%d", i, time.Now().UnixNano()), Topic: "t"}
+					}
+					if _, err := q.PutBatch(ctx, msgs); err != nil {
+						b.Fatal(err)
+					}
+					shard = q.lay.home(msgs[0].ID)
+				}
+				c0, u0 := scriptUsec(b, rdb)
+				cpu0 := redisCPU(b, rdb)
+				b.StartTimer()
+				ds, err := q.receiveShard(ctx, ts, shard, max(n, 1), 60000, nil)
+				b.StopTimer()
+				if err != nil || len(ds) != n {
+					b.Fatalf("leased %d of %d: %v", len(ds), n, err)
+				}
+				cpu += redisCPU(b, rdb) - cpu0
+				c1, u1 := scriptUsec(b, rdb)
+				usec += u1 - u0
+				calls += c1 - c0
+				b.StartTimer()
+			}
+			b.ReportMetric(float64(usec)/float64(calls), "redis-us/script")
+			b.ReportMetric(cpu/float64(b.N), "redis-cpu-us/op")
+		})
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -413,4 +415,79 @@ func TestReceiveReturnsWhatItLeasedAfterItsDeadline(t *testing.T) {
 	if err != nil || len(ds) != 1 || ds[0].ID != id {
 		t.Fatalf("Receive whose context ended while its script's reply came = %v, %v; want %q", ds, err, id)
 	}
+}
+
+// TestLeasedSplicesAsParseAndEncode checks the receive script's splice of a record it leases
+// (leased, in the prelude) against what parse and encode made of it before: the same record, its
+// attempts counted and its token replaced, for records of every shape (headers, an origin, a
+// failure, aliases, commas and semicolons in the topic, headers and payload), and the same answer
+// to whether it is a dead letter's.
+func TestLeasedSplicesAsParseAndEncode(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, time.Minute)
+	rdb := singleClient(t, s.Addr)
+	const stamp = "s1"
+	if err := rdb.HSet(ctx, "{lt}:meta", "dep", stamp).Err(); err != nil {
+		t.Fatal(err)
+	}
+	pick := func(r *rand.Rand, vs ...string) string { return vs[r.IntN(len(vs))] }
+	text := func(r *rand.Rand, n int) string {
+		const alphabet = "ab,;-_0123456789\x00\xff"
+		b := make([]byte, r.IntN(n+1))
+		for i := range b {
+			b[i] = alphabet[r.IntN(len(alphabet))]
+		}
+		return string(b)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	var recs []string
+	for range 500 {
+		origin, topic, hdr := pick(r, "", "", "orders", "a,b;c"), "t"+text(r, 8), pick(r, "", text(r, 12))
+		h := ""
+		if hdr != "" {
+			h = "," + strconv.Itoa(len(hdr))
+		}
+		header := strings.Join([]string{
+			pick(r, "1764282478001", "0", "-5", "9214646400000"),
+			pick(r, "", "1764282478000", "-7"),
+			strconv.Itoa(r.IntN(1000)),
+			pick(r, "", newToken()),
+			pick(r, "", "3."+newToken()),
+			pick(r, "", "y"+newNonce(), "n"+newNonce()),
+			pick(r, "", "x1764282478001", "N17"),
+			pick(r, "", "1764282478001.3"),
+			strconv.Itoa(len(origin)),
+			strconv.Itoa(len(topic)),
+		}, ",")
+		recs = append(recs, header+h+";"+origin+topic+hdr+text(r, 40))
+	}
+	check := redis.NewScript("#!lua\n" + lua("prelude") + `
+for i = 2, #ARGV do
+  local rec, tok = ARGV[i], ARGV[1]
+  local r = parse(rec)
+  r.att = r.att + 1
+  r.tok = tok
+  local want = encode(r, payload(rec, r))
+  local got, dead = leased(rec, tok)
+  if got ~= want then return {'record', rec, got, want} end
+  if dead ~= (r.origin ~= '') then return {'dead', rec, tostring(dead)} end
+end
+return {'ok'}`)
+	tok := newToken()
+	out, err := check.Run(ctx, rdb, []string{"{lt}:meta", "{lt}:guard"}, append([]any{stamp, tok}, anySlice(recs)...)...).StringSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out[0] != "ok" {
+		t.Fatalf("leased(%q) differs from parse and encode (%s): %q", out[1], out[0], out[2:])
+	}
+}
+
+func anySlice(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }

@@ -116,6 +116,16 @@ local function encode(r, pl)
     .. r.origin .. r.topic .. r.hdr .. pl
 end
 
+-- leased returns record rec as a receive leases it under token tok (no comma in it), its attempts
+-- counted, and whether its origin is not empty (a dead letter's). Only the header's attempts and
+-- token change, so the record is spliced there, not parsed and encoded again: for a burst of small
+-- messages, parse and encode were half of the receive script's time (5 of its 10 us a message).
+local function leased(rec, tok)
+  local a, att, p, olen = string.match(rec, '^(%-?%d+,%-?%d*,)(%d+),[^,]*(),[^,]*,[^,]*,[^,]*,[^,]*,(%d+),')
+  if not a then error('redisq: malformed record') end
+  return a .. fmt(tonumber(att) + 1) .. ',' .. tok .. string.sub(rec, p), olen ~= '0'
+end
+
 -- died returns when a dead letter died (ms), from its record's dead field "<ms>.<attempts>".
 local function died(r) return tonumber(string.match(r.dead, '^(%d+)')) or NOW end
 

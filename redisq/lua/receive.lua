@@ -34,15 +34,13 @@ if max > 0 and not stopped then
     for i, id in ipairs(ids) do
       local rec = recs[i]
       if rec then
-        local r = parse(rec)
-        r.att = r.att + 1
-        r.tok = ARGV[8 + i]
-        rec = encode(r, payload(rec, r))
+        local dead
+        rec, dead = leased(rec, ARGV[8 + i])
         hs[#hs + 1] = id
         hs[#hs + 1] = rec
         zs[#zs + 1] = dl
         zs[#zs + 1] = id
-        if r.origin ~= '' then redis.call('ZREM', dkey(r.origin), id) end
+        if dead then redis.call('ZREM', dkey(parse(rec).origin), id) end
         D.leased = D.leased + 1
         out[#out + 1] = id
         out[#out + 1] = rec
