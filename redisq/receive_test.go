@@ -240,20 +240,20 @@ func TestReceiveReturnsABurstOfOneInstantAfterOneRound(t *testing.T) {
 	h := &countReceives{}
 	rdb := singleClient(t, s.Addr)
 	rdb.AddHook(h)
-	const shards, max = 16, 160
+	const shards, max = 16, 16 * minShare
 	q := openQueue(t, rdb, WithShards(shards))
 	// Due in the same millisecond (a due time in the past would be the put's).
 	at := time.Now().Add(time.Second).Truncate(time.Millisecond)
-	// 4, 12 or 20 messages in each shard, around the share of 10.
+	// 10, 30 or 50 messages in each shard, around the share of minShare (25).
 	per, n, total := make([]int, shards), 0, 0
 	for s := range shards {
-		total += 4 + s%3*8
+		total += 10 + s%3*20
 	}
 	var batch []queue.Message
 	for i := 0; n < total; i++ {
 		id := fmt.Sprintf("b-%d", i)
 		s := q.lay.home(id)
-		if per[s] == 4+s%3*8 {
+		if per[s] == 10+s%3*20 {
 			continue
 		}
 		batch = append(batch, queue.Message{ID: id, Topic: "b", DeliverAt: at})
