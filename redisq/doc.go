@@ -233,7 +233,8 @@
 // events: per shard the next second and lease deadline, and per topic it has receivers for, the
 // shard's earliest due message. A Receive waits for the earliest, runs the receive script on the
 // shards whose time has come (at once, up to 16 of them, each asked for its share of the messages
-// asked for), and waits again when they had nothing. A script that makes a time
+// asked for, and no more shards than leave each a share of 25: a script's own cost is that of
+// some five to ten messages leased), and waits again when they had nothing. A script that makes a time
 // earlier (a Put into an empty topic, a new earliest second, a lease with the earliest deadline)
 // publishes an event on the shard's channel, so every process learns of it at once.
 //
