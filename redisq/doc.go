@@ -158,7 +158,7 @@
 //     written unless every message can be.
 //   - receive: promotes what is due and expires due leases (as tick does, in a small budget),
 //     then leases up to max messages of the topic whose due time has come by the script's clock,
-//     earliest first: each gets a new lease token (from the caller's random bytes), one more
+//     earliest first: each gets a new lease token (the caller's random base and its rank), one more
 //     delivery, and a deadline in {T}:lease. It replies with the deliveries, the topic's next due
 //     time, and the shard's next second and lease deadline.
 //   - ack: for each (ID, token): removes the message if its record holds the token (acked), replies

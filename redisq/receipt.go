@@ -26,6 +26,12 @@ const (
 
 var b64 = base64.RawURLEncoding.Strict()
 
+// tokenBase is the length of the random base of the lease tokens the receive script makes (see
+// receive.lua): each token is the base followed by two characters of base64url for the lease's
+// rank in the script, so that a script's tokens differ from one another and, by the base's 84
+// random bits, from every other script's.
+const tokenBase = tokenLen/3*4 - 2
+
 // receipt is a decoded receipt.
 type receipt struct {
 	shard int

@@ -434,7 +434,9 @@ func (q *Queue) receiveDue(ctx context.Context, ts *topicState, due []int, max i
 
 // receiveShard runs the receive script on shard s, for up to n messages: with the tokens of n
 // permits of the topic's limit, or, when permits is nil, new tokens (and then a limited topic
-// leases nothing, and the topic is marked limited).
+// leases nothing, and the topic is marked limited): a random base that the script completes with
+// each lease's rank (see tokenBase), not n tokens, which Redis parsed for every script, leasing or
+// not.
 func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis int64, permits []string) ([]queue.Delivery, error) {
 	args := q.cfgArgs()
 	permitted := "0"
@@ -442,12 +444,12 @@ func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis 
 		permitted = "1"
 	}
 	args = append(args, ts.name, n, vis, permitted)
-	for i := range n {
-		if permits != nil {
+	if permits != nil {
+		for i := range n {
 			args = append(args, permits[i])
-		} else {
-			args = append(args, newToken())
 		}
+	} else {
+		args = append(args, newToken()[:tokenBase])
 	}
 	sh := q.shards[s]
 	sent := sh.version()

@@ -491,3 +491,64 @@ func anySlice(ss []string) []any {
 	}
 	return out
 }
+
+// TestReceiveTokensDiffer leases 300 messages of one shard with one receive script, twice over
+// (the first leases nacked): every lease token differs from every other, within a script (the
+// caller's base and the lease's rank) and across scripts (another base), and the receipts made
+// from them ack each message once.
+func TestReceiveTokensDiffer(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, time.Minute)
+	q := openQueue(t, singleClient(t, s.Addr))
+	const n = 300
+	msgs := make([]queue.Message, n)
+	for i := range msgs {
+		msgs[i] = queue.Message{ID: fmt.Sprintf("m%d", i), Topic: "t"}
+	}
+	if _, err := q.PutBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	shard := q.lay.home(msgs[0].ID) // a batch's shard
+	tokens := make(map[string]bool)
+	lease := func() []queue.Delivery {
+		ds, err := q.receiveShard(ctx, q.topic("t"), shard, n, time.Minute.Milliseconds(), nil)
+		if err != nil || len(ds) != n {
+			t.Fatalf("the receive script leased %d of %d: %v", len(ds), n, err)
+		}
+		for _, d := range ds {
+			rc, ok := q.signer().verify(d.Receipt, q.lay.shards())
+			if !ok {
+				t.Fatalf("the receipt of %q does not verify", d.ID)
+			}
+			if tokens[rc.token] {
+				t.Fatalf("lease token %q given twice", rc.token)
+			}
+			tokens[rc.token] = true
+		}
+		return ds
+	}
+	first := lease()
+	for _, d := range first {
+		if err := q.Nack(ctx, d.Receipt, time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	second := lease()
+	for _, d := range first {
+		if err := q.Ack(ctx, d.Receipt); !errors.Is(err, queue.ErrUnknownReceipt) {
+			t.Fatalf("Ack of %q by the receipt of its first lease, while its second is current: %v", d.ID, err)
+		}
+	}
+	receipts := make([]string, 0, n)
+	for _, d := range second {
+		receipts = append(receipts, d.Receipt)
+	}
+	if err := q.Ack(ctx, receipts...); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := q.Stats(ctx); err != nil || st.Leased+st.Due+st.Scheduled != 0 {
+		t.Fatalf("after the acks: %+v, %v", st, err)
+	}
+}

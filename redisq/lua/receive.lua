@@ -1,8 +1,10 @@
 -- receive promotes what is due and expires due leases (HK messages at most each), then leases up
 -- to max due messages of a topic unless the topic is paused, or limited and the caller holds no
 -- permits (see permit). ARGV: the delivery configuration (4, see load_cfg), topic, max (0: only
--- report), visibility (ms), '1' when the caller holds max permits of the topic's limit, then max
--- lease tokens (the permits' tokens).
+-- report; at most 4096), visibility (ms), '1' when the caller holds max permits of the topic's
+-- limit, then max lease tokens (the permits' tokens) if it does, and otherwise the random base of
+-- the lease tokens, 14 characters of base64url, to which each lease's rank in the script adds two
+-- (a token is 16 characters: 12 bytes, as receipts carry it).
 -- Replies {NOW, ver, head, wsec, wcount, lms, more, id1, record1, ...}: head is the topic's next
 -- due time (-1: none, or the topic is paused; -2: the topic is limited: ask for permits first),
 -- wsec/wcount/lms the shard's next events (see
@@ -11,6 +13,16 @@
 local HK = 100
 load_cfg(1)
 local topic, max, vis, permitted = ARGV[5], tonumber(ARGV[6]), tonumber(ARGV[7]), ARGV[8] == '1'
+if not permitted and (max > 4096 or #ARGV[9] ~= 14) then
+  return redis.error_reply('ERR receive: max ' .. max .. ' and a token base of ' .. #ARGV[9] .. ' characters')
+end
+local B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+-- token returns the lease token of the i-th message leased.
+local function token(i)
+  if permitted then return ARGV[8 + i] end
+  local hi, lo = math.floor((i - 1) / 64) + 1, (i - 1) % 64 + 1
+  return ARGV[9] .. string.sub(B64, hi, hi) .. string.sub(B64, lo, lo)
+end
 local moved = promote(0, HK)
 local expired = expire(HK)
 local more = 0
@@ -35,7 +47,7 @@ if max > 0 and not stopped then
       local rec = recs[i]
       if rec then
         local dead
-        rec, dead = leased(rec, ARGV[8 + i])
+        rec, dead = leased(rec, token(i))
         hs[#hs + 1] = id
         hs[#hs + 1] = rec
         zs[#zs + 1] = dl
