@@ -29,9 +29,11 @@ type File interface {
 // OSFiles are the operating system's files. A segment file is written ahead of its frames with
 // zeros, a mebibyte at a time (see osFile), and cut back to its frames when it is closed. Open's
 // default OSFiles write no zeros past the log's segment size, where no frame goes (but a frame
-// larger than a segment, alone in its own).
+// larger than a segment, alone in its own), and none with NoSync: they only spare fdatasync the
+// file's size, and cost a write of their own.
 type OSFiles struct {
 	segmentSize int64 // 0: no bound
+	noZeros     bool
 }
 
 func (fs OSFiles) Create(path string) (File, error) {
@@ -52,7 +54,7 @@ func (fs OSFiles) openFile(path string, flag int) (File, error) {
 		f.Close()
 		return nil, err
 	}
-	return &osFile{File: f, off: fi.Size(), size: fi.Size(), bound: fs.segmentSize}, nil
+	return &osFile{File: f, off: fi.Size(), size: fi.Size(), bound: fs.segmentSize, full: fs.noZeros}, nil
 }
 
 // preallocStep is how far ahead of its frames an osFile writes zeros, each time its frames come
@@ -82,7 +84,7 @@ type osFile struct {
 	off   int64 // where the next write goes: the end of what was written
 	size  int64 // the file's size: off, and the zeros written after it
 	bound int64 // no zeros are written past it; 0: no bound
-	full  bool  // writing zeros failed (a full disk): none are written any more
+	full  bool  // no zeros are written: writing them failed (a full disk), or NoSync
 }
 
 // Write writes p at the end of what was written, and zeros ahead of it when it comes within

@@ -43,7 +43,9 @@ import (
 // the commit wrote there or what was there before, zeros or nothing. Its frames can then be cut
 // short by the file's end, be zeros, be followed by zeros where their next sector was lost, or
 // be valid after a lost sector. What a disk does not do to synced data is write zeros into it,
-// or cut it off: damage of those shapes is taken for a lost write, any other for corruption.
+// or cut it off: damage of those shapes is taken for a lost write, any other for corruption. (With
+// NoSync commits are not synced and no zeros are written ahead: a power loss can take any part
+// of the last segment written since it began or Open opened it, leaving the same shapes.)
 //
 // So Open (repair.go) ends the log at the first damage in the last segment past what the
 // checkpoint covers, from which on every damage is one a lost write explains: the file ends

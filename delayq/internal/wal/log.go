@@ -18,7 +18,7 @@ type Options struct {
 	// SegmentSize is the size past which a new segment is started. Default 64 MiB.
 	SegmentSize int64
 	// NoSync skips fdatasync: frames are durable against a process crash once written, but not
-	// against power loss.
+	// against power loss. Segment files are then not written ahead with zeros (see OSFiles).
 	NoSync bool
 	// Logger receives notes about repairs (a truncated torn tail). Default slog.Default().
 	Logger *slog.Logger
@@ -123,7 +123,7 @@ func Open(dir string, opts Options) (*Log, error) {
 		opts.Logger = slog.Default()
 	}
 	if opts.Files == nil {
-		opts.Files = OSFiles{segmentSize: opts.SegmentSize}
+		opts.Files = OSFiles{segmentSize: opts.SegmentSize, noZeros: opts.NoSync}
 	}
 	if !opts.ReadOnly {
 		if err := os.MkdirAll(dir, 0o755); err != nil {

@@ -393,3 +393,19 @@ func TestUnusedZerosAhead(t *testing.T) {
 		})
 	}
 }
+
+// TestNoSyncWritesNoZeros checks that a log with NoSync writes no zeros ahead of its frames: they
+// only spare a sync the file's size, and cost a write.
+func TestNoSyncWritesNoZeros(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{NoSync: true})
+	defer l.Close()
+	appendN(t, l, 50, 2)
+	end := l.End()
+	if err := l.WaitWritten(end); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(segmentPath(dir, end.Segment())); err != nil || fi.Size() != int64(end.Offset()) {
+		t.Fatalf("segment of %d bytes, %v; frames end at %d", fi.Size(), err, end.Offset())
+	}
+}
