@@ -552,3 +552,83 @@ func TestReceiveTokensDiffer(t *testing.T) {
 		t.Fatalf("after the acks: %+v, %v", st, err)
 	}
 }
+
+// TestAckInChunksAsOneAtATime acks 1,200 leases of one shard in one Ack (one ack script, taken a
+// thousand receipts at a time), with receipts repeated across the chunks' boundary and a stale one
+// before its message's current receipt: each is answered as one receipt at a time would be (the
+// repeated ones find their message done, the stale one fails alone), nothing is left leased or
+// due, and the tombstones of the messages acked make a retry of their Put a duplicate no longer.
+func TestAckInChunksAsOneAtATime(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, time.Minute)
+	q := openQueue(t, singleClient(t, s.Addr))
+	const n = 1200
+	msgs := make([]queue.Message, n)
+	for i := range msgs {
+		msgs[i] = queue.Message{ID: fmt.Sprintf("m%d", i), Topic: "t", Payload: []byte("p")}
+	}
+	if _, err := q.PutBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	shard := q.lay.home(msgs[0].ID)
+	var ds []queue.Delivery
+	for len(ds) < n {
+		got, err := q.receiveShard(ctx, q.topic("t"), shard, 600, time.Minute.Milliseconds(), nil)
+		if err != nil || len(got) == 0 {
+			t.Fatalf("the receive script leased %d: %v", len(got), err)
+		}
+		ds = append(ds, got...)
+	}
+	// Message 5 is leased again: its first receipt is stale.
+	if err := q.Nack(ctx, ds[5].Receipt, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	var again []queue.Delivery
+	for len(again) == 0 {
+		got, err := q.receiveShard(ctx, q.topic("t"), shard, 1, time.Minute.Milliseconds(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again = got
+	}
+	if again[0].ID != ds[5].ID {
+		t.Fatalf("leased %q again, want %q", again[0].ID, ds[5].ID)
+	}
+	stale := ds[5].Receipt
+	receipts := []string{stale}
+	for i, d := range ds {
+		if i != 5 {
+			receipts = append(receipts, d.Receipt)
+		}
+		if i == 7 {
+			receipts = append(receipts, ds[2].Receipt) // repeated in the same chunk
+		}
+	}
+	receipts = append(receipts, again[0].Receipt, ds[0].Receipt, ds[999].Receipt, ds[1000].Receipt)
+	err := q.Ack(ctx, receipts...)
+	var ae *queue.AckError
+	if !errors.As(err, &ae) || len(ae.Failed) != 1 || ae.Failed[0].Receipt != stale {
+		t.Fatalf("Ack: %v; want only the stale receipt of %q failed", err, ds[5].ID)
+	}
+	if st, err := q.Stats(ctx); err != nil || st.Leased+st.Due+st.Scheduled != 0 {
+		t.Fatalf("after the acks: %+v, %v", st, err)
+	}
+	// Each message acked left its tombstone (its Put was due within the window), in sets that
+	// expire.
+	rdb := singleClient(t, s.Addr)
+	keys, err := rdb.Keys(ctx, "{"+q.lay.prefix+"/*}:done:*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tombs int64
+	for _, k := range keys {
+		tombs += rdb.SCard(ctx, k).Val()
+		if ttl := rdb.TTL(ctx, k).Val(); ttl <= 0 {
+			t.Errorf("tombstones %s expire in %v", k, ttl)
+		}
+	}
+	if tombs != n {
+		t.Errorf("%d tombstones in %v, want %d", tombs, keys, n)
+	}
+}

@@ -522,12 +522,24 @@ end
 -- come: it was put due within WINDOW (its nonce field starts with 'y'; a retry of the Put of a
 -- message due later comes before it is due, and finds it waiting) and it was due within WINDOW.
 -- The tombstone is a member "<nonce>|<id>" of the set of this second, which expires after WINDOW.
-local function bury(id, r)
-  if string.sub(r.nonce, 1, 1) ~= 'y' or NOW - r.due > WINDOW then return end
+-- tomb returns the tombstone member of message id with record r, or nil when it leaves none; bury_all
+-- adds the members ms (at most a thousand) to the set of this second.
+local function tomb(id, r)
+  if string.sub(r.nonce, 1, 1) ~= 'y' or NOW - r.due > WINDOW then return nil end
+  return string.sub(r.nonce, 2) .. '|' .. id
+end
+
+local function bury_all(ms)
+  if #ms == 0 then return end
   local k = P .. 'done:' .. fmt(math.floor(NOW / 1000))
-  if redis.call('SADD', k, string.sub(r.nonce, 2) .. '|' .. id) == 1 and redis.call('SCARD', k) == 1 then
-    redis.call('EXPIRE', k, WINDOW / 1000 + 2)
-  end
+  local added = redis.call('SADD', k, unpack(ms))
+  -- Every member new: the set is new, and expires.
+  if added > 0 and redis.call('SCARD', k) == added then redis.call('EXPIRE', k, WINDOW / 1000 + 2) end
+end
+
+local function bury(id, r)
+  local m = tomb(id, r)
+  if m then bury_all({m}) end
 end
 
 -- buried reports whether the message put as (id, nonce) left a tombstone in the last WINDOW.
