@@ -31,6 +31,7 @@ local out = {}
 local stopped = paused(topic)
 local unpermitted = not stopped and not permitted and limited(topic)
 if unpermitted then stopped = true end
+local rest -- the ready set's first member and score after the leases, once they are taken
 if max > 0 and not stopped then
   local ids = redis.call('ZRANGEBYSCORE', rkey(topic), '-inf', NOW, 'LIMIT', 0, max)
   if #ids > 0 then
@@ -64,15 +65,18 @@ if max > 0 and not stopped then
       redis.call('ZADD', lkey(topic), unpack(zs))
     end
     tcount('v', topic, #out / 2)
-    redis.call('ZREM', rkey(topic), unpack(ids))
+    -- ids are the set's first #ids members, and nothing above changed the set: removed by rank,
+    -- not each by name.
+    redis.call('ZREMRANGEBYRANK', rkey(topic), 0, #ids - 1)
     D.ready = D.ready - #ids
-    if redis.call('EXISTS', rkey(topic)) == 0 then redis.call('SREM', TOPICS, topic) end
+    rest = redis.call('ZRANGE', rkey(topic), 0, 0, 'WITHSCORES')
+    if not rest[1] then redis.call('SREM', TOPICS, topic) end
   end
 end
 local head = -1
 if unpermitted then head = -2 end
 if not stopped then
-  local h = redis.call('ZRANGE', rkey(topic), 0, 0, 'WITHSCORES')
+  local h = rest or redis.call('ZRANGE', rkey(topic), 0, 0, 'WITHSCORES')
   if h[1] then head = tonumber(h[2]) end
 end
 local wsec, wcount, lms = next_events()
