@@ -44,7 +44,9 @@ type edit struct {
 	limits  []format.Limit
 	pins    pins
 	entries []entryOp
-	ids     []idOp
+	// removedEntries are the origins of entries removed beside those of entries' ops.
+	removedEntries []wal.Pos
+	ids            []idOp
 	// damage holds the damaged places of the log accounted for (see damage.go).
 	damage []wal.Pos
 	// schedules are those changed (all, in a full edit), removed those deleted; fires and
@@ -74,7 +76,7 @@ func indexed(i int, l slotList) indexedList {
 // replaces none, and removes no schedule (the lists and schedules it holds, one each, the pins
 // and the other small sections it holds whole do not count).
 func (ed *edit) onlyAdds() bool {
-	if ed.full || len(ed.removed) > 0 {
+	if ed.full || len(ed.removed) > 0 || len(ed.removedEntries) > 0 {
 		return false
 	}
 	for _, op := range ed.entries {
@@ -97,7 +99,7 @@ func (ed *edit) onlyRemoves() bool {
 	if ed.full || len(ed.lists) > 0 || len(ed.schedules) > 0 {
 		return false
 	}
-	removes := len(ed.removed) > 0
+	removes := len(ed.removed) > 0 || len(ed.removedEntries) > 0
 	for _, op := range ed.entries {
 		if !op.skip && !op.del {
 			return false
@@ -127,7 +129,7 @@ func (q *Queue) fullEditLocked(end wal.Pos) *edit {
 	for _, e := range q.mem.byOrigin {
 		q.mem.changed(e, false)
 	}
-	ed.entries = q.mem.takeOps()
+	ed.entries, _ = q.mem.takeOps()
 	ed.ids = make([]idOp, 0, len(q.disk.ids))
 	for id, loc := range q.disk.ids {
 		ed.ids = append(ed.ids, idOp{id: id, loc: loc})
@@ -157,7 +159,7 @@ func (q *Queue) changesLocked(end wal.Pos) *edit {
 		}
 	}
 	clear(w.dirty)
-	ed.entries = q.mem.takeOps()
+	ed.entries, ed.removedEntries = q.mem.takeOps()
 	ed.ids, w.idOps = w.idOps, nil
 	ed.empty = len(q.mem.byOrigin) == 0 && len(w.ids) == 0
 	seen := make(map[string]bool)
@@ -213,7 +215,7 @@ func (ed *edit) toFormat() *format.Edit {
 	if len(ed.lists) > 0 {
 		fe.Lists = make([]format.List, 0, len(ed.lists))
 	}
-	var entries, removed int
+	entries, removed := 0, len(ed.removedEntries)
 	for _, op := range ed.entries {
 		switch {
 		case op.skip:
@@ -239,6 +241,7 @@ func (ed *edit) toFormat() *format.Edit {
 	for _, seg := range slices.Sorted(maps.Keys(ed.pins)) {
 		fe.Pins = append(fe.Pins, format.Pin{Segment: seg, Count: ed.pins[seg]})
 	}
+	fe.RemovedEntries = append(fe.RemovedEntries, ed.removedEntries...)
 	for _, op := range ed.entries {
 		switch {
 		case op.skip:

@@ -38,14 +38,20 @@ type deliveryIndex struct {
 	// numbers the journals: an entry's jop is its op's index while its jepoch is epoch.
 	ops   []entryOp
 	epoch uint32
+	// removedOps are the origins of the entries the last checkpoint holds that were removed since,
+	// and had no op in ops: a removal is all their op would say, in a tenth of its size. A burst
+	// acked after the checkpoint that followed its load removes an entry with each ack; as ops of
+	// 80 bytes, growing the journal to 100,000 of them was 6% of tockd's CPU in the burst.
+	removedOps []wal.Pos
 }
 
-// takeOps returns the journal of entry changes and starts the next.
-func (x *deliveryIndex) takeOps() []entryOp {
-	ops := x.ops
-	x.ops = nil
+// takeOps returns the journal of entry changes and starts the next: the ops, and the origins of
+// the entries removed that have none.
+func (x *deliveryIndex) takeOps() ([]entryOp, []wal.Pos) {
+	ops, removed := x.ops, x.removedOps
+	x.ops, x.removedOps = nil, nil
 	x.epoch++
-	return ops
+	return ops, removed
 }
 
 // An entryOp is a change to the entries a checkpoint holds: e, as it is now, or its removal, or
@@ -75,7 +81,7 @@ func (x *deliveryIndex) changed(e *entry, added bool) {
 // forget records that the entry of origin, which the last checkpoint holds but memory does not
 // (its record was lost to damage), is gone.
 func (x *deliveryIndex) forget(origin wal.Pos) {
-	x.ops = append(x.ops, entryOp{ce: ckEntry{origin: origin}, del: true})
+	x.removedOps = append(x.removedOps, origin)
 }
 
 // removed records that e was removed.
@@ -89,7 +95,7 @@ func (x *deliveryIndex) removed(e *entry) {
 		x.ops[e.jop] = entryOp{ce: ckEntry{origin: e.origin}, del: true}
 		return
 	}
-	x.ops = append(x.ops, entryOp{ce: ckEntry{origin: e.origin}, del: true})
+	x.removedOps = append(x.removedOps, e.origin)
 }
 
 func newDeliveryIndex(wheel *tock.Wheel, fire func(*bucket), wheelFailed func(error)) deliveryIndex {
