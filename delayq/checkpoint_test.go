@@ -97,22 +97,7 @@ func TestAddedEntriesDoNotRewriteTheCheckpoint(t *testing.T) {
 	dir := t.TempDir()
 	q := open(t, dir, WithNoSync(), WithCheckpointInterval(time.Hour), WithLogger(quiet))
 	const n = 60_000
-	batch := make([]Message, 1000)
-	for range n / len(batch) {
-		for i := range batch {
-			batch[i] = Message{Topic: "t"} // due at once: in memory, entries of the checkpoint
-		}
-		if _, err := q.PutBatch(ctx, batch); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Put into the current slot's list before the loader reached it, they are in memory once it
-	// has.
-	testwait.Until(t, ctx, "the messages in memory", func() bool {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return len(q.mem.byOrigin) == n
-	})
+	putInMemory(t, q, n)
 	before, _ := checkpointWritten(t, dir, nil)
 	if err := q.checkpoint(); err != nil {
 		t.Fatal(err)
@@ -206,18 +191,7 @@ func TestRemovalsJournalOrigins(t *testing.T) {
 	dir := t.TempDir()
 	q := open(t, dir, WithNoSync(), WithCheckpointInterval(time.Hour), WithLogger(quiet))
 	const n = 1000
-	batch := make([]Message, n)
-	for i := range batch {
-		batch[i] = Message{Topic: "t"}
-	}
-	if _, err := q.PutBatch(ctx, batch); err != nil {
-		t.Fatal(err)
-	}
-	testwait.Until(t, ctx, "the messages in memory", func() bool {
-		q.mu.Lock()
-		defer q.mu.Unlock()
-		return len(q.mem.byOrigin) == n
-	})
+	putInMemory(t, q, n)
 	if err := q.checkpoint(); err != nil {
 		t.Fatal(err)
 	}
@@ -267,4 +241,26 @@ func TestRemovalsJournalOrigins(t *testing.T) {
 	if left != 0 {
 		t.Fatalf("%d messages in memory after reopening, want none", left)
 	}
+}
+
+// putInMemory puts n messages of topic t (a multiple of 1,000, or fewer) due at once into q, which
+// holds nothing else, and waits until they are in memory, entries of the checkpoint: put into the
+// current slot's list before the loader reached it, they are once it has.
+func putInMemory(t *testing.T, q *Queue, n int) {
+	t.Helper()
+	ctx := context.Background()
+	batch := make([]Message, min(n, 1000))
+	for range n / len(batch) {
+		for i := range batch {
+			batch[i] = Message{Topic: "t"}
+		}
+		if _, err := q.PutBatch(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testwait.Until(t, ctx, "the messages in memory", func() bool {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		return len(q.mem.byOrigin) == n
+	})
 }
