@@ -492,6 +492,20 @@ func anySlice(ss []string) []any {
 	return out
 }
 
+// putOneShard puts n messages of topic "t" in one batch, which one shard holds (a batch's
+// messages share their shard), and returns that shard.
+func putOneShard(t *testing.T, ctx context.Context, q *Queue, n int) int {
+	t.Helper()
+	msgs := make([]queue.Message, n)
+	for i := range msgs {
+		msgs[i] = queue.Message{ID: fmt.Sprintf("m%d", i), Topic: "t", Payload: []byte("p")}
+	}
+	if _, err := q.PutBatch(ctx, msgs); err != nil {
+		t.Fatal(err)
+	}
+	return q.lay.home(msgs[0].ID)
+}
+
 // TestReceiveTokensDiffer leases 300 messages of one shard with one receive script, twice over
 // (the first leases nacked): every lease token differs from every other, within a script (the
 // caller's base and the lease's rank) and across scripts (another base), and the receipts made
@@ -502,14 +516,7 @@ func TestReceiveTokensDiffer(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	q := openQueue(t, singleClient(t, s.Addr))
 	const n = 300
-	msgs := make([]queue.Message, n)
-	for i := range msgs {
-		msgs[i] = queue.Message{ID: fmt.Sprintf("m%d", i), Topic: "t"}
-	}
-	if _, err := q.PutBatch(ctx, msgs); err != nil {
-		t.Fatal(err)
-	}
-	shard := q.lay.home(msgs[0].ID) // a batch's shard
+	shard := putOneShard(t, ctx, q, n)
 	tokens := make(map[string]bool)
 	lease := func() []queue.Delivery {
 		ds, err := q.receiveShard(ctx, q.topic("t"), shard, n, time.Minute.Milliseconds(), nil)
@@ -564,14 +571,7 @@ func TestAckInChunksAsOneAtATime(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	q := openQueue(t, singleClient(t, s.Addr))
 	const n = 1200
-	msgs := make([]queue.Message, n)
-	for i := range msgs {
-		msgs[i] = queue.Message{ID: fmt.Sprintf("m%d", i), Topic: "t", Payload: []byte("p")}
-	}
-	if _, err := q.PutBatch(ctx, msgs); err != nil {
-		t.Fatal(err)
-	}
-	shard := q.lay.home(msgs[0].ID)
+	shard := putOneShard(t, ctx, q, n)
 	var ds []queue.Delivery
 	for len(ds) < n {
 		got, err := q.receiveShard(ctx, q.topic("t"), shard, 600, time.Minute.Milliseconds(), nil)
