@@ -75,13 +75,19 @@ func TestCheckpointCostFollowsChanges(t *testing.T) {
 	if _, err := q.Cancel(ctx, "order-00000007"); err != nil {
 		t.Fatal(err)
 	}
+	reopenPending(t, q, dir, 30_002)
+}
+
+// reopenPending closes q, opens dir again, checks its state, and requires want messages pending.
+func reopenPending(t *testing.T, q *Queue, dir string, want int64) {
+	t.Helper()
 	if err := q.Close(); err != nil {
 		t.Fatal(err)
 	}
 	q = open(t, dir, WithNoSync(), WithLogger(quiet))
 	check(t, q)
-	if st := q.Snapshot(); st.Pending != 30_002 {
-		t.Fatalf("%d pending after reopening, want 30,002", st.Pending)
+	if st := q.Snapshot(); st.Pending != want {
+		t.Fatalf("%d pending after reopening, want %d", st.Pending, want)
 	}
 }
 
@@ -146,14 +152,7 @@ func TestAddedEntriesDoNotRewriteTheCheckpoint(t *testing.T) {
 	if os.SameFile(after, rewritten) || size >= added/10 {
 		t.Fatalf("after the acks, the checkpoint was not rewritten: %d bytes, the same file %v", size, os.SameFile(after, rewritten))
 	}
-	if err := q.Close(); err != nil {
-		t.Fatal(err)
-	}
-	q = open(t, dir, WithNoSync(), WithLogger(quiet))
-	check(t, q)
-	if st := q.Snapshot(); st.Pending != 0 {
-		t.Fatalf("%d pending after reopening, want 0", st.Pending)
-	}
+	reopenPending(t, q, dir, 0)
 }
 
 // A run of edits that only remove leaves the file over its bound only until nothing is left to
