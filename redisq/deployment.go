@@ -28,7 +28,7 @@ type view struct {
 }
 
 func newView(secret []byte) *view {
-	return &view{secret: secret, stamp: stampOf(secret), sign: signer{secret: secret}}
+	return &view{secret: secret, stamp: stampOf(secret), sign: newSigner(secret)}
 }
 
 // stampOf is the stamp of the deployment whose receipts' secret is secret: 16 hex digits of
