@@ -17,9 +17,10 @@ import (
 	"github.com/tockwheel/tock/queue"
 )
 
-// overlapReceives is a go-redis hook that holds the first receive script it sees, once armed,
-// until a second one is sent (or a while has passed), and records whether one was: whether a
-// Receive asks its shards at once or one after another.
+// overlapReceives is a go-redis hook that holds the first receive script it sees alone, once
+// armed, until a second one is sent (or a while has passed), and records whether one was, or
+// whether a pipeline carried several: whether a Receive asks its shards at once or one after
+// another.
 type overlapReceives struct {
 	passHook
 	armed    atomic.Bool
@@ -47,6 +48,21 @@ func (h *overlapReceives) ProcessHook(next redis.ProcessHook) redis.ProcessHook 
 			}
 		})
 		return next(ctx, cmd)
+	}
+}
+
+func (h *overlapReceives) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := 0
+		for _, c := range cmds {
+			if runsScriptOf(c, receiveScript.Hash()) {
+				n++
+			}
+		}
+		if h.armed.Load() && n > 1 {
+			h.once.Do(func() { close(h.second) })
+		}
+		return next(ctx, cmds)
 	}
 }
 
@@ -81,8 +97,8 @@ func putAcrossShards(t *testing.T, ctx context.Context, q *Queue, topic string, 
 }
 
 // TestReceiveAsksDueShardsAtOnce receives a burst due in every shard: the Receive sends the
-// receive scripts of the due shards at once (the first is held until a second is sent), and takes
-// the whole burst in one call. Before, it asked them one after another, a round trip each, and a
+// receive scripts of the due shards at once (in one pipeline; a script sent alone is held until a
+// second is sent), and takes the whole burst in one call. Before, it asked them one after another, a round trip each, and a
 // consumer of 1,000 fires due in the same millisecond over 16 shards waited for 16 round trips.
 func TestReceiveAsksDueShardsAtOnce(t *testing.T) {
 	t.Parallel()
@@ -168,26 +184,50 @@ func TestReceiveSharesMaxOverShards(t *testing.T) {
 	}
 }
 
-// failShard is a go-redis hook that fails the receive scripts of one shard (by its meta key).
+// failShard is a go-redis hook that fails the receive scripts of one shard (by its meta key),
+// alone or in a pipeline, whose other commands it sends.
 type failShard struct {
 	passHook
 	key string
 }
 
+// fails reports whether cmd is to fail, and fails it.
+func (h *failShard) fails(cmd redis.Cmder) bool {
+	if args := cmd.Args(); runsScriptOf(cmd, receiveScript.Hash()) && len(args) > 3 && args[3] == h.key {
+		cmd.SetErr(errors.New("refused by the test"))
+		return true
+	}
+	return false
+}
+
 func (h *failShard) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if args := cmd.Args(); runsScriptOf(cmd, receiveScript.Hash()) && len(args) > 3 && args[3] == h.key {
-			err := errors.New("refused by the test")
-			cmd.SetErr(err)
-			return err
+		if h.fails(cmd) {
+			return cmd.Err()
 		}
 		return next(ctx, cmd)
 	}
 }
 
+func (h *failShard) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var rest []redis.Cmder
+		for _, c := range cmds {
+			if !h.fails(c) {
+				rest = append(rest, c)
+			}
+		}
+		if len(rest) == 0 {
+			return nil
+		}
+		return next(ctx, rest)
+	}
+}
+
 // TestReceiveGoesOnPastAFailingShard receives one message with every shard due while the receive
 // scripts of the first fail: the Receive asks the other shards and gets one, as it did when it
-// asked them one after another. A first version of the change that asks them at once gave up
+// asked them one after another; then the rest, with shard 0's script failing in the pipeline of
+// the others. A first version of the change that asks them at once gave up
 // when the shards of its first round all failed, though it had asked only as many as max.
 func TestReceiveGoesOnPastAFailingShard(t *testing.T) {
 	t.Parallel()
@@ -195,7 +235,7 @@ func TestReceiveGoesOnPastAFailingShard(t *testing.T) {
 	ctx := testCtx(t, time.Minute)
 	rdb := singleClient(t, s.Addr)
 	q := openQueue(t, rdb, WithShards(4))
-	putAcrossShards(t, ctx, q, "t", 40)
+	per := putAcrossShards(t, ctx, q, "t", 40)
 	rdb.AddHook(&failShard{key: q.lay.metaKey(0)})
 	for range 3 {
 		ds, err := q.Receive(ctx, "t", 1, time.Minute)
@@ -209,9 +249,24 @@ func TestReceiveGoesOnPastAFailingShard(t *testing.T) {
 			t.Fatalf("Receive delivered %q, of shard 0, whose scripts fail", ds[0].ID)
 		}
 	}
+	// A Receive of more asks the 4 shards in one pipeline, whose script on shard 0 fails: it
+	// delivers what the others leased.
+	ds, err := q.Receive(ctx, "t", 100, time.Minute)
+	if err != nil {
+		t.Fatalf("Receive of 100 with shard 0 failing: %v", err)
+	}
+	want := 40 - 3 - per[0]
+	if len(ds) != want {
+		t.Fatalf("Receive of 100 with shard 0 failing delivered %d; want the %d of the other shards", len(ds), want)
+	}
+	for _, d := range ds {
+		if q.lay.home(d.ID) == 0 {
+			t.Fatalf("Receive delivered %q, of shard 0, whose scripts fail", d.ID)
+		}
+	}
 }
 
-// countReceives is a go-redis hook that counts the receive scripts sent.
+// countReceives is a go-redis hook that counts the receive scripts sent, alone or in pipelines.
 type countReceives struct {
 	passHook
 	n atomic.Int32
@@ -223,6 +278,17 @@ func (h *countReceives) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			h.n.Add(1)
 		}
 		return next(ctx, cmd)
+	}
+}
+
+func (h *countReceives) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if runsScriptOf(c, receiveScript.Hash()) {
+				h.n.Add(1)
+			}
+		}
+		return next(ctx, cmds)
 	}
 }
 
