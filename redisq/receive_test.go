@@ -490,6 +490,46 @@ func TestReceiveReturnsWhatItLeasedAfterItsDeadline(t *testing.T) {
 // to whether it is a dead letter's.
 func TestLeasedSplicesAsParseAndEncode(t *testing.T) {
 	t.Parallel()
+	out := runOnRecords(t, `
+for i = 2, #ARGV do
+  local rec, tok = ARGV[i], ARGV[1]
+  local r = parse(rec)
+  r.att = r.att + 1
+  r.tok = tok
+  local want = encode(r, payload(rec, r))
+  local got, dead = leased(rec, tok)
+  if got ~= want then return {'record', rec, got, want} end
+  if dead ~= (r.origin ~= '') then return {'dead', rec, tostring(dead)} end
+end
+return {'ok'}`)
+	if out[0] != "ok" {
+		t.Fatalf("leased(%q) differs from parse and encode (%s): %q", out[1], out[0], out[2:])
+	}
+}
+
+// TestParseAckAsParse checks the ack script's decoding of a record, which reads only the fields
+// an ack needs, against parse, on random records of every form.
+func TestParseAckAsParse(t *testing.T) {
+	t.Parallel()
+	out := runOnRecords(t, `
+for i = 2, #ARGV do
+  local rec = ARGV[i]
+  local r, a = parse(rec), parse_ack(rec)
+  for _, f in ipairs({'due', 'tok', 'aux', 'nonce', 'fail', 'origin', 'topic'}) do
+    if a[f] ~= r[f] then return {f, rec, tostring(a[f]), tostring(r[f])} end
+  end
+end
+return {'ok'}`)
+	if out[0] != "ok" {
+		t.Fatalf("parse_ack(%q).%s = %q; parse has %q", out[1], out[0], out[2], out[3])
+	}
+}
+
+// runOnRecords runs body after the prelude on a fresh Redis, with a lease token then 500 random
+// records of every form (origins, topics and headers with commas and semicolons, failures, dead
+// letters) as ARGV, and returns its reply.
+func runOnRecords(t *testing.T, body string) []string {
+	t.Helper()
 	s := startServer(t)
 	ctx := testCtx(t, time.Minute)
 	rdb := singleClient(t, s.Addr)
@@ -528,26 +568,12 @@ func TestLeasedSplicesAsParseAndEncode(t *testing.T) {
 		}, ",")
 		recs = append(recs, header+h+";"+origin+topic+hdr+text(r, 40))
 	}
-	check := redis.NewScript("#!lua\n" + lua("prelude") + `
-for i = 2, #ARGV do
-  local rec, tok = ARGV[i], ARGV[1]
-  local r = parse(rec)
-  r.att = r.att + 1
-  r.tok = tok
-  local want = encode(r, payload(rec, r))
-  local got, dead = leased(rec, tok)
-  if got ~= want then return {'record', rec, got, want} end
-  if dead ~= (r.origin ~= '') then return {'dead', rec, tostring(dead)} end
-end
-return {'ok'}`)
-	tok := newToken()
-	out, err := check.Run(ctx, rdb, []string{"{lt}:meta", "{lt}:guard"}, append([]any{stamp, tok}, anySlice(recs)...)...).StringSlice()
+	script := redis.NewScript("#!lua\n" + lua("prelude") + body)
+	out, err := script.Run(ctx, rdb, []string{"{lt}:meta", "{lt}:guard"}, append([]any{stamp, newToken()}, anySlice(recs)...)...).StringSlice()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out[0] != "ok" {
-		t.Fatalf("leased(%q) differs from parse and encode (%s): %q", out[1], out[0], out[2:])
-	}
+	return out
 }
 
 func anySlice(ss []string) []any {

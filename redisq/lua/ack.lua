@@ -23,7 +23,7 @@ for c = 1, n, 1000 do
     if acked[id] then rec = false end
     local code, aux, lim = 0, '', ''
     if rec then
-      local r = parse(rec)
+      local r = parse_ack(rec)
       if r.tok ~= '' and r.tok == tok then
         acked[id] = true
         dels[#dels + 1] = id

@@ -93,6 +93,19 @@ end
 
 local function payload(rec, r) return string.sub(rec, r.body) end
 
+-- parse_ack decodes what ack reads of a record: the fields due, tok, aux, nonce, fail, origin and
+-- topic, as parse has them, and no others. Ack decodes every record it ends, and four captures
+-- and a substring fewer than parse's, with a table of seven fields not twelve, took 7% off the
+-- ack script's instructions (4.45 to 4.14 million for 62 receipts, by callgrind).
+local function parse_ack(rec)
+  local due, tok, aux, nonce, fail, olen, tlen, p = string.match(rec,
+    '^(%-?%d+),%-?%d*,%d+,([^,]*),([^,]*),([^,]*),([^,]*),[^,]*,(%d+),(%d+),?%d*;()')
+  if not due then error('redisq: malformed record') end
+  local t = p + tonumber(olen)
+  return {due = tonumber(due), tok = tok, aux = aux, nonce = nonce, fail = fail,
+    origin = string.sub(rec, p, t - 1), topic = string.sub(rec, t, t + tonumber(tlen) - 1)}
+end
+
 -- same_put reports whether a Put of topic, payload pl and requested due time req (ms, as text)
 -- repeats the waiting message r, whose record is rec (a retried Put): the same topic and payload,
 -- and the same requested due time or two that have both come by the script's clock. A message due

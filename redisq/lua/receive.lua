@@ -27,7 +27,10 @@ local moved = promote(0, HK)
 local expired = expire(HK)
 local more = 0
 if moved >= HK or expired >= HK then more = 1 end
-local out = {}
+-- out is the reply: its first 7 values are set last, and each message leased is added after them as
+-- it is leased, not copied there from a table of its own.
+local out = {0, 0, 0, 0, 0, 0, 0}
+local n = 0
 local stopped = paused(topic)
 local unpermitted = not stopped and not permitted and limited(topic)
 if unpermitted then stopped = true end
@@ -55,8 +58,9 @@ if max > 0 and not stopped then
         zs[#zs + 1] = id
         if dead then redis.call('ZREM', dkey(parse(rec).origin), id) end
         D.leased = D.leased + 1
-        out[#out + 1] = id
-        out[#out + 1] = rec
+        n = n + 1
+        out[6 + 2 * n] = id
+        out[7 + 2 * n] = rec
       end
     end
     if #hs > 0 then
@@ -64,7 +68,7 @@ if max > 0 and not stopped then
       redis.call('ZADD', LEASE, unpack(zs))
       redis.call('ZADD', lkey(topic), unpack(zs))
     end
-    tcount('v', topic, #out / 2)
+    tcount('v', topic, n)
     -- ids are the set's first #ids members, and nothing above changed the set: removed by rank,
     -- not each by name.
     redis.call('ZREMRANGEBYRANK', rkey(topic), 0, #ids - 1)
@@ -80,6 +84,5 @@ if not stopped then
   if h[1] then head = tonumber(h[2]) end
 end
 local wsec, wcount, lms = next_events()
-local reply = {NOW, finish('m'), head, wsec, wcount, lms, more}
-for _, v in ipairs(out) do reply[#reply + 1] = v end
-return reply
+out[1], out[2], out[3], out[4], out[5], out[6], out[7] = NOW, finish('m'), head, wsec, wcount, lms, more
+return out
