@@ -97,6 +97,10 @@ type coalescer struct {
 	noExtendBatch atomic.Bool
 
 	putKind, ackKind, extendKind kind
+
+	// yield yields the processor between two batches (see settle):
+	// runtime.Gosched, which a test replaces to play the callers' part.
+	yield func()
 }
 
 // A kind is what coalescing does with the calls of one of its queues: the
@@ -112,7 +116,7 @@ type kind struct {
 
 // newCoalescer returns the coalescer of c's calls.
 func newCoalescer(limit int, c *Client) *coalescer {
-	co := &coalescer{limit: limit, puts: make(map[string]*callQueue)}
+	co := &coalescer{limit: limit, puts: make(map[string]*callQueue), yield: runtime.Gosched}
 	co.maxPuts.Store(maxCoalesced)
 	co.putKind = kind{
 		method: http.MethodPost,
@@ -165,6 +169,10 @@ type call struct {
 
 	taken bool // guarded by coalescer.mu: in a batch being sent, no longer to be withdrawn
 
+	// returns counts the callers of cl's batch still to return, for
+	// settle; set with taken.
+	returns *returns
+
 	done chan struct{} // closed once put and err are set
 	put  PutResult
 	err  error
@@ -209,36 +217,66 @@ func (co *coalescer) send(q *callQueue, batch []*call, k *kind) {
 		} else {
 			k.many(batch)
 		}
-		co.settle(q, len(batch))
+		co.settle(q, batch)
 		batch = co.next(q, batch[0].topic, k.fits)
 	}
 }
 
-// settle is called when a batch of n calls of q has been answered, before
-// the next batch is taken: it yields the processor (runtime.Gosched) so
-// that the callers it answered, ready to run, get their turn, and yields
-// again as long as the last yield let more calls join q's waiting ones,
-// until n have joined. A caller that calls again at once (a producer in a
-// loop) so joins the next batch rather than the one after it. Without
-// this, callers that keep putting split into two cohorts that take turns,
-// each waiting for the other's request, and every request carries half of
-// them: 32 producers made batches of 16 puts, 25 with one yield, 28 with
-// these; and a request costs tockd and the client far more than a put it
-// carries (see the README). settle sets no timer: a yield when no caller
-// is ready to run returns at once, and one that brings none ends it.
-func (co *coalescer) settle(q *callQueue, n int) {
+// settle is called when batch, of calls of q, has been answered, before
+// the next batch is taken: it waits until every caller of batch has
+// returned from its call, and then yields the processor
+// (runtime.Gosched) as long as the last yield let more calls join q's
+// waiting ones, until as many have joined as batch holds. A caller that
+// calls again at once (a producer in a loop) so joins the next batch
+// rather than the one after it. Without this, callers that keep putting
+// split into two cohorts that take turns, each waiting for the other's
+// request, and every request carries half of them: 32 producers made
+// batches of 16 puts, 25 with one yield, 25 to 29 when settle only yielded
+// (a yield found none back while the callers that had gone to the other
+// processor were still on their way), 30 when it yielded until they had
+// all returned, 31.6 with this wait; and a request costs tockd and the
+// client far more than a put it carries (see the README). The wait is not
+// a spin: yielding in a loop kept this processor from taking the callers
+// queued on the other one. settle sets no timer: every caller of batch has
+// been answered and is ready to run, and a yield when none is returns at
+// once.
+func (co *coalescer) settle(q *callQueue, batch []*call) {
 	co.mu.Lock()
 	before := len(q.waiting)
 	co.mu.Unlock()
-	for last := before; ; {
-		runtime.Gosched()
+	<-batch[0].returns.all
+	co.mu.Lock()
+	last := len(q.waiting)
+	co.mu.Unlock()
+	for {
+		co.yield()
 		co.mu.Lock()
 		now := len(q.waiting)
 		co.mu.Unlock()
-		if now == last || now-before >= n {
+		if now == last || now-before >= len(batch) {
 			return
 		}
 		last = now
+	}
+}
+
+// returns counts the callers of a batch that have not returned from their
+// calls yet.
+type returns struct {
+	left atomic.Int32
+	all  chan struct{} // closed when the last has returned
+}
+
+func newReturns(n int) *returns {
+	r := &returns{all: make(chan struct{})}
+	r.left.Store(int32(n))
+	return r
+}
+
+// done is called once by each caller of the batch as it returns.
+func (r *returns) done() {
+	if r.left.Add(-1) == 0 {
+		close(r.all)
 	}
 }
 
@@ -287,6 +325,10 @@ func (co *coalescer) next(q *callQueue, topic string, fits func(b batchSize, cl 
 	}
 	batch := make([]*call, n)
 	copy(batch, q.waiting)
+	r := newReturns(n)
+	for _, cl := range batch {
+		cl.returns = r
+	}
 	rest := copy(q.waiting, q.waiting[n:])
 	clear(q.waiting[rest:])
 	q.waiting = q.waiting[:rest]
@@ -300,6 +342,7 @@ func (co *coalescer) next(q *callQueue, topic string, fits func(b batchSize, cl 
 func (co *coalescer) wait(q *callQueue, cl *call, k *kind) (PutResult, error) {
 	select {
 	case <-cl.done:
+		cl.returns.done()
 		return cl.put, cl.err
 	case <-cl.ctx.Done():
 	}
@@ -314,6 +357,9 @@ func (co *coalescer) wait(q *callQueue, cl *call, k *kind) (PutResult, error) {
 		}
 	}
 	co.mu.Unlock()
+	if taken {
+		defer cl.returns.done()
+	}
 	select {
 	case <-cl.done: // answered meanwhile
 		return cl.put, cl.err
