@@ -414,7 +414,10 @@ type burstDelivery struct {
 // 1,000 from 4 goroutines, then lets 8 consumers receive and ack them, 100 at a time. It reports
 // when the last was received, in seconds after the second began (s-to-deliver-all), how late
 // messages were from their due times (p50-late-ms, p99-late-ms, max-late-ms) and how many came
-// early. The due second begins lead after the puts begin, time for every put to return.
+// early; and how a consumer's round splits, over the rounds begun after the second began: the
+// time in a Receive that returned messages (recv-ms; it waits while none is due) and in the Ack
+// after it (ack-ms), and the messages a Receive returned (msgs/recv). The due second begins lead
+// after the puts begin, time for every put to return.
 func burst(b *testing.B, p *tockdProcess, lead time.Duration, putBatch func(ctx context.Context, at []time.Time) error, c burstConsumer) {
 	n := *tockdBurst
 	ctx := context.Background()
@@ -436,11 +439,13 @@ func burst(b *testing.B, p *tockdProcess, lead time.Duration, putBatch func(ctx 
 		var got, early atomic.Int64
 		var last atomic.Int64
 		late := make([][]time.Duration, 8)
+		var inReceive, inAck, rounds, received atomic.Int64 // of the rounds begun in or after the second
 		var consumers sync.WaitGroup
 		deadline := second.Add(60 * time.Second)
 		for w := range 8 {
 			consumers.Go(func() {
 				for got.Load() < int64(n) && time.Now().Before(deadline) {
+					begun := time.Now()
 					ds, err := c.receive(ctx, 2*time.Second)
 					if err != nil {
 						b.Error(err)
@@ -459,9 +464,16 @@ func burst(b *testing.B, p *tockdProcess, lead time.Duration, putBatch func(ctx 
 						}
 						late[w] = append(late[w], l)
 					}
+					acking := time.Now()
 					if err := c.ack(ctx, receipts); err != nil {
 						b.Error(err)
 						return
+					}
+					if begun.After(second) {
+						inReceive.Add(int64(acking.Sub(begun)))
+						inAck.Add(int64(time.Since(acking)))
+						rounds.Add(1)
+						received.Add(int64(len(ds)))
 					}
 					got.Add(int64(len(ds)))
 					last.Store(now.UnixNano())
@@ -480,6 +492,11 @@ func burst(b *testing.B, p *tockdProcess, lead time.Duration, putBatch func(ctx 
 		b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-late-ms")
 		b.ReportMetric(float64(all[len(all)-1].Microseconds())/1000, "max-late-ms")
 		b.ReportMetric(float64(early.Load()), "early")
+		if r := float64(rounds.Load()); r > 0 {
+			b.ReportMetric(float64(inReceive.Load())/r/1e6, "recv-ms")
+			b.ReportMetric(float64(inAck.Load())/r/1e6, "ack-ms")
+			b.ReportMetric(float64(received.Load())/r, "msgs/recv")
+		}
 	}
 }
 
