@@ -104,13 +104,6 @@ func (s *scanner) next() (int64, Frame, error) {
 		return 0, Frame{}, err
 	}
 	complete := size > 0 && off+int64(size) <= s.limit
-	ce := &CorruptError{File: s.path, Offset: off, Reason: fe.msg, Size: next - off}
-	if zero, err := s.allZero(off, next); err == nil && zero {
-		ce.Reason = "zero bytes"
-		if next == s.limit {
-			ce.Reason = "zero bytes to the end of the segment"
-		}
-	}
 	// Whether a write lost by a power loss explains the damage (see "The end of the log" in
 	// frame.go): the file ends inside the frame with nothing valid after it, or a sector the
 	// frame reaches into reads as zeros, as a sector written over zeros and lost does.
@@ -121,6 +114,21 @@ func (s *scanner) next() (int64, Frame, error) {
 	lost, err := s.zeroSector(off, min(end, next))
 	if err != nil {
 		return 0, Frame{}, err
+	}
+	if complete && !lost && end < next && next == s.limit {
+		// A complete frame, corrupt, with nothing valid after it: when only zeros follow it
+		// (those written ahead of the frames, or a later write lost), they are not its damage
+		// but the end of the log after it, met next as after any last frame.
+		if zero, err := s.allZero(end, next); err == nil && zero {
+			next = end
+		}
+	}
+	ce := &CorruptError{File: s.path, Offset: off, Reason: fe.msg, Size: next - off}
+	if zero, err := s.allZero(off, next); err == nil && zero {
+		ce.Reason = "zero bytes"
+		if next == s.limit {
+			ce.Reason = "zero bytes to the end of the segment"
+		}
 	}
 	ce.lost = lost || next == s.limit && !complete
 	ce.torn = ce.lost && next == s.limit

@@ -394,6 +394,61 @@ func TestUnusedZerosAhead(t *testing.T) {
 	}
 }
 
+// TestCorruptLastFrameBeforeZerosAhead checks that a complete last frame that fails its checksum,
+// with the zeros written ahead of the frames after it, is corruption of that frame alone: the
+// damage ends where the frame does, not at the file's end with the zeros in it, and Open cuts the
+// zeros as the end of the log after it, so that appends go on right after the frame.
+func TestCorruptLastFrameBeforeZerosAhead(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, Options{})
+	appendN(t, l, 3, 1)
+	last, end, err := appendRec(l, put(3))
+	if err != nil || l.WaitDurable(end) != nil {
+		t.Fatalf("append: %v", err)
+	}
+	path := segmentPath(dir, 1)
+	crashed, _ := os.ReadFile(path)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(crashed)) <= int64(end.Offset()) {
+		t.Fatalf("segment of %d bytes while open, frames to %d: no zeros ahead", len(crashed), end.Offset())
+	}
+	crashed[end.Offset()-1] ^= 1 // the last byte of the last frame
+	os.WriteFile(path, crashed, 0o644)
+
+	l = openLog(t, dir, Options{})
+	defer l.Close()
+	d := l.OpenDamage()
+	if len(d) != 1 || d[0].Offset != int64(last.Offset()) || d[0].Size != int64(end.Offset()-last.Offset()) || IsTornTail(d[0]) {
+		t.Fatalf("damage %v; want the frame at %d of %d bytes, corrupt", d, last.Offset(), end.Offset()-last.Offset())
+	}
+	if tt := l.TornTail(); tt == nil || tt.Offset != int64(end.Offset()) || !strings.Contains(tt.Reason, "zero bytes") {
+		t.Fatalf("torn tail %v; want the zeros from %d", tt, end.Offset())
+	}
+	if fi, _ := os.Stat(path); fi.Size() != int64(end.Offset()) {
+		t.Fatalf("segment of %d bytes after Open; want it cut to the damaged frame's end, %d", fi.Size(), end.Offset())
+	}
+	pos, e, err := appendRec(l, put(9))
+	if err != nil || l.WaitDurable(e) != nil || pos != end {
+		t.Fatalf("append after the damage at %v, want %v: %v", pos, end, err)
+	}
+	var ids []string
+	var damage []*CorruptError
+	if err := l.Scan(MakePos(1, SegmentHeader), 0, func(_ Pos, f Frame) error {
+		ids = append(ids, decodeRec(f).id)
+		return nil
+	}, func(ce *CorruptError) error {
+		damage = append(damage, ce)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(ids, []string{"m0", "m1", "m2", "m9"}) || len(damage) != 1 || damage[0].Offset != int64(last.Offset()) {
+		t.Fatalf("scan after the damage: %v, damage %v", ids, damage)
+	}
+}
+
 // TestNoSyncWritesNoZeros checks that a log with NoSync writes no zeros ahead of its frames: they
 // only spare a sync the file's size, and cost a write.
 func TestNoSyncWritesNoZeros(t *testing.T) {
