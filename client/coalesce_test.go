@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -330,6 +332,91 @@ func TestCoalescedPutWithdrawn(t *testing.T) {
 			if _, err := c.Message(bg, id); err != nil {
 				t.Fatalf("%s: %v; want it stored", id, err)
 			}
+		}
+	})
+}
+
+// TestCoalescedPutsCancelledAtRandom attacks the coalescing of Puts with
+// callers that give up at any moment: 16 producers put 40 messages each,
+// half the Puts' contexts cancelled after a random number of yields (before it
+// waits, while it waits, while its batch is in flight, after its answer),
+// the other half never.
+// Every Put returns (not so when the coalescer waits for a caller that
+// never returns), each with the answer it promises: a
+// Put that succeeded is stored, one that failed with the context's error
+// and not ErrMaybeStored is not, and no other error comes; and the Client
+// puts as before once they are done.
+func TestCoalescedPutsCancelledAtRandom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := openQueue(t)
+		c, _ := coalescing(t, q)
+		bg := context.Background()
+		type outcome struct {
+			id  string
+			err error
+		}
+		outs := make([][]outcome, 16)
+		var wg sync.WaitGroup
+		for p := range outs {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(uint64(p), 24))
+				for i := range 40 {
+					id := fmt.Sprintf("p%d-%d", p, i)
+					ctx, cancel := context.WithCancel(bg)
+					if rng.IntN(2) == 0 {
+						yields := rng.IntN(64)
+						go func() {
+							for range yields {
+								runtime.Gosched()
+							}
+							cancel()
+						}()
+					}
+					_, err := c.Put(ctx, "t", client.Message{ID: id, Delay: time.Hour})
+					outs[p] = append(outs[p], outcome{id, err})
+					cancel()
+				}
+			})
+		}
+		done := make(chan struct{})
+		go func() {
+			wg.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(time.Hour):
+			// The bubble's clock runs only while every goroutine in it
+			// waits: an hour is producers waiting for good.
+			t.Fatal("the producers' Puts had not all returned an hour later")
+		}
+		counts := map[string]int{}
+		for _, o := range slices.Concat(outs...) {
+			_, err := c.Message(bg, o.id)
+			stored := err == nil
+			if err != nil && !errors.Is(err, queue.ErrNotFound) {
+				t.Fatalf("%s: %v", o.id, err)
+			}
+			switch {
+			case o.err == nil:
+				counts["stored"]++
+				if !stored {
+					t.Errorf("%s: Put succeeded, but the message is not stored", o.id)
+				}
+			case errors.Is(o.err, client.ErrMaybeStored) && errors.Is(o.err, context.Canceled):
+				counts["maybe stored"]++
+			case errors.Is(o.err, context.Canceled):
+				counts["not stored"]++
+				if stored {
+					t.Errorf("%s: Put failed with %v, which promises nothing was stored, but it is", o.id, o.err)
+				}
+			default:
+				t.Errorf("%s: %v; want nil or the context's error", o.id, o.err)
+			}
+		}
+		t.Logf("outcomes: %v", counts)
+		if _, err := c.Put(bg, "t", client.Message{}); err != nil {
+			t.Fatalf("a Put after the others: %v", err)
 		}
 	})
 }
