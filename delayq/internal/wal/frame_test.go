@@ -37,6 +37,22 @@ func decodeRec(f Frame) testRecord {
 	return testRecord{id: string(f.Body[2 : 2+n]), payload: bytes.Clone(f.Body[2+n:])}
 }
 
+// scanAll scans l from its first frame and returns the IDs of the records it reads and the damage
+// it meets, in order.
+func scanAll(t *testing.T, l *Log) (ids []string, damage []*CorruptError) {
+	t.Helper()
+	if err := l.Scan(MakePos(1, SegmentHeader), 0, func(_ Pos, f Frame) error {
+		ids = append(ids, decodeRec(f).id)
+		return nil
+	}, func(ce *CorruptError) error {
+		damage = append(damage, ce)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return ids, damage
+}
+
 func put(i int) *testRecord {
 	return &testRecord{id: fmt.Sprint("m", i), payload: []byte(strings.Repeat("x", i%50))}
 }

@@ -433,17 +433,7 @@ func TestCorruptLastFrameBeforeZerosAhead(t *testing.T) {
 	if err != nil || l.WaitDurable(e) != nil || pos != end {
 		t.Fatalf("append after the damage at %v, want %v: %v", pos, end, err)
 	}
-	var ids []string
-	var damage []*CorruptError
-	if err := l.Scan(MakePos(1, SegmentHeader), 0, func(_ Pos, f Frame) error {
-		ids = append(ids, decodeRec(f).id)
-		return nil
-	}, func(ce *CorruptError) error {
-		damage = append(damage, ce)
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	ids, damage := scanAll(t, l)
 	if !slices.Equal(ids, []string{"m0", "m1", "m2", "m9"}) || len(damage) != 1 || damage[0].Offset != int64(last.Offset()) {
 		t.Fatalf("scan after the damage: %v, damage %v", ids, damage)
 	}
