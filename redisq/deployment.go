@@ -262,26 +262,11 @@ func (q *Queue) upgraded(from string, rehomed int) {
 // whose data Redis lost) and those that had another deployment's (which they now belong to v's,
 // the configuration's).
 func (q *Queue) stampShards(ctx context.Context, v *view) (unstamped, restamped []int, err error) {
-	cmds := make([]*redis.Cmd, q.lay.shards())
-	send := func(eval bool) {
-		_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for s := range cmds {
-				if eval {
-					cmds[s] = stampScript.Eval(ctx, p, q.lay.keys(s), v.stamp)
-				} else {
-					cmds[s] = stampScript.EvalSha(ctx, p, q.lay.keys(s), v.stamp)
-				}
-			}
-			return nil
-		})
+	all := make([]int, q.lay.shards())
+	for s := range all {
+		all[s] = s
 	}
-	send(false)
-	for _, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			send(true) // Eval loads it
-			break
-		}
-	}
+	cmds := q.pipeScripts(ctx, stampScript, all, func(int) []any { return []any{v.stamp} })
 	for s, c := range cmds {
 		n, err := c.Int()
 		if err != nil {

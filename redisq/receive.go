@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/internal/rediskit"
 	"github.com/tockwheel/tock/queue"
@@ -486,36 +485,11 @@ func (q *Queue) receiveShards(ctx context.Context, ts *topicState, ask, n []int,
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), actTimeout)
 	defer cancel()
 	sent := make([]int64, len(ask))
-	cmds := make([]*redis.Cmd, len(ask))
-	all := make([]int, len(ask))
 	for i, s := range ask {
 		sent[i] = q.shards[s].version()
-		all[i] = i
-	}
-	run := func(eval bool, which []int) {
-		_, _ = q.rdb.Pipelined(sctx, func(p redis.Pipeliner) error {
-			for _, i := range which {
-				args := q.receiveArgs(ts, n[i], vis, nil)
-				if eval {
-					cmds[i] = receiveScript.Eval(sctx, p, q.lay.keys(ask[i]), args...)
-				} else {
-					cmds[i] = receiveScript.EvalSha(sctx, p, q.lay.keys(ask[i]), args...)
-				}
-			}
-			return nil
-		}) // each command carries its own error
 	}
 	start := time.Now()
-	run(false, all)
-	var again []int
-	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			again = append(again, i) // a restarted or promoted master: the script's source, once
-		}
-	}
-	if len(again) > 0 {
-		run(true, again)
-	}
+	cmds := q.pipeScripts(sctx, receiveScript, ask, func(i int) []any { return q.receiveArgs(ts, n[i], vis, nil) })
 	q.metrics.observeScript(time.Since(start))
 	out := make([]shardReceipt, len(ask))
 	for i, c := range cmds {

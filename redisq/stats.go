@@ -106,35 +106,8 @@ func (q *Queue) onShards(ctx context.Context, s *redis.Script, shards []int, arg
 }
 
 func (q *Queue) onShardsOnce(ctx context.Context, s *redis.Script, shards []int, args func(shard int) []any) ([][]any, error) {
-	run := func(eval bool, which []int, cmds []*redis.Cmd) error {
-		_, err := q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, i := range which {
-				if eval {
-					cmds[i] = s.Eval(ctx, p, q.lay.keys(shards[i]), q.withStamp(args(shards[i])...)...)
-				} else {
-					cmds[i] = s.EvalSha(ctx, p, q.lay.keys(shards[i]), q.withStamp(args(shards[i])...)...)
-				}
-			}
-			return nil
-		})
-		return err
-	}
-	cmds := make([]*redis.Cmd, len(shards))
-	all := make([]int, len(shards))
-	for i := range all {
-		all[i] = i
-	}
 	start := time.Now()
-	_ = run(false, all, cmds)
-	var again []int
-	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		_ = run(true, again, cmds)
-	}
+	cmds := q.pipeScripts(ctx, s, shards, func(i int) []any { return q.withStamp(args(shards[i])...) })
 	q.metrics.observeScript(time.Since(start))
 	out := make([][]any, len(shards))
 	for i, c := range cmds {
@@ -145,6 +118,41 @@ func (q *Queue) onShardsOnce(ctx context.Context, s *redis.Script, shards []int,
 		out[i] = v
 	}
 	return out, nil
+}
+
+// pipeScripts runs script s on each shard of shards, with the arguments args(i) for shards[i], in
+// one pipeline (one per master on a cluster), and returns each script's command, which carries
+// its reply or its own error. Scripts a node answers NOSCRIPT (a restarted or promoted master)
+// are sent again once with their source, which loads them.
+func (q *Queue) pipeScripts(ctx context.Context, s *redis.Script, shards []int, args func(i int) []any) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(shards))
+	run := func(eval bool, which []int) {
+		_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range which {
+				if eval {
+					cmds[i] = s.Eval(ctx, p, q.lay.keys(shards[i]), args(i)...)
+				} else {
+					cmds[i] = s.EvalSha(ctx, p, q.lay.keys(shards[i]), args(i)...)
+				}
+			}
+			return nil
+		}) // each command carries its own error
+	}
+	all := make([]int, len(shards))
+	for i := range all {
+		all[i] = i
+	}
+	run(false, all)
+	var again []int
+	for i, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		run(true, again)
+	}
+	return cmds
 }
 
 // metrics are this process's measurements, reported by Metrics.
