@@ -266,6 +266,35 @@ func TestReceiveGoesOnPastAFailingShard(t *testing.T) {
 	}
 }
 
+// TestReceiveAfterScriptsFlushed receives from 4 shards in one pipeline after Redis forgot its
+// scripts, as a restarted or promoted master has: every script meets NOSCRIPT, is sent again with
+// its source, and the Receive delivers every message due, each once.
+func TestReceiveAfterScriptsFlushed(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, time.Minute)
+	rdb := singleClient(t, s.Addr)
+	q := openQueue(t, rdb, WithShards(4))
+	putAcrossShards(t, ctx, q, "t", 40)
+	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := q.Receive(ctx, "t", 100, time.Minute)
+	if err != nil {
+		t.Fatalf("Receive after SCRIPT FLUSH: %v", err)
+	}
+	seen := make(map[string]bool)
+	for _, d := range ds {
+		if seen[d.ID] {
+			t.Fatalf("%q delivered twice", d.ID)
+		}
+		seen[d.ID] = true
+	}
+	if len(seen) != 40 {
+		t.Fatalf("Receive after SCRIPT FLUSH delivered %d of 40", len(seen))
+	}
+}
+
 // countReceives is a go-redis hook that counts the receive scripts sent, alone or in pipelines.
 type countReceives struct {
 	passHook
