@@ -253,9 +253,9 @@ func BenchmarkWorkerExtend(b *testing.B) {
 	})
 }
 
-// scriptCalls returns the scripts Redis has run (EVALSHA and EVAL calls) since it started.
+// scriptCalls returns the scripts Redis has run (EVALSHA, EVAL and FCALL calls) since it started.
 func scriptCalls(b *testing.B, rdb *redis.Client) float64 {
-	return commandCalls(b, rdb, "cmdstat_evalsha:", "cmdstat_eval:")
+	return commandCalls(b, rdb, "cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_fcall:")
 }
 
 // redisCalls returns the commands Redis has run since it started, those that scripts call

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -559,7 +557,7 @@ func TestPausedTopicWaitsWithoutPolling(t *testing.T) {
 	q1.Close()
 	// The waiting Queue's own client counts its receive scripts: Redis's count of all commands
 	// holds housekeeping's too, which a loaded machine makes retry.
-	receives := &scriptRuns{sha: receiveScript.Hash()}
+	receives := &scriptRuns{fn: receiveScript.function()}
 	rdb2 := singleClient(t, s.Addr)
 	rdb2.AddHook(receives)
 	q2 := openQueue(t, rdb2, WithPrefix(prefix))
@@ -599,35 +597,28 @@ func TestPausedTopicWaitsWithoutPolling(t *testing.T) {
 	}
 }
 
-// scriptRuns is a go-redis hook that counts the runs of one script (EVALSHA of its hash, or EVAL
-// of its source), alone or in pipelines.
+// scriptRuns is a go-redis hook that counts the runs of one script (FCALL of its function), alone
+// or in pipelines.
 type scriptRuns struct {
 	passHook
-	sha string
-	n   atomic.Int64
+	fn string
+	n  atomic.Int64
 }
 
 func (h *scriptRuns) count(cmd redis.Cmder) {
-	if runsScriptOf(cmd, h.sha) {
+	if runsScriptOf(cmd, h.fn) {
 		h.n.Add(1)
 	}
 }
 
-// runsScriptOf reports whether cmd runs the script whose SHA-1 is sha.
-func runsScriptOf(cmd redis.Cmder, sha string) bool {
+// runsScriptOf reports whether cmd runs the script whose function is fn.
+func runsScriptOf(cmd redis.Cmder, fn string) bool {
 	args := cmd.Args()
-	if len(args) < 2 {
+	if len(args) < 2 || cmd.Name() != "fcall" {
 		return false
 	}
-	body, _ := args[1].(string)
-	switch cmd.Name() {
-	case "evalsha":
-		return body == sha
-	case "eval":
-		sum := sha1.Sum([]byte(body))
-		return hex.EncodeToString(sum[:]) == sha
-	}
-	return false
+	name, _ := args[1].(string)
+	return name == fn
 }
 
 func (h *scriptRuns) ProcessHook(next redis.ProcessHook) redis.ProcessHook {

@@ -13,17 +13,18 @@ import (
 	"github.com/tockwheel/tock/queue"
 )
 
-// scriptUsec returns the calls and microseconds Redis spent in EVALSHA, from INFO commandstats.
+// scriptUsec returns the calls and microseconds Redis spent in FCALL (the scripts), from INFO
+// commandstats.
 func scriptUsec(b *testing.B, rdb *redis.Client) (calls, usec int64) {
 	s, err := rdb.Info(context.Background(), "commandstats").Result()
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, line := range strings.Split(s, "\r\n") {
-		if !strings.HasPrefix(line, "cmdstat_evalsha:") {
+		if !strings.HasPrefix(line, "cmdstat_fcall:") {
 			continue
 		}
-		for _, f := range strings.Split(strings.TrimPrefix(line, "cmdstat_evalsha:"), ",") {
+		for _, f := range strings.Split(strings.TrimPrefix(line, "cmdstat_fcall:"), ",") {
 			k, v, _ := strings.Cut(f, "=")
 			switch k {
 			case "calls":
@@ -189,4 +190,72 @@ func BenchmarkReceiveScript(b *testing.B) {
 			b.ReportMetric(cpu/float64(b.N), "redis-cpu-us/op")
 		})
 	}
+}
+
+// BenchmarkShardInstant measures Redis's time in one receive script (INFO commandstats), on a
+// shard holding 62 messages due at one instant, as one of 16 shards holds a second's fires of
+// 1,000 schedules: the script that leases half of them (lease-us, as each of two consumers'
+// Receives asks a shard for its share), the one that leases the other half (lease2-us), and the
+// one that finds the shard emptied (empty-us); then the ack of the 62 receipts, as one script
+// (ack-us).
+//
+//	go test ./redisq -run '^$' -bench ShardInstant -benchtime 200x
+func BenchmarkShardInstant(b *testing.B) {
+	srv := startServer(b)
+	rdb := singleClient(b, srv.Addr)
+	q := openQueue(b, rdb)
+	ctx := context.Background()
+	const n = 62
+	var ids []string
+	for i := 0; len(ids) < n; i++ {
+		if id := fmt.Sprintf("s%d@2026-11-28T04:52:37Z", i); q.lay.home(id) == 0 {
+			ids = append(ids, id)
+		}
+	}
+	ts := q.topic("t")
+	usec := func() float64 {
+		_, u := scriptUsec(b, rdb)
+		return float64(u)
+	}
+	var lease, lease2, empty, ack float64
+	for b.Loop() {
+		due := time.Now().Truncate(time.Millisecond)
+		for _, id := range ids {
+			if _, err := q.Put(ctx, queue.Message{ID: id, Topic: "t", DeliverAt: due}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		u0 := usec()
+		d1, err := q.receiveShard(ctx, ts, 0, n/2, 60000, nil)
+		if err != nil || len(d1) != n/2 {
+			b.Fatalf("leased %d of %d: %v", len(d1), n/2, err)
+		}
+		u1 := usec()
+		d2, err := q.receiveShard(ctx, ts, 0, n/2, 60000, nil)
+		if err != nil || len(d2) != n/2 {
+			b.Fatalf("leased %d of %d: %v", len(d2), n/2, err)
+		}
+		u2 := usec()
+		d3, err := q.receiveShard(ctx, ts, 0, n/2, 60000, nil)
+		if err != nil || len(d3) != 0 {
+			b.Fatalf("leased %d of 0: %v", len(d3), err)
+		}
+		u3 := usec()
+		var receipts []string
+		for _, d := range append(d1, d2...) {
+			receipts = append(receipts, d.Receipt)
+		}
+		if err := q.Ack(ctx, receipts...); err != nil {
+			b.Fatal(err)
+		}
+		u4 := usec()
+		lease += u1 - u0
+		lease2 += u2 - u1
+		empty += u3 - u2
+		ack += u4 - u3
+	}
+	b.ReportMetric(lease/float64(b.N), "lease-us")
+	b.ReportMetric(lease2/float64(b.N), "lease2-us")
+	b.ReportMetric(empty/float64(b.N), "empty-us")
+	b.ReportMetric(ack/float64(b.N), "ack-us")
 }

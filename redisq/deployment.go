@@ -87,7 +87,7 @@ func isStampErr(err error) bool {
 // it wrote it, and the version it had when it upgraded it in place (empty when it did not). ARGV:
 // version, shards, secret, then the versions to upgrade in place to the version given (see
 // upgradable).
-var configScript = redis.NewScript(`
+var configScript = newBareScript("config", "allow-oom", `
 local created, from = 0, ''
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1], 'version', ARGV[1], 'shards', ARGV[2], 'secret', ARGV[3])
@@ -125,7 +125,7 @@ var upgradable = []string{"2", "3", "4"}
 // stampScript gives a shard the deployment's stamp (ARGV[1]) in its meta (KEYS[1]; KEYS[2] is the
 // guard, so that a migrating shard is refused). It replies 0 when the shard had it, 1 when it had
 // none (a new shard, or one whose data Redis lost), 2 when it had another deployment's.
-var stampScript = redis.NewScript(`
+var stampScript = newBareScript("stamp", "allow-oom", `
 local d = redis.call('HGET', KEYS[1], 'dep')
 if d == ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'dep', ARGV[1])

@@ -19,9 +19,10 @@
 // message put through one is received through any. Open creates the deployment on first use
 // (its shard count, WithShards, is fixed then) and checks that later processes agree.
 //
-// Redis 7.0 or later is required: the scripts use the "#!lua" shebang (see Scripts), sharded
-// pub/sub, and effects replication of scripts, which Redis 7 always uses: replicas apply a
-// script's writes rather than run it again, so a script may read the clock (TIME).
+// Redis 7.0 or later is required: the scripts are the functions of a Redis function library
+// (see Scripts), and redisq uses sharded pub/sub and effects replication of scripts, which Redis 7
+// always uses: replicas apply a script's writes rather than run them again, so a script may read
+// the clock (TIME).
 //
 // # Shards
 //
@@ -197,11 +198,21 @@
 // range), peek (the shard's next events and the heads of given topics), and topics, list and
 // message (see Admin).
 //
-// The scripts declare their flags in a "#!lua" shebang, so that Redis decides before a script
-// starts whether it may run above maxmemory, never at a write halfway through it (which would
-// leave a message half moved): put, reserve and resolve, which add data, are refused as a whole
-// above maxmemory; the others, which remove or move it, run there too, so that consumers can
-// drain a full Redis and an operator can act on it.
+// The scripts are the functions of one library, which Open loads on every master (FUNCTION LOAD;
+// Redis keeps it with the data, and replicas get it from their master). The library is
+// lua/prelude.lua followed by each script's file, as the body of a function that calls the
+// prelude's begin first; the library is named "tock_" and the first 16 hexadecimal digits of the
+// SHA-1 of its source, and each function "<library>_<file>", so that two versions of redisq on one
+// Redis (a rolling upgrade) each call their own. A node that answers "Function not found" (a master
+// restored or flushed without it) is given the library and asked again. Libraries of earlier
+// versions stay in Redis until deleted (FUNCTION DELETE tock_<digits>; FUNCTION LIST shows them),
+// some 100 KB of Redis's Lua memory each.
+//
+// The functions declare their flags, so that Redis decides before a script starts whether it may
+// run above maxmemory, never at a write halfway through it (which would leave a message half
+// moved): put, reserve and resolve, which add data, are refused as a whole above maxmemory; the
+// others, which remove or move it, run there too, so that consumers can drain a full Redis and an
+// operator can act on it.
 //
 // # Timing
 //
@@ -250,7 +261,7 @@
 // message found so, due more than a period before the read, is logged as a warning: a defect).
 // An idle deployment thus costs Redis, per period, one PING per subscription (one subscription
 // per process on one server, one per shard per process on a cluster) and, per process and shard,
-// one scheddue script of five commands (EVALSHA, the stamp's HGET, TIME, two ZRANGEBYSCORE), one
+// one scheddue script of five commands (FCALL, the stamp's HGET, TIME, two ZRANGEBYSCORE), one
 // more per topic waited on: with three processes, 16 shards and the default period, 8 commands a
 // second, 9.6 with Receives waiting on one topic; and no other command while no message comes
 // due: owners let their shards go (see Ownership).

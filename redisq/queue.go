@@ -116,15 +116,15 @@ func Open(ctx context.Context, rdb redis.UniversalClient, opts ...Option) (*Queu
 	if err := checkVersion(ctx, rdb); err != nil {
 		return nil, err
 	}
+	if err := q.loadLibrary(ctx); err != nil {
+		return nil, err
+	}
 	shards, v, upgrade, err := q.deployment(ctx, shardsGiven)
 	if err != nil {
 		return nil, err
 	}
 	q.lay = newLayout(cfg.prefix, shards)
 	q.dep.view.Store(v)
-	if err := q.loadScripts(ctx); err != nil {
-		return nil, err
-	}
 	// Every shard is stamped before Open returns, so that a shard without a stamp always means
 	// lost data; a cluster in transition (a failover, CLUSTERDOWN) is waited for.
 	unstamped, restamped, err := q.stampShards(ctx, v)
@@ -211,24 +211,11 @@ func infoField(info, field string) string {
 	return ""
 }
 
-// loadScripts loads the scripts on every master, so that EVALSHA finds them and a script that Redis
-// cannot compile fails Open.
-func (q *Queue) loadScripts(ctx context.Context) error {
-	load := func(ctx context.Context, c *redis.Client) error {
-		_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-			loadScripts(ctx, p)
-			return nil
-		})
-		return err
-	}
-	var err error
-	if q.cluster != nil {
-		err = q.cluster.ForEachMaster(ctx, load)
-	} else {
-		err = load(ctx, q.rdb.(*redis.Client))
-	}
-	if err != nil {
-		return fmt.Errorf("redisq: Open: load scripts: %w", unavailable(err))
+// loadLibrary loads the function library on every master, so that FCALL finds it and a library
+// that Redis cannot compile fails Open.
+func (q *Queue) loadLibrary(ctx context.Context) error {
+	if err := loadLibrary(ctx, q.rdb); err != nil {
+		return fmt.Errorf("redisq: Open: %w", unavailable(err))
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ type overlapReceives struct {
 
 func (h *overlapReceives) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if !h.armed.Load() || !runsScriptOf(cmd, receiveScript.Hash()) {
+		if !h.armed.Load() || !runsScriptOf(cmd, receiveScript.function()) {
 			return next(ctx, cmd)
 		}
 		if h.inFlight.Add(1) > 1 {
@@ -55,7 +55,7 @@ func (h *overlapReceives) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		n := 0
 		for _, c := range cmds {
-			if runsScriptOf(c, receiveScript.Hash()) {
+			if runsScriptOf(c, receiveScript.function()) {
 				n++
 			}
 		}
@@ -193,7 +193,7 @@ type failShard struct {
 
 // fails reports whether cmd is to fail, and fails it.
 func (h *failShard) fails(cmd redis.Cmder) bool {
-	if args := cmd.Args(); runsScriptOf(cmd, receiveScript.Hash()) && len(args) > 3 && args[3] == h.key {
+	if args := cmd.Args(); runsScriptOf(cmd, receiveScript.function()) && len(args) > 3 && args[3] == h.key {
 		cmd.SetErr(errors.New("refused by the test"))
 		return true
 	}
@@ -266,32 +266,48 @@ func TestReceiveGoesOnPastAFailingShard(t *testing.T) {
 	}
 }
 
-// TestReceiveAfterScriptsFlushed receives from 4 shards in one pipeline after Redis forgot its
-// scripts, as a restarted or promoted master has: every script meets NOSCRIPT, is sent again with
-// its source, and the Receive delivers every message due, each once.
-func TestReceiveAfterScriptsFlushed(t *testing.T) {
+// TestReceiveAfterLibraryFlushed runs each way of calling a script after Redis forgot the
+// function library, as a master whose data is restored without it would: every call meets
+// "Function not found", the library is loaded, and the call is made again. Grouped Puts (the
+// writer's pipelines), a Receive from 4 shards in one pipeline, and an Ack (one script) each
+// follow a FUNCTION FLUSH; every message is delivered once and acked.
+func TestReceiveAfterLibraryFlushed(t *testing.T) {
 	t.Parallel()
 	s := startServer(t)
 	ctx := testCtx(t, time.Minute)
 	rdb := singleClient(t, s.Addr)
 	q := openQueue(t, rdb, WithShards(4))
-	putAcrossShards(t, ctx, q, "t", 40)
-	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
+	flush := func() {
+		t.Helper()
+		if err := rdb.FunctionFlush(ctx).Err(); err != nil {
+			t.Fatal(err)
+		}
 	}
+	flush()
+	putAcrossShards(t, ctx, q, "t", 40)
+	flush()
 	ds, err := q.Receive(ctx, "t", 100, time.Minute)
 	if err != nil {
-		t.Fatalf("Receive after SCRIPT FLUSH: %v", err)
+		t.Fatalf("Receive after FUNCTION FLUSH: %v", err)
 	}
 	seen := make(map[string]bool)
+	var receipts []string
 	for _, d := range ds {
 		if seen[d.ID] {
 			t.Fatalf("%q delivered twice", d.ID)
 		}
 		seen[d.ID] = true
+		receipts = append(receipts, d.Receipt)
 	}
 	if len(seen) != 40 {
-		t.Fatalf("Receive after SCRIPT FLUSH delivered %d of 40", len(seen))
+		t.Fatalf("Receive after FUNCTION FLUSH delivered %d of 40", len(seen))
+	}
+	flush()
+	if err := q.Ack(ctx, receipts...); err != nil {
+		t.Fatalf("Ack after FUNCTION FLUSH: %v", err)
+	}
+	if st, err := q.Stats(ctx); err != nil || st.Scheduled+st.Due+st.Leased != 0 {
+		t.Fatalf("%+v left after every ack (%v)", st, err)
 	}
 }
 
@@ -303,7 +319,7 @@ type countReceives struct {
 
 func (h *countReceives) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		if runsScriptOf(cmd, receiveScript.Hash()) {
+		if runsScriptOf(cmd, receiveScript.function()) {
 			h.n.Add(1)
 		}
 		return next(ctx, cmd)
@@ -313,7 +329,7 @@ func (h *countReceives) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 func (h *countReceives) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		for _, c := range cmds {
-			if runsScriptOf(c, receiveScript.Hash()) {
+			if runsScriptOf(c, receiveScript.function()) {
 				h.n.Add(1)
 			}
 		}
@@ -476,7 +492,7 @@ type lateReply struct {
 func (h lateReply) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		err := next(ctx, cmd)
-		if err != nil || !runsScriptOf(cmd, receiveScript.Hash()) {
+		if err != nil || !runsScriptOf(cmd, receiveScript.function()) {
 			return err
 		}
 		time.Sleep(h.delay)
@@ -597,7 +613,9 @@ func runOnRecords(t *testing.T, body string) []string {
 		}, ",")
 		recs = append(recs, header+h+";"+origin+topic+hdr+text(r, 40))
 	}
-	script := redis.NewScript("#!lua\n" + lua("prelude") + body)
+	// The prelude's own KEYS and ARGV hide EVAL's from the lines after it.
+	script := redis.NewScript("#!lua\nlocal keys, argv = KEYS, ARGV\n" + lua("prelude") +
+		"\nlocal refused = begin(keys, argv)\nif refused then return refused end\n" + body)
 	out, err := script.Run(ctx, rdb, []string{"{lt}:meta", "{lt}:guard"}, append([]any{stamp, newToken()}, anySlice(recs)...)...).StringSlice()
 	if err != nil {
 		t.Fatal(err)

@@ -86,7 +86,7 @@ func (q *Queue) DueCounts(ctx context.Context, from time.Time, step time.Duratio
 }
 
 // eachShard runs a read-only script on every shard in one pipeline and returns the replies.
-func (q *Queue) eachShard(ctx context.Context, s *redis.Script, args func(shard int) []any) ([][]any, error) {
+func (q *Queue) eachShard(ctx context.Context, s *script, args func(shard int) []any) ([][]any, error) {
 	all := make([]int, q.lay.shards())
 	for i := range all {
 		all[i] = i
@@ -97,7 +97,7 @@ func (q *Queue) eachShard(ctx context.Context, s *redis.Script, args func(shard 
 // onShards runs a read-only script on the given shards in one pipeline (one per master on a
 // cluster) and returns the replies, in the order of shards. A shard's refusal of the stamp
 // reconciles the deployment, and the script runs once more.
-func (q *Queue) onShards(ctx context.Context, s *redis.Script, shards []int, args func(shard int) []any) ([][]any, error) {
+func (q *Queue) onShards(ctx context.Context, s *script, shards []int, args func(shard int) []any) ([][]any, error) {
 	out, err := q.onShardsOnce(ctx, s, shards, args)
 	if again, err := q.afterStampErr(ctx, err); !again {
 		return out, err
@@ -105,7 +105,7 @@ func (q *Queue) onShards(ctx context.Context, s *redis.Script, shards []int, arg
 	return q.onShardsOnce(ctx, s, shards, args)
 }
 
-func (q *Queue) onShardsOnce(ctx context.Context, s *redis.Script, shards []int, args func(shard int) []any) ([][]any, error) {
+func (q *Queue) onShardsOnce(ctx context.Context, s *script, shards []int, args func(shard int) []any) ([][]any, error) {
 	start := time.Now()
 	cmds := q.pipeScripts(ctx, s, shards, func(i int) []any { return q.withStamp(args(shards[i])...) })
 	q.metrics.observeScript(time.Since(start))
@@ -122,18 +122,14 @@ func (q *Queue) onShardsOnce(ctx context.Context, s *redis.Script, shards []int,
 
 // pipeScripts runs script s on each shard of shards, with the arguments args(i) for shards[i], in
 // one pipeline (one per master on a cluster), and returns each script's command, which carries
-// its reply or its own error. Scripts a node answers NOSCRIPT (a restarted or promoted master)
-// are sent again once with their source, which loads them.
-func (q *Queue) pipeScripts(ctx context.Context, s *redis.Script, shards []int, args func(i int) []any) []*redis.Cmd {
+// its reply or its own error. When a node has not the library (a restarted, promoted or flushed
+// master), the library is loaded and the scripts it refused are sent again once.
+func (q *Queue) pipeScripts(ctx context.Context, s *script, shards []int, args func(i int) []any) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(shards))
-	run := func(eval bool, which []int) {
+	run := func(which []int) {
 		_, _ = q.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range which {
-				if eval {
-					cmds[i] = s.Eval(ctx, p, q.lay.keys(shards[i]), args(i)...)
-				} else {
-					cmds[i] = s.EvalSha(ctx, p, q.lay.keys(shards[i]), args(i)...)
-				}
+				cmds[i] = s.call(ctx, p, q.lay.keys(shards[i]), args(i)...)
 			}
 			return nil
 		}) // each command carries its own error
@@ -142,15 +138,15 @@ func (q *Queue) pipeScripts(ctx context.Context, s *redis.Script, shards []int, 
 	for i := range all {
 		all[i] = i
 	}
-	run(false, all)
+	run(all)
 	var again []int
 	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+		if notLoaded(c.Err()) {
 			again = append(again, i)
 		}
 	}
-	if len(again) > 0 {
-		run(true, again)
+	if len(again) > 0 && loadLibrary(ctx, q.rdb) == nil {
+		run(again)
 	}
 	return cmds
 }

@@ -107,7 +107,7 @@ type request struct {
 	extends []extendItem // opExtend
 	permits []permitItem // opPermitExtend
 
-	script *redis.Script // opScript
+	script *script // opScript
 	args   func(shard int, retry bool) []any
 	locked bool // the script's KEYS include the shard's lock
 
@@ -379,7 +379,7 @@ type call struct {
 	shard  int
 	kind   opKind
 	reqs   []*request
-	script *redis.Script
+	script *script
 	keys   []string
 	args   []any
 	cmd    *redis.Cmd
@@ -444,7 +444,7 @@ func (w *writer) flush(n *node, reqs []*request) {
 	_, perr := n.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, c := range calls {
 			c.sent = start
-			c.cmd = c.script.EvalSha(ctx, p, c.keys, q.withStamp(c.args...)...)
+			c.cmd = c.script.call(ctx, p, c.keys, q.withStamp(c.args...)...)
 		}
 		if need > 0 {
 			wait = redis.NewIntCmd(ctx, "wait", need, q.cfg.replicaWait.Milliseconds())
@@ -471,8 +471,8 @@ func (w *writer) flush(n *node, reqs []*request) {
 	}
 	for _, c := range calls {
 		err := c.cmd.Err()
-		if redis.HasErrorPrefix(err, "NOSCRIPT") {
-			w.loadScripts(n)
+		if notLoaded(err) {
+			w.loadLibrary(n)
 		}
 		if err == nil && waitErr != nil {
 			if rediskit.Transient(waitErr) {
@@ -679,12 +679,10 @@ func (w *writer) replicasNeeded(n *node) int {
 	return min(count, 1)
 }
 
-// loadScripts loads the scripts on n, which answered NOSCRIPT (a restarted or promoted node).
-func (w *writer) loadScripts(n *node) {
+// loadLibrary loads the function library on n, which had not it (a restarted, promoted or flushed
+// node).
+func (w *writer) loadLibrary(n *node) {
 	ctx, cancel := context.WithTimeout(context.Background(), pipelineTimeout)
 	defer cancel()
-	_, _ = n.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-		loadScripts(ctx, p)
-		return nil
-	})
+	_ = loadLibrary(ctx, n.client)
 }

@@ -17,7 +17,7 @@ import (
 // deployment changes or cannot take the command; or, where ran is set, one that it sends a
 // command that was waiting (WAIT) when the deployment changed.
 type knownReply struct {
-	code      string // the reply's first word
+	code      string // the reply's first words
 	transient bool   // passes by itself, or once the caller did what the reply calls for
 	reload    bool   // the cluster's topology may have changed
 	what      string // what happened, for Describe
@@ -37,6 +37,8 @@ var knownReplies = []knownReply{
 	// Transient because the callers load the script and send it again (go-redis's Script.Run
 	// sends its source).
 	{"NOSCRIPT", true, false, "the script is not loaded on the node (after a restart or a failover)", false},
+	// Transient for the same reason: the callers load the function library and call again.
+	{"ERR Function not found", true, false, "the function library is not loaded on the node (a master restored or flushed without it)", false},
 	// Not transient: memory is freed by someone else, if ever.
 	{"OOM", false, false, "Redis is out of memory (maxmemory): nothing more can be written", false},
 	// A WAIT (or another blocked command) of a master that became a replica: the writes before it
@@ -51,9 +53,8 @@ func knownReplyOf(err error) (knownReply, string, bool) {
 		return knownReply{}, "", false
 	}
 	msg := rerr.Error()
-	code, _, _ := strings.Cut(msg, " ")
 	for _, r := range knownReplies {
-		if code == r.code {
+		if msg == r.code || strings.HasPrefix(msg, r.code+" ") {
 			return r, msg, true
 		}
 	}
@@ -103,7 +104,7 @@ func hasText(err error, texts []string) bool {
 
 // Refused reports whether err proves that the command did not run: Redis refused it before
 // running it (TRYAGAIN, ASK, MOVED, CLUSTERDOWN, READONLY, MASTERDOWN, LOADING, NOREPLICAS, BUSY,
-// NOSCRIPT, OOM), or it could not be sent (the dial failed, or no connection was free). A command
+// NOSCRIPT, Function not found, OOM), or it could not be sent (the dial failed, or no connection was free). A command
 // whose connection failed after it was sent is not refused, nor a WAIT that a failover unblocked
 // (UNBLOCKED): it may or may not have run.
 func Refused(err error) bool {
@@ -128,7 +129,8 @@ func Refused(err error) bool {
 }
 
 // Transient reports whether err may pass when the command is sent again: a knownReply that passes as
-// the deployment settles (all but OOM; NOSCRIPT once the script is loaded again), a WAIT that a
+// the deployment settles (all but OOM; NOSCRIPT and Function not found once the script or library is
+// loaded again), a WAIT that a
 // failover unblocked (UNBLOCKED), or a connection that failed (refused, reset, closed, timed out, a pool without a free connection), after which
 // the command may or may not have run. Other error replies (a script's own error, WRONGTYPE), a
 // client closed by its program (redis.ErrClosed) and the caller's context ending are not.

@@ -58,6 +58,8 @@ func TestClassification(t *testing.T) {
 		{reply("NOREPLICAS Not enough good replicas to write."), true, true, false},
 		{reply("BUSY Redis is busy running a script."), true, true, false},
 		{reply("NOSCRIPT No matching script."), true, true, false},
+		{reply("ERR Function not found"), true, true, false},
+		{reply("ERR Function not foundation"), false, false, false}, // a reply's words, not its letters
 		{reply("OOM command not allowed when used memory > 'maxmemory'."), true, false, false},
 		// A WAIT unblocked by a failover (seen under load in redisq's conformance test on a cluster).
 		{reply("UNBLOCKED force unblock from blocking operation, instance state changed (master -> replica?)"), false, true, true},

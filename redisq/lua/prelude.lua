@@ -1,27 +1,17 @@
--- prelude.lua: the definitions every script of redisq shares; each script is this file followed by
--- its own. KEYS[1] is the shard's meta key "{T}:meta", KEYS[2] its guard key "{T}:guard" (which
--- never exists, so that Redis refuses the script while the shard's slot migrates); every other key
--- of the shard is named here from KEYS[1]. See doc.go for the layout and the record format.
-local P = string.sub(KEYS[1], 1, -5)
-local META = KEYS[1]
-
--- The first ARGV of every script is the stamp of the deployment's configuration as the caller holds
--- it (the scripts' own ARGV follow it, as ARGV[1] on). {T}:meta's dep is the stamp of the
--- configuration the shard belongs to. A script refuses, before it reads or writes anything else,
--- a shard without one (Redis lost its data: a restart without persistence, FLUSHALL) or with
--- another (the configuration was made anew since the caller read it): no process acts on a shard
--- with a view of the deployment that is no longer the deployment's. The caller then reconciles.
-do
-  local stamp = table.remove(ARGV, 1)
-  local dep = redis.call('HGET', META, 'dep')
-  if dep ~= stamp then
-    if not dep then return redis.error_reply('TOCKLOST the shard has no deployment stamp: Redis lost its data') end
-    return redis.error_reply('TOCKSTALE the shard is of deployment ' .. dep .. ', not ' .. tostring(stamp))
-  end
-end
-local REC, SECS, SC, XT = P .. 'rec', P .. 'secs', P .. 'sc', P .. 'xt'
-local LEASE, ALIAS, TOPICS, CHAN = P .. 'lease', P .. 'alias', P .. 'topics', P .. 'ev'
-local TC, PAUSED, LAT, WHY, LIM = P .. 'tc', P .. 'paused', P .. 'lat', P .. 'why', P .. 'lim'
+-- prelude.lua: the definitions every script of redisq shares. The library that Redis loads (see
+-- doc.go) is this file followed by each script's own, as the body of a function that calls begin
+-- first: what this file defines is made once, when the library is loaded, not on every call.
+-- KEYS[1] is the shard's meta key "{T}:meta", KEYS[2] its guard key "{T}:guard" (which never
+-- exists, so that Redis refuses the script while the shard's slot migrates); every other key of
+-- the shard is named here from KEYS[1]. See doc.go for the layout and the record format.
+--
+-- Everything below that a call changes (the keys it names, its clock, the caches and the counts
+-- it gathers) is set anew by begin, so that nothing of one call is seen by the next.
+local KEYS, ARGV
+local P, META
+local REC, SECS, SC, XT
+local LEASE, ALIAS, TOPICS, CHAN
+local TC, PAUSED, LAT, WHY, LIM
 -- A message due within NEAR ms of the script's clock goes straight to its ready set.
 local NEAR = 1000
 -- MAXMS caps due times: queue.MaxDeliverAt in Unix milliseconds.
@@ -37,10 +27,6 @@ local XMAX = 128
 -- NOW is the script's clock in Unix milliseconds, rounded down: a message due at d (rounded up
 -- when it was put) is due once d <= NOW, so it is never early by this server's clock.
 local NOW
-do
-  local t = redis.call('TIME')
-  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
 
 local function fmt(n) return string.format('%d', n) end
 -- bkey and pkey name a limited topic's bucket and permits, on its home shard.
@@ -56,7 +42,7 @@ end
 local function rkey(topic) return P .. 'r:' .. topic end
 local function lkey(topic) return P .. 'l:' .. topic end
 local function dkey(topic) return P .. 'd:' .. topic end
-local XIK = {}
+local XIK
 local function xikey(topic)
   local k = XIK[topic]
   if not k then
@@ -67,7 +53,7 @@ local function xikey(topic)
 end
 -- XKP caches, per topic, the prefix of its chunks' keys: a number in a concatenation is formatted
 -- as a double by the C library, which costs more than the rest of the key.
-local XKP = {}
+local XKP
 local function xckey(topic, bound)
   local p = XKP[topic]
   if not p then
@@ -158,15 +144,14 @@ end
 -- made the shard's earliest; ER, per topic given a ready message here, its earlier head and the
 -- earliest due time added (ERN keeps the topics in order); LN, LS, LB and LMX the lateness observed
 -- (count, sum in ms, per bucket, maximum).
-local D = {sched = 0, ready = 0, leased = 0}
-local TCD, SCD = {}, {}
-local EW, EL = false, false
-local ER, ERN = {}, {}
-local LN, LS, LB, LMX = 0, 0, {}, 0
+local D, TCD, SCD
+local EW, EL
+local ER, ERN
+local LN, LS, LB, LMX
 
 -- TCF caches the counters' field names per kind and topic, so that a script counting many
 -- messages of a topic builds each name once.
-local TCF = {}
+local TCF
 local function tcount(kind, topic, n)
   local fs = TCF[kind]
   if not fs then
@@ -270,14 +255,14 @@ end
 -- one chunk asks for its size once. XL caches, per topic, the last chunk's bound {ms, id, b}
 -- (false: no chunk), so that messages due after every other (the usual case of delays counted from
 -- now) need no search. XH caches, per topic, its score in XT (false: none).
-local XN, XL, XH = {}, {}, {}
+local XN, XL, XH
 
 -- XDEFER makes xadd hold a chunk's new entries in XP (key -> score, member, ...; XPK keeps the
 -- keys in order) until the chunk must split or xflush writes them, so that a script adding many
 -- messages to a chunk adds them with one ZADD. Only a script that reads no chunk after adding to
 -- it (put) sets it, and calls xflush before it ends.
-local XDEFER = false
-local XP, XPK = {}, {}
+local XDEFER
+local XP, XPK
 
 local function xflush1(k)
   local a = XP[k]
@@ -799,4 +784,40 @@ local function fire_waits(s)
   if s.last == '' then return false end
   local rec = locate(s.last)
   return rec and parse(rec).origin == ''
+end
+
+-- begin sets up a call of a script on the shard of keys with arguments argv: it names the shard's
+-- keys, reads the clock and empties what a call gathers. The first of argv is the stamp of the
+-- deployment's configuration as the caller holds it (the script's own arguments follow it, as
+-- ARGV[1] on); {T}:meta's dep is the stamp of the configuration the shard belongs to. begin
+-- refuses, before anything else is read or written, a shard without one (Redis lost its data: a
+-- restart without persistence, FLUSHALL) or with another (the configuration was made anew since
+-- the caller read it): no process acts on a shard with a view of the deployment that is no longer
+-- the deployment's. It returns the refusal, for the script to return, or nil; the caller then
+-- reconciles.
+local function begin(keys, argv)
+  KEYS, ARGV = keys, argv
+  META = KEYS[1]
+  local stamp = table.remove(ARGV, 1)
+  local dep = redis.call('HGET', META, 'dep')
+  if dep ~= stamp then
+    if not dep then return redis.error_reply('TOCKLOST the shard has no deployment stamp: Redis lost its data') end
+    return redis.error_reply('TOCKSTALE the shard is of deployment ' .. dep .. ', not ' .. tostring(stamp))
+  end
+  P = string.sub(META, 1, -5)
+  REC, SECS, SC, XT = P .. 'rec', P .. 'secs', P .. 'sc', P .. 'xt'
+  LEASE, ALIAS, TOPICS, CHAN = P .. 'lease', P .. 'alias', P .. 'topics', P .. 'ev'
+  TC, PAUSED, LAT, WHY, LIM = P .. 'tc', P .. 'paused', P .. 'lat', P .. 'why', P .. 'lim'
+  local t = redis.call('TIME')
+  NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  XIK, XKP, M = {}, {}, nil
+  D, TCD, SCD = {sched = 0, ready = 0, leased = 0}, {}, {}
+  EW, EL = false, false
+  ER, ERN = {}, {}
+  LN, LS, LB, LMX = 0, 0, {}, 0
+  TCF = {}
+  PAUSEDN, LIMN = nil, nil
+  XN, XL, XH = {}, {}, {}
+  XDEFER, XP, XPK = false, {}, {}
+  CFG = nil
 end
