@@ -311,6 +311,75 @@ func TestReceiveAfterLibraryFlushed(t *testing.T) {
 	}
 }
 
+// spreadN is SPREADN of lua/prelude.lua.
+const spreadN = 16
+
+// TestReceiveSpreadsLargeLeases leases many messages of one shard at once, then few: the receive
+// script gives the shard's records and lease sets their hashed encodings before it reads and adds
+// SPREADN or more (see SPREAD in the prelude), and leaves no trace of how: the sets hold exactly
+// the leases, the records exactly the messages. Fewer leave a listpack as it is.
+func TestReceiveSpreadsLargeLeases(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, time.Minute)
+	rdb := singleClient(t, s.Addr)
+	if !strings.Contains(lua("prelude"), fmt.Sprintf("\nlocal SPREADN = %d\n", spreadN)) {
+		t.Fatalf("lua/prelude.lua's SPREADN is not %d: change spreadN", spreadN)
+	}
+	q := openQueue(t, rdb, WithShards(1))
+	encoding := func(key string) string {
+		t.Helper()
+		e, err := rdb.ObjectEncoding(ctx, key).Result()
+		if err != nil {
+			t.Fatalf("OBJECT ENCODING %s: %v", key, err)
+		}
+		return e
+	}
+	p := strings.TrimSuffix(q.lay.metaKey(0), "meta")
+	for _, c := range []struct {
+		topic     string
+		n         int
+		set, hash string
+	}{
+		{"a", spreadN - 1, "listpack", "listpack"},
+		{"b", spreadN, "skiplist", "hashtable"},
+	} {
+		due := time.Now().Add(200 * time.Millisecond)
+		for i := range c.n {
+			// Short records, as a schedule's fires without a payload have: a listpack keeps them.
+			m := queue.Message{ID: fmt.Sprintf("%s-%d", c.topic, i), Topic: c.topic, DeliverAt: due}
+			if _, err := q.Put(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ds, err := q.Receive(ctx, c.topic, c.n, time.Minute)
+		if err != nil || len(ds) != c.n {
+			t.Fatalf("%s: received %d of %d: %v", c.topic, len(ds), c.n, err)
+		}
+		if e := encoding(p + "l:" + c.topic); e != c.set {
+			t.Errorf("%s: the topic's lease set is a %s, want a %s", c.topic, e, c.set)
+		}
+		if e := encoding(p + "rec"); e != c.hash {
+			t.Errorf("%s: the records are a %s, want a %s", c.topic, e, c.hash)
+		}
+		leases, err := rdb.ZRange(ctx, p+"l:"+c.topic, 0, -1).Result()
+		if err != nil || len(leases) != c.n {
+			t.Fatalf("%s: the lease set holds %d members, want the %d leases (%v)", c.topic, len(leases), c.n, err)
+		}
+		for _, id := range leases {
+			if !strings.HasPrefix(id, c.topic+"-") {
+				t.Fatalf("%s: the lease set holds %d bytes that are no lease", c.topic, len(id))
+			}
+		}
+	}
+	if n, err := rdb.ZCard(ctx, p+"lease").Result(); err != nil || n != 2*spreadN-1 {
+		t.Fatalf("the shard's lease set holds %d members, want %d (%v)", n, 2*spreadN-1, err)
+	}
+	if n, err := rdb.HLen(ctx, p+"rec").Result(); err != nil || n != 2*spreadN-1 {
+		t.Fatalf("the shard's records are %d, want %d (%v)", n, 2*spreadN-1, err)
+	}
+}
+
 // countReceives is a go-redis hook that counts the receive scripts sent, alone or in pipelines.
 type countReceives struct {
 	passHook

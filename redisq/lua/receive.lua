@@ -44,6 +44,7 @@ if max > 0 and not stopped then
     -- The records are read, written and the leases added with one command each for all the
     -- messages (max is at most 1000), not one each per message: a command's dispatch from Lua
     -- costs more than what most of them do, and the deadline is formatted once.
+    if #ids >= SPREADN then spread_hash(REC) end
     local recs = redis.call('HMGET', REC, unpack(ids))
     local dl = fmt(deadline)
     local hs, zs = {}, {}
@@ -65,8 +66,8 @@ if max > 0 and not stopped then
     end
     if #hs > 0 then
       redis.call('HSET', REC, unpack(hs))
-      redis.call('ZADD', LEASE, unpack(zs))
-      redis.call('ZADD', lkey(topic), unpack(zs))
+      zadd_all(LEASE, zs)
+      zadd_all(lkey(topic), zs)
     end
     tcount('v', topic, n)
     -- ids are the set's first #ids members, and nothing above changed the set: removed by rank,
