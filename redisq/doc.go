@@ -207,8 +207,10 @@
 // restored or flushed without it) is given the library and asked again. A library takes some
 // 290 KB of Redis's memory (INFO memory: 190 KB of compiled functions, used_memory_vm_functions,
 // and its 100 KB of source), a tenth of what its 25 scripts took in the script cache, each with
-// the prelude (2.1 MB compiled and 0.9 MB of source). Libraries of earlier versions stay in Redis until deleted (FUNCTION DELETE
-// tock_<digits>; FUNCTION LIST shows them).
+// the prelude (2.1 MB compiled and 0.9 MB of source). Libraries of earlier versions stay in Redis
+// until deleted (FUNCTION DELETE tock_<digits>; FUNCTION LIST shows them). A Redis user
+// restricted by an ACL needs FCALL and FUNCTION LOAD (in the category @scripting) where it needed
+// EVALSHA and SCRIPT LOAD before.
 //
 // The functions declare their flags, so that Redis decides before a script starts whether it may
 // run above maxmemory, never at a write halfway through it (which would leave a message half
