@@ -195,8 +195,11 @@
 //
 // Read-only scripts (flag no-writes, so they run under maxmemory too): stats (the counters, how
 // many ready messages are not due yet, and the lateness hash), due (the count of each second in a
-// range), peek (the shard's next events and the heads of given topics), and topics, list and
-// message (see Admin).
+// range), peek (the shard's next events and the heads of given topics), topics, list and message
+// (see Admin), and reclaim: when the reply of a receive script is lost after it was sent (the
+// connection failed or timed out), the Receive asks the shard for the topic's leases whose token
+// begins with the base it sent and whose deadline is in the window that script could have set,
+// and returns them, rather than leave them leased to no one until their visibility runs out.
 //
 // The scripts are the functions of one library, which Open loads on every master (FUNCTION LOAD;
 // Redis keeps it with the data, and replicas get it from their master). The library is

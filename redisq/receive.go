@@ -3,6 +3,7 @@ package redisq
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/tockwheel/tock"
 	"github.com/tockwheel/tock/internal/rediskit"
 	"github.com/tockwheel/tock/queue"
@@ -435,7 +437,11 @@ func (q *Queue) receiveDue(ctx context.Context, ts *topicState, due []int, max i
 // each lease's rank (see tokenBase), not n tokens, which Redis parsed for every script, leasing or
 // not.
 func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis int64, permits []string) ([]queue.Delivery, error) {
-	args := q.receiveArgs(ts, n, vis, permits)
+	var base string
+	if permits == nil {
+		base = newToken()[:tokenBase]
+	}
+	args := q.receiveArgs(ts, n, vis, permits, base)
 	sent := q.shards[s].version()
 	// The script is waited for whatever becomes of ctx (up to actTimeout): go-redis fails a call
 	// whose context ends before its reply comes, and the messages the script leased would then be
@@ -445,13 +451,18 @@ func (q *Queue) receiveShard(ctx context.Context, ts *topicState, s, n int, vis 
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), actTimeout)
 	defer cancel()
 	start := time.Now()
+	lo := q.clock.now()
 	v, err := receiveScript.Run(sctx, q.rdb, q.lay.keys(s), args...).Slice()
 	q.metrics.observeScript(time.Since(start))
+	if base != "" && lostReply(err) {
+		v, err = q.reclaim(ts, s, base, lo, vis)
+	}
 	return q.receiveReply(ctx, ts, s, sent, start, v, err)
 }
 
-// receiveArgs returns the receive script's arguments (see receiveShard), the stamp first.
-func (q *Queue) receiveArgs(ts *topicState, n int, vis int64, permits []string) []any {
+// receiveArgs returns the receive script's arguments (see receiveShard), the stamp first: the
+// tokens of permits, or else the random base of new tokens.
+func (q *Queue) receiveArgs(ts *topicState, n int, vis int64, permits []string, base string) []any {
 	args := q.cfgArgs()
 	permitted := "0"
 	if permits != nil {
@@ -463,9 +474,35 @@ func (q *Queue) receiveArgs(ts *topicState, n int, vis int64, permits []string) 
 			args = append(args, permits[i])
 		}
 	} else {
-		args = append(args, newToken()[:tokenBase])
+		args = append(args, base)
 	}
 	return q.withStamp(args...)
+}
+
+// lostReply reports whether err says that a script's reply was lost after it was sent (the
+// connection failed or timed out: go-redis's ReadTimeout, 3 s by default, can end the read of a
+// reply of several MiB on a busy machine), so that the script may have run. An error reply of
+// Redis or of the script, and a command Redis refused or that was never sent, are not.
+func lostReply(err error) bool {
+	var rerr redis.Error
+	return err != nil && !errors.As(err, &rerr) && !rediskit.Refused(err) && !errors.Is(err, redis.ErrClosed)
+}
+
+// reclaimSlack is how far before this process's estimate of the Redis server's clock, when a
+// receive script was sent, reclaim looks for its leases: the estimate is a lower bound of the
+// clock of the server that replied last, and a cluster's masters' clocks differ a little.
+const reclaimSlack = 10_000
+
+// reclaim asks shard s for the messages that a receive script sent when this process's estimate
+// of the Redis server's clock read lo (ms) leased under token base, its reply lost (see
+// lostReply): the script ran or it did not, and those it leased are returned now rather than left
+// leased to no one until their visibility vis runs out, to come again as a second attempt. It
+// returns the reclaim script's reply (as the receive script's) or its error.
+func (q *Queue) reclaim(ts *topicState, s int, base string, lo, vis int64) ([]any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), actTimeout)
+	defer cancel()
+	q.metrics.reclaims.Add(1)
+	return reclaimScript.Run(ctx, q.rdb, q.lay.keys(s), q.withStamp(ts.name, base, lo+vis-reclaimSlack, vis)...).Slice()
 }
 
 // A shardReceipt is what one shard's receive script leased, or its error.
@@ -489,11 +526,19 @@ func (q *Queue) receiveShards(ctx context.Context, ts *topicState, ask, n []int,
 		sent[i] = q.shards[s].version()
 	}
 	start := time.Now()
-	cmds := q.pipeScripts(sctx, receiveScript, ask, func(i int) []any { return q.receiveArgs(ts, n[i], vis, nil) })
+	bases := make([]string, len(ask))
+	for i := range bases {
+		bases[i] = newToken()[:tokenBase]
+	}
+	lo := q.clock.now()
+	cmds := q.pipeScripts(sctx, receiveScript, ask, func(i int) []any { return q.receiveArgs(ts, n[i], vis, nil, bases[i]) })
 	q.metrics.observeScript(time.Since(start))
 	out := make([]shardReceipt, len(ask))
 	for i, c := range cmds {
 		v, err := c.Slice()
+		if lostReply(err) {
+			v, err = q.reclaim(ts, ask[i], bases[i], lo, vis)
+		}
 		out[i].ds, out[i].err = q.receiveReply(ctx, ts, ask[i], sent[i], start, v, err)
 	}
 	return out

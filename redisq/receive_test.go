@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -838,5 +839,97 @@ func TestAckInChunksAsOneAtATime(t *testing.T) {
 	}
 	if tombs != n {
 		t.Errorf("%d tombstones in %v, want %d", tombs, keys, n)
+	}
+}
+
+// loseReceiveReplies is a go-redis hook that lets the receive scripts it is armed for reach Redis
+// and run, and then reports a lost connection instead of their replies (alone, or every reply of
+// the pipeline that carried them): a reply lost after the script ran, as go-redis's ReadTimeout
+// can lose one of several MiB on a busy machine.
+type loseReceiveReplies struct {
+	passHook
+	armed atomic.Int32 // the number of calls still to cut
+	lost  atomic.Int32
+}
+
+func (h *loseReceiveReplies) take(cmds []redis.Cmder) bool {
+	for _, c := range cmds {
+		if runsScriptOf(c, receiveScript.function()) {
+			if h.armed.Add(-1) < 0 {
+				h.armed.Add(1)
+				return false
+			}
+			h.lost.Add(1)
+			return true
+		}
+	}
+	return false
+}
+
+func (h *loseReceiveReplies) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		if !h.take([]redis.Cmder{cmd}) {
+			return err
+		}
+		cmd.SetErr(io.ErrUnexpectedEOF)
+		return io.ErrUnexpectedEOF
+	}
+}
+
+func (h *loseReceiveReplies) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		if !h.take(cmds) {
+			return err
+		}
+		for _, c := range cmds {
+			c.SetErr(io.ErrUnexpectedEOF)
+		}
+		return io.ErrUnexpectedEOF
+	}
+}
+
+// TestReceiveReclaimsLeasesOfALostReply loses the replies of a Receive's scripts after they ran:
+// those of a pipeline to 4 shards, then that of a script sent alone. The Receive asks each shard
+// for the leases its script made under its token base and returns them, each once and as a first
+// attempt. Before, they stayed leased to no one until their visibility ran out (a minute here) and
+// the Receive waited, and TestLargePayloads failed so at load 10.
+func TestReceiveReclaimsLeasesOfALostReply(t *testing.T) {
+	t.Parallel()
+	s := startServer(t)
+	ctx := testCtx(t, time.Minute)
+	rdb := singleClient(t, s.Addr)
+	h := &loseReceiveReplies{}
+	rdb.AddHook(h)
+	q := openQueue(t, rdb, WithShards(4))
+	for _, c := range []struct {
+		topic string
+		n     int
+	}{{"pipeline", 40}, {"alone", 1}} {
+		putAcrossShards(t, ctx, q, c.topic, c.n)
+		before := h.lost.Load()
+		h.armed.Store(1)
+		seen := make(map[string]bool)
+		for len(seen) < c.n {
+			rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			ds, err := q.Receive(rctx, c.topic, 100, time.Minute)
+			cancel()
+			if err != nil {
+				t.Fatalf("%s: Receive after %d of %d, a reply lost: %v (the rest leased to no one)", c.topic, len(seen), c.n, err)
+			}
+			for _, d := range ds {
+				if seen[d.ID] || d.Attempt != 1 {
+					t.Fatalf("%s: %q delivered again (attempt %d)", c.topic, d.ID, d.Attempt)
+				}
+				seen[d.ID] = true
+			}
+		}
+		if h.lost.Load() == before {
+			t.Fatalf("%s: no receive reply was lost: the test did not test", c.topic)
+		}
+	}
+	if q.metrics.reclaims.Load() == 0 {
+		t.Fatal("no reclaim counted")
 	}
 }

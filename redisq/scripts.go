@@ -153,6 +153,7 @@ var (
 	reserveScript    = newScript("reserve", "")
 	resolveScript    = newScript("resolve", "")
 	receiveScript    = newScript("receive", "allow-oom")
+	reclaimScript    = newScript("reclaim", "no-writes")
 	ackScript        = newScript("ack", "allow-oom")
 	nackScript       = newScript("nack", "allow-oom")
 	extendScript     = newScript("extend", "allow-oom")

@@ -156,6 +156,7 @@ type metrics struct {
 	retries             atomic.Uint64 // grouped writes sent again
 	replicaWaitFailures atomic.Uint64 // WAITs that returned fewer replicas than asked
 	reconnects          atomic.Uint64 // subscriptions lost
+	reclaims            atomic.Uint64 // receive scripts whose reply was lost, their leases asked for
 	rechecks            atomic.Uint64 // subscriptions made again, and their shards re-read
 	pings               atomic.Uint64
 	events              atomic.Uint64
@@ -231,6 +232,8 @@ func (q *Queue) Metrics(ctx context.Context) ([]queue.Metric, error) {
 		counter("redis_write_retries_total", "Grouped writes sent again after a refusal or a connection failure.", m.retries.Load()),
 		counter("redis_replica_wait_failures_total", "Grouped writes that fewer replicas than required confirmed in time.", m.replicaWaitFailures.Load()),
 		counter("redis_pubsub_reconnects_total", "Event subscriptions lost (connection failed, silent, or slot moved).", m.reconnects.Load()),
+		counter("redis_receive_reclaims_total", "Receive scripts whose reply was lost (the connection failed after the script was sent), "+
+			"whose leases were asked for again.", m.reclaims.Load()),
 		counter("redis_rechecks_total", "Event subscriptions made again, after which their shards were re-read.", m.rechecks.Load()),
 		counter("redis_pubsub_pings_total", "Pings of quiet event subscriptions.", m.pings.Load()),
 		counter("redis_events_total", "Shard events received.", m.events.Load()),
