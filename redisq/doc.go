@@ -207,13 +207,16 @@
 // prelude's begin first; the library is named "tock_" and the first 16 hexadecimal digits of the
 // SHA-1 of its source, and each function "<library>_<file>", so that two versions of redisq on one
 // Redis (a rolling upgrade) each call their own. A node that answers "Function not found" (a master
-// restored or flushed without it) is given the library and asked again. A library takes some
-// 290 KB of Redis's memory (INFO memory: 190 KB of compiled functions, used_memory_vm_functions,
-// and its 100 KB of source), a tenth of what its 25 scripts took in the script cache, each with
-// the prelude (2.1 MB compiled and 0.9 MB of source). Libraries of earlier versions stay in Redis
-// until deleted (FUNCTION DELETE tock_<digits>; FUNCTION LIST shows them). A Redis user
-// restricted by an ACL needs FCALL and FUNCTION LOAD (in the category @scripting) where it needed
-// EVALSHA and SCRIPT LOAD before.
+// restored or flushed without it) is given the library and asked again; Redis refuses FUNCTION
+// LOAD above maxmemory, so Open loads the library only on a node that does not list it (FUNCTION
+// LIST), and a process opened on a full Redis drains it, but a node that lost the library cannot
+// be given it until it is below maxmemory again (where EVAL of a script's source ran). A library
+// takes some 290 KB of Redis's memory (INFO memory: 190 KB of compiled functions,
+// used_memory_vm_functions, and its 100 KB of source), a tenth of what its 25 scripts took in the
+// script cache, each with the prelude (2.1 MB compiled and 0.9 MB of source). Libraries of
+// earlier versions stay in Redis until deleted (FUNCTION DELETE tock_<digits>; FUNCTION LIST
+// shows them). A Redis user restricted by an ACL needs FCALL, FUNCTION LOAD and FUNCTION LIST (in
+// the category @scripting) where it needed EVALSHA and SCRIPT LOAD before.
 //
 // The functions declare their flags, so that Redis decides before a script starts whether it may
 // run above maxmemory, never at a write halfway through it (which would leave a message half

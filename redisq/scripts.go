@@ -5,7 +5,6 @@ import (
 	"crypto/sha1"
 	"embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -124,14 +123,25 @@ func notLoaded(err error) bool {
 	return err != nil && redis.HasErrorPrefix(err, "Function not found")
 }
 
-// loadLibrary loads the library on c, on every master when c is a cluster's client. A node that
-// has it already counts as loaded.
+// loadLibrary loads the library on c, on every master when c is a cluster's client, unless the
+// node has it: Redis refuses FUNCTION LOAD above maxmemory, even of a library it has, and a
+// process opened on a full Redis must still drain it. (A node without the library cannot be given
+// it there.)
 func loadLibrary(ctx context.Context, c redis.Cmdable) error {
 	if cc, ok := c.(*redis.ClusterClient); ok {
 		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return loadLibrary(ctx, m) })
 	}
 	lib := theLibrary()
-	err := c.FunctionLoad(ctx, lib.source).Err()
+	libs, err := c.FunctionList(ctx, redis.FunctionListQuery{LibraryNamePattern: lib.name}).Result()
+	if err != nil {
+		return fmt.Errorf("list the function library %s: %w", lib.name, err)
+	}
+	for _, l := range libs {
+		if l.Name == lib.name {
+			return nil
+		}
+	}
+	err = c.FunctionLoad(ctx, lib.source).Err()
 	if err != nil && redis.HasErrorPrefix(err, "Library '"+lib.name+"' already exists") {
 		return nil
 	}
@@ -140,9 +150,6 @@ func loadLibrary(ctx context.Context, c redis.Cmdable) error {
 	}
 	return nil
 }
-
-// errNotLoaded is what a pipeline's script met where the library was not loaded and could not be.
-var errNotLoaded = errors.New("redisq: the function library could not be loaded")
 
 // The scripts that add messages run only below maxmemory (Redis refuses them as a whole above it);
 // those that remove or move messages run above it too (allow-oom), so that consumers can drain a
