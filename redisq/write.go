@@ -469,10 +469,12 @@ func (w *writer) flush(n *node, reqs []*request) {
 				n.addr, acked, need, q.cfg.replicaWait, queue.ErrUnavailable)
 		}
 	}
+	loaded := false // the library, once for the pipeline: every call of it met the same node
 	for _, c := range calls {
 		err := c.cmd.Err()
-		if notLoaded(err) {
+		if notLoaded(err) && !loaded {
 			w.loadLibrary(n)
+			loaded = true
 		}
 		if err == nil && waitErr != nil {
 			if rediskit.Transient(waitErr) {
